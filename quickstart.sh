@@ -1,0 +1,48 @@
+#!/bin/sh
+# libfsdp quick start on a Debian machine.
+#   ./quickstart.sh          install what is missing, build, run the demo job on 4 ranks
+#   ./quickstart.sh check    install what is missing, build, run make check
+# The build goes to ./build; extra configure flags come from FSDP_CONFIGURE_FLAGS.
+set -e
+cd "$(dirname "$0")"
+top=$(pwd)
+what=${1:-demo}
+case $what in
+demo | check) ;;
+*) echo "usage: $0 [check]" >&2; exit 2 ;;
+esac
+
+packages="gcc make autoconf automake libtool pkg-config gfortran mpich libmpich-dev hwloc libhwloc-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "quickstart: installing$missing"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+[ -x configure ] || ./autogen.sh >/dev/null
+mkdir -p build
+cd build
+[ -f Makefile ] || "$top/configure" $FSDP_CONFIGURE_FLAGS
+make -j"$jobs"
+
+if [ "$what" = demo ]; then
+  echo
+  echo "quickstart: mpiexec -n 4 build/tools/fsdp-info"
+  exec mpiexec -n 4 ./tools/fsdp-info
+fi
+
+status=0
+make -j"$jobs" check || status=$?
+[ $status -eq 0 ] || cat test-suite.log
+passed=$(cat tests/*.trs | grep -c '^:test-result: PASS' || true)
+failed=$(cat tests/*.trs | grep -c '^:test-result: \(FAIL\|ERROR\|XPASS\)' || true)
+skipped=$(cat tests/*.trs | grep -c '^:test-result: SKIP' || true)
+echo "check: $passed passed, $failed failed, $skipped skipped"
+exit $status

@@ -1,0 +1,30 @@
+/* fsdpimpl.h: what the pieces of libfsdp share and users do not see. */
+#ifndef FSDPIMPL_H
+#define FSDPIMPL_H
+
+#include "fsdp_config.h"
+#include "fsdp.h"
+
+/* The library's own duplicate of MPI_COMM_WORLD (errors return), valid between
+   FSDPInitialize and FSDPFinalize; MPI_COMM_NULL otherwise. */
+MPI_Comm FSDPCommWorld_Private(void);
+/* This process's rank in MPI_COMM_WORLD, or -1 when MPI is not running. */
+int FSDPWorldRank_Private(void);
+
+FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv);
+FSDPErrorCode FSDPOptionsFinalize_Private(void);
+/* Whether -help was given: getters then print what they register. */
+bool FSDPOptionsHelpRequested_Private(void);
+
+FSDPErrorCode FSDPLogInitialize_Private(void);
+FSDPErrorCode FSDPLogFinalize_Private(void);
+/* Seconds on a monotonic clock. */
+double FSDPTime_Private(void);
+
+FSDPErrorCode FSDPStrdup(const char *s, char **copy);
+/* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
+FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
+/* Edit distance, case-insensitive: how "-fsdp_log_veiw" finds "-fsdp_log_view". */
+size_t FSDPStringDistance_Private(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,161 @@
+/* Errors: codes, the per-thread traceback, and what happens on an error. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdpimpl.h"
+
+#define FSDP_MAX_FRAMES 64
+
+typedef struct {
+  int line;
+  const char *func; /* __func__ and __FILE__ have static storage */
+  const char *file;
+} ErrorFrame;
+
+/* One traceback per thread, like HDF5's error stack: an error raised on the
+   communication thread must not scribble over the compute thread's. */
+typedef struct {
+  FSDPErrorCode code;
+  int depth;   /* frames seen */
+  int nframes; /* frames kept */
+  ErrorFrame frames[FSDP_MAX_FRAMES];
+  char message[1024];
+} ErrorStack;
+
+static _Thread_local ErrorStack error_stack;
+static FSDPErrorMode error_mode = FSDP_ERRORS_PRINT;
+
+static const char *const error_strings[FSDP_ERR_NUM_CODES] = {
+  [FSDP_SUCCESS] = "success",
+  [FSDP_ERR_ARG] = "invalid argument",
+  [FSDP_ERR_STATE] = "object in wrong state",
+  [FSDP_ERR_MEM] = "out of memory",
+  [FSDP_ERR_MPI] = "MPI error",
+  [FSDP_ERR_HWLOC] = "hwloc error",
+  [FSDP_ERR_HDF5] = "HDF5 error",
+  [FSDP_ERR_CUDA] = "CUDA error",
+  [FSDP_ERR_NCCL] = "NCCL error",
+  [FSDP_ERR_IO] = "I/O error",
+  [FSDP_ERR_OPTION] = "invalid option value",
+  [FSDP_ERR_UNSUPPORTED] = "unsupported",
+  [FSDP_ERR_TIMEOUT] = "timed out",
+  [FSDP_ERR_CORRUPT] = "data corrupt",
+  [FSDP_ERR_USER] = "user error",
+  [FSDP_ERR_INTERNAL] = "internal error (please report)",
+};
+
+const char *FSDPGetErrorString(FSDPErrorCode code)
+{
+  if ((int)code < 0 || code >= FSDP_ERR_NUM_CODES) return "unknown error code";
+  return error_strings[code];
+}
+
+FSDPErrorCode FSDPSetErrorMode(FSDPErrorMode mode)
+{
+  FSDPCheck(mode == FSDP_ERRORS_PRINT || mode == FSDP_ERRORS_RETURN || mode == FSDP_ERRORS_ARE_FATAL, MPI_COMM_SELF,
+            FSDP_ERR_ARG, "error mode %d is not one of FSDP_ERRORS_PRINT, FSDP_ERRORS_RETURN, FSDP_ERRORS_ARE_FATAL",
+            (int)mode);
+  error_mode = mode;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPGetErrorMode(FSDPErrorMode *mode)
+{
+  FSDPCheck(mode, MPI_COMM_SELF, FSDP_ERR_ARG, "mode must not be NULL");
+  *mode = error_mode;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPGetLastError(FSDPErrorCode *code, const char **message, int *nframes)
+{
+  if (code) *code = error_stack.code;
+  if (message) *message = error_stack.message;
+  if (nframes) *nframes = error_stack.nframes;
+  return FSDP_SUCCESS;
+}
+
+static void print_header(FILE *fp)
+{
+  fprintf(fp, "[%d] FSDP ERROR: %s: %s\n", FSDPWorldRank_Private(), FSDPGetErrorString(error_stack.code),
+          error_stack.message);
+}
+
+static void print_frame(FILE *fp, int number, const ErrorFrame *f)
+{
+  fprintf(fp, "[%d] FSDP ERROR: #%d %s() at %s:%d\n", FSDPWorldRank_Private(), number, f->func, f->file, f->line);
+}
+
+FSDPErrorCode FSDPErrorPrintTrace(FILE *fp)
+{
+  FSDPCheck(fp, MPI_COMM_SELF, FSDP_ERR_ARG, "fp must not be NULL");
+  if (error_stack.code == FSDP_SUCCESS) return FSDP_SUCCESS;
+  print_header(fp);
+  for (int i = 0; i < error_stack.nframes; i++) print_frame(fp, i + 1, &error_stack.frames[i]);
+  fflush(fp);
+  return FSDP_SUCCESS;
+}
+
+/* Frames past FSDP_MAX_FRAMES are printed but not kept. */
+static void push_frame(int line, const char *func, const char *file)
+{
+  ErrorFrame f = {line, func, file};
+  error_stack.depth++;
+  if (error_stack.nframes < FSDP_MAX_FRAMES) error_stack.frames[error_stack.nframes++] = f;
+  if (error_mode != FSDP_ERRORS_RETURN) {
+    if (error_stack.depth == 1) print_header(stderr);
+    print_frame(stderr, error_stack.depth, &f);
+    fflush(stderr);
+  }
+}
+
+static void abort_now(MPI_Comm comm, FSDPErrorCode code)
+{
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
+  abort(); /* no MPI to take the job down: the user asked for an abort */
+}
+
+FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
+                        const char *fmt, ...)
+{
+  va_list ap;
+  /* A new error starts a new traceback. */
+  error_stack.code = code;
+  error_stack.nframes = 0;
+  error_stack.depth = 0;
+  va_start(ap, fmt);
+  vsnprintf(error_stack.message, sizeof error_stack.message, fmt, ap);
+  va_end(ap);
+  push_frame(line, func, file);
+  if (error_mode == FSDP_ERRORS_ARE_FATAL) abort_now(comm, code);
+  return code;
+}
+
+FSDPErrorCode FSDPErrorTraceback(int line, const char *func, const char *file, FSDPErrorCode code)
+{
+  if (error_stack.nframes == 0 || error_stack.code != code) {
+    /* The code came from somewhere that did not raise it (a user callback, say). */
+    return FSDPError(MPI_COMM_SELF, line, func, file, code, "error code %d returned without a message", (int)code);
+  }
+  push_frame(line, func, file);
+  return code;
+}
+
+FSDPErrorCode FSDPErrorMPI(int line, const char *func, const char *file, int mpierr, const char *call)
+{
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (MPI_Error_string(mpierr, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "unknown MPI error");
+  return FSDPError(MPI_COMM_SELF, line, func, file, FSDP_ERR_MPI, "%s failed with MPI error %d: %s", call, mpierr,
+                   text);
+}
+
+void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code)
+{
+  /* In the printing modes the traceback is already on stderr. */
+  if (error_mode == FSDP_ERRORS_RETURN) (void)FSDPErrorPrintTrace(stderr);
+  abort_now(comm, code);
+}

@@ -1,0 +1,129 @@
+/* FSDPInitialize/FSDPFinalize: MPI (only when the user has not started it),
+   the options database, logging, and the reports printed at the end. */
+#include <string.h>
+
+#include "fsdpimpl.h"
+
+/* libfsdp's host communication thread issues collectives while the
+   application thread may call MPI too. */
+#define FSDP_MPI_THREAD_NEEDED MPI_THREAD_MULTIPLE
+
+static struct {
+  bool initialized;
+  bool initialized_mpi; /* MPI_Init_thread was ours, so MPI_Finalize is too */
+  MPI_Comm world;
+  bool log_view;
+  bool options_left;
+} sys = {.world = MPI_COMM_NULL};
+
+static const char *thread_level_name(int level)
+{
+  switch (level) {
+  case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+  case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  default: return "an unknown thread level";
+  }
+}
+
+MPI_Comm FSDPCommWorld_Private(void) { return sys.world; }
+
+int FSDPWorldRank_Private(void)
+{
+  int up = 0, down = 0, rank = -1;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+FSDPErrorCode FSDPInitialized(bool *initialized)
+{
+  FSDPCheck(initialized, MPI_COMM_SELF, FSDP_ERR_ARG, "initialized must not be NULL");
+  *initialized = sys.initialized;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch)
+{
+  if (major) *major = FSDP_VERSION_MAJOR;
+  if (minor) *minor = FSDP_VERSION_MINOR;
+  if (patch) *patch = FSDP_VERSION_PATCH;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode read_sys_options(void)
+{
+  static const char *const on_error[] = {"print", "return", "abort", NULL};
+  int mode;
+  bool set;
+
+  FSDPCall(FSDPOptionsGetBool("-fsdp_log_view", "print the event and memory table at FSDPFinalize", false,
+                              &sys.log_view, NULL));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_options_left", "warn at FSDPFinalize about options given but never used", true,
+                              &sys.options_left, NULL));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_on_error",
+                              "on an error: print a traceback and return, return silently, or print and MPI_Abort",
+                              on_error, FSDP_ERRORS_PRINT, &mode, &set));
+  if (set) FSDPCall(FSDPSetErrorMode((FSDPErrorMode)mode));
+  if (sys.log_view) FSDPCall(FSDPLogSetActive(true));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
+{
+  int up = 0, down = 0, provided = MPI_THREAD_SINGLE, rank;
+
+  if (sys.initialized) return FSDP_SUCCESS;
+  MPI_Finalized(&down);
+  FSDPCheck(!down, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "MPI has been finalized already: FSDPInitialize() must come before MPI_Finalize()");
+  MPI_Initialized(&up);
+  if (!up) {
+    FSDPCallMPI(MPI_Init_thread(argc, argv, FSDP_MPI_THREAD_NEEDED, &provided));
+    sys.initialized_mpi = true;
+  } else FSDPCallMPI(MPI_Query_thread(&provided));
+  FSDPCallMPI(MPI_Comm_dup(MPI_COMM_WORLD, &sys.world));
+  FSDPCallMPI(MPI_Comm_set_errhandler(sys.world, MPI_ERRORS_RETURN));
+  FSDPCallMPI(MPI_Comm_rank(sys.world, &rank));
+  /* From here on FSDPFinalize can undo what was done, even if options are bad. */
+  sys.initialized = true;
+  FSDPCall(FSDPLogInitialize_Private());
+  FSDPCall(FSDPOptionsInitialize_Private(argc ? *argc : 0, argv ? *argv : NULL));
+  if (FSDPOptionsHelpRequested_Private() && rank == 0) {
+    printf("libfsdp %s options (given on the command line or in the FSDP_OPTIONS environment variable):\n",
+           FSDP_VERSION_STRING);
+    fflush(stdout);
+  }
+  FSDPCall(read_sys_options());
+  if (provided < FSDP_MPI_THREAD_NEEDED && rank == 0) {
+    fprintf(stderr,
+            "libfsdp WARNING: MPI provides %s, but libfsdp needs %s to communicate on its own thread;\n"
+            "libfsdp WARNING: communication will not overlap computation. Initialize MPI with\n"
+            "libfsdp WARNING: MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), or let FSDPInitialize do it.\n",
+            thread_level_name(provided), thread_level_name(FSDP_MPI_THREAD_NEEDED));
+    fflush(stderr);
+  }
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPFinalize(void)
+{
+  FSDPViewer out = NULL;
+
+  FSDPCheck(sys.initialized, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPFinalize() called without FSDPInitialize()");
+  if (sys.log_view || sys.options_left) FSDPCall(FSDPViewerASCIIOpen(sys.world, "stdout", &out));
+  if (sys.log_view) FSDPCall(FSDPLogView(out));
+  if (sys.options_left) FSDPCall(FSDPOptionsLeft(out, NULL));
+  FSDPCall(FSDPViewerDestroy(&out));
+  FSDPCall(FSDPOptionsFinalize_Private());
+  FSDPCall(FSDPLogFinalize_Private());
+  FSDPCallMPI(MPI_Comm_free(&sys.world));
+  sys.initialized = false;
+  if (sys.initialized_mpi) {
+    sys.initialized_mpi = false;
+    FSDPCallMPI(MPI_Finalize());
+  }
+  return FSDP_SUCCESS;
+}

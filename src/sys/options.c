@@ -1,0 +1,527 @@
+/* The options database: -fsdp_* options from FSDP_OPTIONS, the command line
+   and the API, read by typed getters that also register each option for -help
+   and for the unused-option report.  Later sources override earlier ones:
+   FSDP_OPTIONS, then the command line, then FSDPOptionsSetValue. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fsdpimpl.h"
+
+typedef enum { SOURCE_ENV, SOURCE_ARGV, SOURCE_API } OptionSource;
+
+static const char *const source_names[] = {
+  [SOURCE_ENV] = "FSDP_OPTIONS",
+  [SOURCE_ARGV] = "the command line",
+  [SOURCE_API] = "the program",
+};
+
+typedef struct {
+  char *name;
+  char *value; /* NULL: given without a value */
+  OptionSource source;
+  bool used;
+} OptionEntry;
+
+static struct {
+  OptionEntry *entries;
+  int nentries, capentries;
+  char **registered; /* every name a getter asked for */
+  int nregistered, capregistered;
+  bool help;
+} db;
+
+#define OPTION_PREFIX "-fsdp_"
+
+/* ------------------------------------------------------------------ tokens */
+
+static bool is_number(const char *s)
+{
+  char *end;
+  if (!*s) return false;
+  (void)strtod(s, &end);
+  return *end == '\0';
+}
+
+/* A token that starts a new option rather than being a value ("-3" is a value). */
+static bool is_key(const char *s) { return s[0] == '-' && !is_number(s); }
+
+static bool is_library_option(const char *s)
+{
+  size_t n = strcspn(s, "=");
+  return strncasecmp(s, OPTION_PREFIX, strlen(OPTION_PREFIX)) == 0 || (n == 5 && strncasecmp(s, "-help", 5) == 0);
+}
+
+static OptionEntry *find_entry(const char *name)
+{
+  for (int i = 0; i < db.nentries; i++)
+    if (strcasecmp(db.entries[i].name, name) == 0) return &db.entries[i];
+  return NULL;
+}
+
+static FSDPErrorCode set_value(const char *name, size_t namelen, const char *value, OptionSource source)
+{
+  char *key;
+  OptionEntry *e;
+
+  FSDPCall(FSDPMalloc(namelen + 1, FSDP_MEM_OTHER, &key));
+  memcpy(key, name, namelen);
+  key[namelen] = '\0';
+  e = find_entry(key);
+  if (e) {
+    FSDPCall(FSDPFree(&key));
+    FSDPCall(FSDPFree(&e->value));
+  } else {
+    FSDPCall(FSDPGrowArray_Private(&db.entries, sizeof *db.entries, db.nentries + 1, &db.capentries, FSDP_MEM_OTHER));
+    e = &db.entries[db.nentries++];
+    e->name = key;
+  }
+  e->value = NULL;
+  if (value) FSDPCall(FSDPStrdup(value, &e->value));
+  e->source = source;
+  e->used = false;
+  return FSDP_SUCCESS;
+}
+
+/* Insert options from a token list.  strict: every token must be a libfsdp
+   option or its value (FSDP_OPTIONS, InsertString); otherwise other tokens
+   belong to the program and are skipped (argv). */
+static FSDPErrorCode insert_tokens(int n, char **tokens, OptionSource source, bool strict)
+{
+  for (int i = 0; i < n; i++) {
+    const char *t = tokens[i], *eq;
+    if (!is_library_option(t)) {
+      FSDPCheck(!strict, MPI_COMM_SELF, FSDP_ERR_OPTION,
+                "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help)",
+                source_names[source], t);
+      continue;
+    }
+    eq = strchr(t, '=');
+    if (eq) FSDPCall(set_value(t, (size_t)(eq - t), eq + 1, source));
+    else if (i + 1 < n && !is_key(tokens[i + 1])) {
+      FSDPCall(set_value(t, strlen(t), tokens[i + 1], source));
+      i++;
+    } else FSDPCall(set_value(t, strlen(t), NULL, source));
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Split a string at white space, honouring '...' and "..." quotes, in place. */
+static FSDPErrorCode tokenize(char *s, const char *what, int *ntokens, char ***tokens)
+{
+  int n = 0, cap = 0;
+  char **tok = NULL;
+  char *r = s, *w = s;
+
+  *ntokens = 0;
+  *tokens = NULL;
+  while (*r) {
+    char quote = 0;
+    while (isspace((unsigned char)*r)) r++;
+    if (!*r) break;
+    FSDPCall(FSDPGrowArray_Private(&tok, sizeof *tok, n + 1, &cap, FSDP_MEM_OTHER));
+    tok[n++] = w;
+    while (*r && (quote || !isspace((unsigned char)*r))) {
+      if (quote && *r == quote) quote = 0;
+      else if (!quote && (*r == '\'' || *r == '"')) quote = *r;
+      else *w++ = *r;
+      r++;
+    }
+    if (quote) {
+      FSDPCall(FSDPFree(&tok));
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_OPTION, "%s: unterminated %c quote", what, quote);
+    }
+    if (*r) r++;
+    *w++ = '\0';
+  }
+  *ntokens = n;
+  *tokens = tok;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode insert_string(const char *options, OptionSource source)
+{
+  char *copy, **tokens;
+  int n;
+  FSDPErrorCode err;
+
+  FSDPCall(FSDPStrdup(options, &copy));
+  err = tokenize(copy, source_names[source], &n, &tokens);
+  if (!err) err = insert_tokens(n, tokens, source, true);
+  FSDPCall(FSDPFree(&tokens));
+  FSDPCall(FSDPFree(&copy));
+  FSDPCall(err);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv)
+{
+  const char *env = getenv("FSDP_OPTIONS");
+  if (env) FSDPCall(insert_string(env, SOURCE_ENV));
+  if (argc > 1 && argv) FSDPCall(insert_tokens(argc - 1, argv + 1, SOURCE_ARGV, false));
+  db.help = find_entry("-help") != NULL; /* so that -help lists itself */
+  FSDPCall(FSDPOptionsGetBool("-help", "print every option with its type, default and description", false, &db.help,
+                              NULL));
+  return FSDP_SUCCESS;
+}
+
+bool FSDPOptionsHelpRequested_Private(void) { return db.help; }
+
+FSDPErrorCode FSDPOptionsFinalize_Private(void)
+{
+  for (int i = 0; i < db.nentries; i++) {
+    FSDPCall(FSDPFree(&db.entries[i].name));
+    FSDPCall(FSDPFree(&db.entries[i].value));
+  }
+  for (int i = 0; i < db.nregistered; i++) FSDPCall(FSDPFree(&db.registered[i]));
+  FSDPCall(FSDPFree(&db.entries));
+  FSDPCall(FSDPFree(&db.registered));
+  memset(&db, 0, sizeof db);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value)
+{
+  FSDPCheck(name && name[0] == '-', MPI_COMM_SELF, FSDP_ERR_ARG, "option name '%s' must start with '-'",
+            name ? name : "(null)");
+  FSDPCall(set_value(name, strlen(name), value, SOURCE_API));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsClearValue(const char *name)
+{
+  OptionEntry *e;
+  FSDPCheck(name, MPI_COMM_SELF, FSDP_ERR_ARG, "option name must not be NULL");
+  e = find_entry(name);
+  if (!e) return FSDP_SUCCESS;
+  FSDPCall(FSDPFree(&e->name));
+  FSDPCall(FSDPFree(&e->value));
+  *e = db.entries[--db.nentries];
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsInsertString(const char *options)
+{
+  FSDPCheck(options, MPI_COMM_SELF, FSDP_ERR_ARG, "options string must not be NULL");
+  FSDPCall(insert_string(options, SOURCE_API));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ lookup */
+
+size_t FSDPStringDistance_Private(const char *a, const char *b)
+{
+  size_t la = strlen(a), lb = strlen(b), row[128], best;
+  if (lb >= 128) return (size_t)-1;
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+      best = diag + cost;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+static const char *closest(const char *word, const char *const *candidates, int n)
+{
+  const char *best = NULL;
+  size_t bestd = 3 + strlen(word) / 5; /* farther than this is not a typo */
+  for (int i = 0; i < n; i++) {
+    size_t d = FSDPStringDistance_Private(word, candidates[i]);
+    if (d < bestd) {
+      bestd = d;
+      best = candidates[i];
+    }
+  }
+  return best;
+}
+
+/* Register `name` and look it up.  Prints the -help line the first time. */
+static FSDPErrorCode lookup(const char *name, const char *type, const char *defstr, const char *help,
+                            OptionEntry **entry)
+{
+  bool known = false;
+  OptionEntry *e;
+
+  FSDPCheck(name && name[0] == '-', MPI_COMM_SELF, FSDP_ERR_ARG, "option name '%s' must start with '-'",
+            name ? name : "(null)");
+  for (int i = 0; i < db.nregistered && !known; i++) known = strcasecmp(db.registered[i], name) == 0;
+  e = find_entry(name);
+  if (!known) {
+    FSDPCall(FSDPGrowArray_Private(&db.registered, sizeof *db.registered, db.nregistered + 1, &db.capregistered,
+                                   FSDP_MEM_OTHER));
+    FSDPCall(FSDPStrdup(name, &db.registered[db.nregistered++]));
+    if (db.help && FSDPWorldRank_Private() <= 0) {
+      printf("  %s <%s> (%s): %s", name, defstr, type, help ? help : "");
+      if (e) printf(" [given: %s]", e->value ? e->value : "(no value)");
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  if (e) e->used = true;
+  *entry = e;
+  return FSDP_SUCCESS;
+}
+
+#define OPTION_ERROR(e, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_OPTION, __VA_ARGS__)
+
+static bool parse_int(const char *s, int64_t *v)
+{
+  char *end;
+  long long x;
+  errno = 0;
+  x = strtoll(s, &end, 10);
+  if (end == s || *end || errno == ERANGE) return false;
+  *v = (int64_t)x;
+  return true;
+}
+
+static bool parse_real(const char *s, double *v)
+{
+  char *end;
+  double x;
+  errno = 0;
+  x = strtod(s, &end);
+  if (end == s || *end || isnan(x) || (errno == ERANGE && isinf(x))) return false;
+  *v = x;
+  return true;
+}
+
+static bool parse_bool(const char *s, bool *v)
+{
+  static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(s, yes[i]) == 0) return *v = true, true;
+    if (strcasecmp(s, no[i]) == 0) return *v = false, true;
+  }
+  return false;
+}
+
+/* An option given without a value, where one is required. */
+static FSDPErrorCode need_value(const OptionEntry *e, const char *type)
+{
+  FSDPCheck(e->value, MPI_COMM_SELF, FSDP_ERR_OPTION, "option %s (from %s) needs a value (%s)", e->name,
+            source_names[e->source], type);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defval, int64_t min, int64_t max,
+                                int64_t *value, bool *set)
+{
+  char defstr[32];
+  OptionEntry *e;
+  int64_t v;
+
+  FSDPCheck(value, MPI_COMM_SELF, FSDP_ERR_ARG, "value must not be NULL (option %s)", name ? name : "(null)");
+  FSDPCheck(min <= defval && defval <= max, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "default %" PRId64 " of option %s is outside its range [%" PRId64 ", %" PRId64 "]", defval,
+            name ? name : "(null)", min, max);
+  snprintf(defstr, sizeof defstr, "%" PRId64, defval);
+  FSDPCall(lookup(name, "int", defstr, help, &e));
+  if (set) *set = e != NULL;
+  *value = defval;
+  if (!e) return FSDP_SUCCESS;
+  FSDPCall(need_value(e, "an integer"));
+  if (!parse_int(e->value, &v))
+    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not an integer%s", name, e->value, source_names[e->source],
+                        errno == ERANGE ? " that fits in 64 bits" : "");
+  FSDPCheck(min <= v && v <= max, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "option %s: %" PRId64 " (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name, v,
+            source_names[e->source], min, max);
+  *value = v;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defval, double *value, bool *set)
+{
+  char defstr[32];
+  OptionEntry *e;
+
+  FSDPCheck(value, MPI_COMM_SELF, FSDP_ERR_ARG, "value must not be NULL (option %s)", name ? name : "(null)");
+  snprintf(defstr, sizeof defstr, "%g", defval);
+  FSDPCall(lookup(name, "real", defstr, help, &e));
+  if (set) *set = e != NULL;
+  *value = defval;
+  if (!e) return FSDP_SUCCESS;
+  FSDPCall(need_value(e, "a real number"));
+  if (!parse_real(e->value, value)) {
+    *value = defval;
+    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not a real number", name, e->value, source_names[e->source]);
+  }
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval, bool *value, bool *set)
+{
+  OptionEntry *e;
+
+  FSDPCheck(value, MPI_COMM_SELF, FSDP_ERR_ARG, "value must not be NULL (option %s)", name ? name : "(null)");
+  FSDPCall(lookup(name, "bool", defval ? "true" : "false", help, &e));
+  if (set) *set = e != NULL;
+  *value = defval;
+  if (!e) return FSDP_SUCCESS;
+  if (!e->value) { /* a bare flag turns it on */
+    *value = true;
+    return FSDP_SUCCESS;
+  }
+  if (!parse_bool(e->value, value)) {
+    *value = defval;
+    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
+                        e->value, source_names[e->source]);
+  }
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
+                                 int *value, bool *set)
+{
+  char type[256] = "one of";
+  OptionEntry *e;
+  int n = 0;
+
+  FSDPCheck(value && choices && choices[0], MPI_COMM_SELF, FSDP_ERR_ARG,
+            "value and choices (non-empty, NULL-terminated) must not be NULL (option %s)", name ? name : "(null)");
+  while (choices[n]) n++;
+  FSDPCheck(defval >= 0 && defval < n, MPI_COMM_SELF, FSDP_ERR_ARG, "default %d of option %s is not an index of its %d choices",
+            defval, name ? name : "(null)", n);
+  for (int i = 0; i < n; i++) {
+    size_t used = strlen(type);
+    snprintf(type + used, sizeof type - used, " %s", choices[i]);
+  }
+  FSDPCall(lookup(name, type, choices[defval], help, &e));
+  if (set) *set = e != NULL;
+  *value = defval;
+  if (!e) return FSDP_SUCCESS;
+  FSDPCall(need_value(e, type));
+  for (int i = 0; i < n; i++)
+    if (strcasecmp(e->value, choices[i]) == 0) {
+      *value = i;
+      return FSDP_SUCCESS;
+    }
+  {
+    const char *guess = closest(e->value, choices, n);
+    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not %s%s%s%s", name, e->value, source_names[e->source], type,
+                        guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
+  }
+}
+
+FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const char *defval, char *value, size_t len,
+                                   bool *set)
+{
+  OptionEntry *e;
+  const char *v;
+
+  FSDPCheck(value && len > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "value must not be NULL and len > 0 (option %s)",
+            name ? name : "(null)");
+  if (!defval) defval = "";
+  FSDPCheck(strlen(defval) < len, MPI_COMM_SELF, FSDP_ERR_ARG, "default '%s' of option %s does not fit in %zu bytes",
+            defval, name ? name : "(null)", len);
+  FSDPCall(lookup(name, "string", defval, help, &e));
+  if (set) *set = e != NULL;
+  v = defval;
+  if (e) {
+    FSDPCall(need_value(e, "a string"));
+    v = e->value;
+    FSDPCheck(strlen(v) < len, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "option %s: '%s' (from %s) is longer than %zu characters", name, v, source_names[e->source], len - 1);
+  }
+  memmove(value, v, strlen(v) + 1);
+  return FSDP_SUCCESS;
+}
+
+/* Split a comma-separated list and parse each item with parse(item, &values[i]). */
+static FSDPErrorCode get_list(const char *name, const char *help, const char *type, const char *itemdesc,
+                              size_t elemsize, bool (*parse)(const char *, void *), void *values, int *n, bool *set)
+{
+  OptionEntry *e;
+  char *copy, *item, *save = NULL;
+  int count = 0, cap;
+  FSDPErrorCode err = FSDP_SUCCESS;
+
+  FSDPCheck(values && n && *n >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "values and n must not be NULL (option %s)",
+            name ? name : "(null)");
+  cap = *n;
+  FSDPCall(lookup(name, type, "none", help, &e));
+  if (set) *set = e != NULL;
+  if (!e) return FSDP_SUCCESS;
+  FSDPCall(need_value(e, type));
+  FSDPCall(FSDPStrdup(e->value, &copy));
+  /* Empty items ("1,,2" or a trailing comma) are mistakes, not zeros. */
+  if (!*copy || copy[0] == ',' || copy[strlen(copy) - 1] == ',' || strstr(copy, ",,"))
+    err = OPTION_ERROR(e, "option %s: '%s' (from %s) has an empty item in its comma-separated list", name, e->value,
+                       source_names[e->source]);
+  for (item = strtok_r(copy, ",", &save); !err && item; item = strtok_r(NULL, ",", &save)) {
+    if (count >= cap)
+      err = OPTION_ERROR(e, "option %s: '%s' (from %s) has more than %d items", name, e->value,
+                         source_names[e->source], cap);
+    else if (!parse(item, (char *)values + (size_t)count * elemsize))
+      err = OPTION_ERROR(e, "option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value,
+                         source_names[e->source], itemdesc);
+    else count++;
+  }
+  FSDPCall(FSDPFree(&copy));
+  FSDPCall(err);
+  *n = count;
+  return FSDP_SUCCESS;
+}
+
+static bool parse_int_item(const char *s, void *v) { return parse_int(s, v); }
+static bool parse_real_item(const char *s, void *v) { return parse_real(s, v); }
+
+FSDPErrorCode FSDPOptionsGetIntList(const char *name, const char *help, int64_t *values, int *n, bool *set)
+{
+  FSDPCall(get_list(name, help, "int list", "an integer", sizeof *values, parse_int_item, values, n, set));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsGetRealList(const char *name, const char *help, double *values, int *n, bool *set)
+{
+  FSDPCall(get_list(name, help, "real list", "a real number", sizeof *values, parse_real_item, values, n, set));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ reports */
+
+FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
+{
+  int left = 0;
+  for (int i = 0; i < db.nentries; i++) left += !db.entries[i].used;
+  if (nleft) *nleft = left;
+  if (!viewer || !left) return FSDP_SUCCESS;
+  FSDPCall(FSDPViewerASCIIPrintf(viewer, "WARNING: %d libfsdp option%s given but never used:\n", left,
+                                 left == 1 ? " was" : "s were"));
+  for (int i = 0; i < db.nentries; i++) {
+    const OptionEntry *e = &db.entries[i];
+    const char *guess;
+    if (e->used) continue;
+    guess = closest(e->name, (const char *const *)db.registered, db.nregistered);
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s)%s%s%s\n", e->name, e->value ? e->value : "(no value)",
+                                   source_names[e->source], guess ? ": did you mean " : "", guess ? guess : "",
+                                   guess ? "?" : ""));
+  }
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
+{
+  FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
+  FSDPCall(FSDPViewerASCIIPrintf(viewer, "libfsdp options database (%d option%s):\n", db.nentries,
+                                 db.nentries == 1 ? "" : "s"));
+  for (int i = 0; i < db.nentries; i++)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s%s)\n", db.entries[i].name,
+                                   db.entries[i].value ? db.entries[i].value : "", source_names[db.entries[i].source],
+                                   db.entries[i].used ? "" : ", not used yet"));
+  return FSDP_SUCCESS;
+}

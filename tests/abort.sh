@@ -1,0 +1,40 @@
+#!/bin/sh
+# What an error does to a running job: print and go on (default), abort the
+# whole job (-fsdp_on_error abort, FSDPCallAbort), or end main with the code.
+# Nothing hangs: each job must end on its own within the test timeout.
+. "${srcdir:-.}/tests/testlib.sh"
+prog="$top_builddir/tests/test_abort"
+
+# Default: rank 1 prints its traceback; both ranks go on and finish.
+fsdp_run 2 "$prog" continue >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || { cat "$fsdp_tmp/err"; echo "FAIL: continue mode exited $?"; exit 1; }
+expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp/err"
+expect_grep '^\[1\] FSDP ERROR: #1 fail_on_rank_one() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
+expect_grep '^\[1\] FSDP ERROR: #2 step() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
+expect_count 0 '^\[0\] FSDP ERROR' "$fsdp_tmp/err"
+expect_grep '^rank 1 continues after error code 14$' "$fsdp_tmp/out"
+expect_grep '^rank 0 continues after error code 0$' "$fsdp_tmp/out"
+
+# -fsdp_on_error abort: the error is printed and the job dies at once.
+if fsdp_run 2 "$prog" continue -fsdp_on_error abort >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
+  echo "FAIL: -fsdp_on_error abort let the job succeed"; exit 1
+fi
+rc=$?
+[ "$rc" -ne 124 ] || { echo "FAIL: -fsdp_on_error abort hung"; exit 1; }
+expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp/err"
+expect_count 0 '^rank 1 continues' "$fsdp_tmp/out"
+
+# FSDPCallAbort in silent mode still prints the whole traceback before aborting.
+if fsdp_run 2 "$prog" callabort -fsdp_on_error return >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
+  echo "FAIL: FSDPCallAbort let the job succeed"; exit 1
+fi
+expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp/err"
+expect_grep '^\[1\] FSDP ERROR: #3 main() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
+
+# FSDPCall in main: the traceback reaches main and the job fails, without hanging.
+if fsdp_run 2 "$prog" main >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
+  echo "FAIL: an error returned from main let the job succeed"; exit 1
+fi
+rc=$?
+[ "$rc" -ne 124 ] || { echo "FAIL: an error returned from main hung the job"; exit 1; }
+expect_grep '^\[1\] FSDP ERROR: #3 main() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
+exit 0

@@ -1,0 +1,33 @@
+# testlib.sh: helpers for shell tests, sourced by tests/*.sh (run by tests/mpitest).
+: "${MPIEXEC:=mpiexec}"
+: "${FSDP_TEST_TIMEOUT:=300}"
+: "${top_builddir:=.}"
+
+# fsdp_run NP PROGRAM [ARGS...]: launch an MPI job, with the test timeout.
+fsdp_run() {
+  np=$1
+  shift
+  timeout "$FSDP_TEST_TIMEOUT" $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$@"
+}
+
+# expect_grep PATTERN FILE: fail the test unless FILE has a line matching PATTERN.
+expect_grep() {
+  if ! grep -q -e "$1" "$2"; then
+    echo "FAIL: expected a line matching '$1' in:" >&2
+    sed 's/^/  | /' "$2" >&2
+    exit 1
+  fi
+}
+
+# expect_count N PATTERN FILE: exactly N lines of FILE match PATTERN.
+expect_count() {
+  got=$(grep -c -e "$2" "$3")
+  if [ "$got" -ne "$1" ]; then
+    echo "FAIL: expected $1 lines matching '$2', found $got in:" >&2
+    sed 's/^/  | /' "$3" >&2
+    exit 1
+  fi
+}
+
+fsdp_tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-test.XXXXXX") || exit 99
+trap 'rm -rf "$fsdp_tmp"' EXIT
