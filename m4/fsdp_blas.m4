@@ -23,7 +23,7 @@ AS_IF([test "x$with_blas" != xno], [
   AC_MSG_RESULT([$fsdp_have_blas])
   AS_IF([test $fsdp_have_blas = no], [
     fsdp_blas_where="$fsdp_blas_where (link flags tried:$fsdp_blas_tried) with cblas.h"
-    FSDP_REQUIRED_DEP_MISSING([blas], [a CBLAS (cblas.h and cblas_sgemm)], [libopenblas-dev], [the host layer library])])
+    FSDP_REQUIRED_DEP_MISSING([blas], [BLAS], [a CBLAS (cblas.h and cblas_sgemm)], [libopenblas-dev], [the host layer library])])
   AC_DEFINE([FSDP_HAVE_BLAS], [1], [Define to 1 when a CBLAS is available])
   FSDP_DEP_TRY([BLAS], [[char *openblas_get_config(void);]], [[return openblas_get_config() == 0;]],
     [AC_DEFINE([FSDP_HAVE_OPENBLAS_GET_CONFIG], [1], [Define to 1 when the BLAS is OpenBLAS])])

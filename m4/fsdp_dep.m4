@@ -17,7 +17,7 @@ AS_CASE([$with_$2],
   [fsdp_dep_dir="$with_$2"])
 AS_IF([test -n "$fsdp_dep_dir"], [
   AS_IF([test ! -d "$fsdp_dep_dir"],
-    [AC_MSG_ERROR([--with-$2=$fsdp_dep_dir: no such directory])])
+    [AC_MSG_ERROR([--with-$2=$fsdp_dep_dir: no such directory (looked there for $2 headers in include/ and libraries in lib/ or lib64/)])])
   fsdp_dep_libdir="$fsdp_dep_dir/lib"
   AS_IF([test -d "$fsdp_dep_dir/lib64"], [fsdp_dep_libdir="$fsdp_dep_dir/lib64"])
   $1_CFLAGS="-I$fsdp_dep_dir/include"
@@ -61,12 +61,12 @@ AC_ARG_VAR([PKG_CONFIG], [path to pkg-config])
 AC_PATH_PROGS([PKG_CONFIG], [pkg-config pkgconf], [])
 ])
 
-# FSDP_REQUIRED_DEP_MISSING(OPTNAME, WHAT, DEBIAN-PACKAGE, FEATURE)
+# FSDP_REQUIRED_DEP_MISSING(OPTNAME, VARPREFIX, WHAT, DEBIAN-PACKAGE, FEATURE)
 # A dependency that is on by default: not finding it stops configure unless the
 # user said --without-OPTNAME, so a build never loses a feature silently.
 AC_DEFUN([FSDP_REQUIRED_DEP_MISSING], [
-AC_MSG_ERROR([$2 not found or not usable: looked for $fsdp_$1_where.
-  On Debian: apt-get install $3.  Elsewhere: --with-$1=DIR, or set the _CFLAGS/_LIBS
-  variables (see ./configure --help).  To build without $4, pass --without-$1.
+AC_MSG_ERROR([$3 not found or not usable: looked for $fsdp_$1_where.
+  On Debian: apt-get install $4.  Elsewhere: --with-$1=DIR, or $2_CFLAGS=... $2_LIBS=...
+  on the configure command line.  To build without $5, pass --without-$1.
   Details of the failed test are in config.log.])
 ])

@@ -14,7 +14,7 @@ AS_IF([test "x$with_hdf5" != xno], [
     [fsdp_hdf5_usable=yes])
   AC_MSG_RESULT([$fsdp_hdf5_usable])
   AS_IF([test $fsdp_hdf5_usable = no],
-    [FSDP_REQUIRED_DEP_MISSING([hdf5], [HDF5], [libhdf5-mpich-dev], [checkpoints])])
+    [FSDP_REQUIRED_DEP_MISSING([hdf5], [HDF5], [HDF5], [libhdf5-mpich-dev], [checkpoints])])
   AC_MSG_CHECKING([whether HDF5 is built for parallel I/O (H5_HAVE_PARALLEL)])
   FSDP_DEP_TRY([HDF5], [[#include <hdf5.h>
 #ifndef H5_HAVE_PARALLEL

@@ -15,7 +15,7 @@ AS_IF([test "x$with_hwloc" != xno], [
     [fsdp_have_hwloc=yes])
   AC_MSG_RESULT([$fsdp_have_hwloc])
   AS_IF([test $fsdp_have_hwloc = no],
-    [FSDP_REQUIRED_DEP_MISSING([hwloc], [hwloc 2.x], [libhwloc-dev], [topology-aware sharding groups])])
+    [FSDP_REQUIRED_DEP_MISSING([hwloc], [HWLOC], [hwloc 2.x], [libhwloc-dev], [topology-aware sharding groups])])
   AC_DEFINE([FSDP_HAVE_HWLOC], [1], [Define to 1 when hwloc is available])
   fsdp_hwloc_summary="yes ($HWLOC_CFLAGS $HWLOC_LIBS)"
 ])

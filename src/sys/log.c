@@ -174,7 +174,7 @@ static FSDPErrorCode view_memory(FSDPViewer viewer, MPI_Comm comm)
 {
   FSDPMemoryStats st;
   enum { NC = FSDP_MEM_NUM_CATEGORIES + 1 };
-  double mine[2 * NC + 2], maxs[2 * NC + 2], sums[2 * NC + 2];
+  double mine[2 * NC + 2], maxs[2 * NC + 2] = {0}, sums[2 * NC + 2] = {0}; /* only rank 0 receives */
   char a[32], b[32], c[32];
 
   FSDPCall(FSDPGetMemoryStats(&st));
