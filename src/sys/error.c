@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fsdpimpl.h"
 
@@ -114,7 +115,15 @@ static void abort_now(MPI_Comm comm, FSDPErrorCode code)
   int up = 0, down = 0;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
-  if (up && !down) MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
+  fflush(stdout);
+  fflush(stderr);
+  if (up && !down) {
+    /* mpiexec kills the job on MPI_Abort and can drop output it has not
+       forwarded yet, the error message included: give it a moment. */
+    struct timespec pause = {0, 250000000L};
+    nanosleep(&pause, NULL);
+    MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
+  }
   abort(); /* no MPI to take the job down: the user asked for an abort */
 }
 
