@@ -119,6 +119,8 @@ FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 
 /* ------------------------------------------------------------------ viewers */
 
+/* Objects print themselves with XView(obj, viewer); a NULL viewer means
+   stdout on MPI_COMM_WORLD (rank 0 writes).  Views are collective. */
 typedef struct FSDPViewer_s *FSDPViewer;
 
 /* name: "stdout", "stderr" or a file name (created by the communicator's rank 0). */
@@ -162,7 +164,8 @@ FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value);
 FSDPErrorCode FSDPOptionsClearValue(const char *name);
 /* Parse a string like the FSDP_OPTIONS environment variable: "-fsdp_a 1 -fsdp_b". */
 FSDPErrorCode FSDPOptionsInsertString(const char *options);
-/* Report every option given but never read, with the closest registered name. */
+/* Report every option given but never read, with the closest registered name;
+   *nleft (may be NULL) gets their number on this rank.  Collective. */
 FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft);
 FSDPErrorCode FSDPOptionsView(FSDPViewer viewer);
 

@@ -11,6 +11,10 @@ int main(int argc, char **argv)
 
   TEST_OK(FSDPInitialized(&initialized));
   TEST_ASSERT(!initialized, "initialized before FSDPInitialize");
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  TEST_CODE(FSDP_ERR_STATE, FSDPLogView(NULL)); /* stdout on MPI_COMM_WORLD needs MPI */
+  TEST_MESSAGE_HAS("needs FSDPInitialize() first");
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_PRINT));
   TEST_OK(FSDPInitialize(&argc, &argv));
   MPI_Initialized(&up);
   TEST_ASSERT(up, "FSDPInitialize must initialize MPI");

@@ -61,6 +61,18 @@ int main(int argc, char **argv)
     free(out);
   }
 
+  /* A NULL viewer is stdout on MPI_COMM_WORLD, written by rank 0. */
+  {
+    Capture cap;
+    capture_begin(&cap, 1);
+    TEST_OK(FSDPConfigView(NULL));
+    out = capture_end(&cap);
+    snprintf(expect, sizeof expect, "libfsdp %s\n  backends: host", FSDP_VERSION_STRING);
+    if (rank == 0) TEST_ASSERT(strstr(out, expect) == out, "FSDPConfigView(NULL) printed:\n%s", out);
+    else TEST_ASSERT(out[0] == '\0', "rank %d printed:\n%s", rank, out);
+    free(out);
+  }
+
   /* A file rank 0 cannot create is an I/O error on every rank, naming the file. */
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   TEST_CODE(FSDP_ERR_IO, FSDPViewerASCIIOpen(MPI_COMM_WORLD, "/nonexistent-dir/out.txt", &v));

@@ -53,9 +53,8 @@ static FSDPErrorCode view_cuda(FSDPViewer v)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPConfigView(FSDPViewer viewer)
+static FSDPErrorCode config_view(FSDPViewer viewer)
 {
-  FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "libfsdp %s\n", FSDP_VERSION_STRING));
   FSDPCall(FSDPViewerASCIIPushTab(viewer));
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "backends: host%s\n",
@@ -101,5 +100,16 @@ FSDPErrorCode FSDPConfigView(FSDPViewer viewer)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "NCCL: not built\n"));
 #endif
   FSDPCall(FSDPViewerASCIIPopTab(viewer));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPConfigView(FSDPViewer viewer)
+{
+  FSDPViewer use;
+  FSDPErrorCode err;
+  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
+  err = config_view(use);
+  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
+  FSDPCall(err);
   return FSDP_SUCCESS;
 }

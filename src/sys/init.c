@@ -110,13 +110,9 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
 
 FSDPErrorCode FSDPFinalize(void)
 {
-  FSDPViewer out = NULL;
-
   FSDPCheck(sys.initialized, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPFinalize() called without FSDPInitialize()");
-  if (sys.log_view || sys.options_left) FSDPCall(FSDPViewerASCIIOpen(sys.world, "stdout", &out));
-  if (sys.log_view) FSDPCall(FSDPLogView(out));
-  if (sys.options_left) FSDPCall(FSDPOptionsLeft(out, NULL));
-  FSDPCall(FSDPViewerDestroy(&out));
+  if (sys.log_view) FSDPCall(FSDPLogView(NULL));
+  if (sys.options_left) FSDPCall(FSDPOptionsLeft(NULL, NULL));
   FSDPCall(FSDPOptionsFinalize_Private());
   FSDPCall(FSDPLogFinalize_Private());
   FSDPCallMPI(MPI_Comm_free(&sys.world));

@@ -203,7 +203,7 @@ static FSDPErrorCode view_memory(FSDPViewer viewer, MPI_Comm comm)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPLogView(FSDPViewer viewer)
+static FSDPErrorCode log_view(FSDPViewer viewer)
 {
   MPI_Comm comm;
   int size, n;
@@ -212,7 +212,6 @@ FSDPErrorCode FSDPLogView(FSDPViewer viewer)
   static const char rule[] =
     "------------------------------------------------------------------------------------------------------------\n";
 
-  FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
   FSDPCall(FSDPViewerGetComm(viewer, &comm));
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   FSDPCall(gather_event_names(comm, &n, &names));
@@ -259,5 +258,16 @@ FSDPErrorCode FSDPLogView(FSDPViewer viewer)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "%s", rule));
   FSDPCall(FSDPFree(&mine));
   FSDPCall(FSDPFree(&names));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPLogView(FSDPViewer viewer)
+{
+  FSDPViewer use;
+  FSDPErrorCode err;
+  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
+  err = log_view(use);
+  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
+  FSDPCall(err);
   return FSDP_SUCCESS;
 }

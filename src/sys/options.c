@@ -494,12 +494,8 @@ FSDPErrorCode FSDPOptionsGetRealList(const char *name, const char *help, double 
 
 /* ------------------------------------------------------------------ reports */
 
-FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
+static FSDPErrorCode options_left(FSDPViewer viewer, int left)
 {
-  int left = 0;
-  for (int i = 0; i < db.nentries; i++) left += !db.entries[i].used;
-  if (nleft) *nleft = left;
-  if (!viewer || !left) return FSDP_SUCCESS;
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "WARNING: %d libfsdp option%s given but never used:\n", left,
                                  left == 1 ? " was" : "s were"));
   for (int i = 0; i < db.nentries; i++) {
@@ -514,14 +510,40 @@ FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
+static FSDPErrorCode options_view(FSDPViewer viewer)
 {
-  FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "libfsdp options database (%d option%s):\n", db.nentries,
                                  db.nentries == 1 ? "" : "s"));
   for (int i = 0; i < db.nentries; i++)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s%s)\n", db.entries[i].name,
                                    db.entries[i].value ? db.entries[i].value : "", source_names[db.entries[i].source],
                                    db.entries[i].used ? "" : ", not used yet"));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
+{
+  FSDPViewer use;
+  FSDPErrorCode err;
+  int left = 0;
+
+  for (int i = 0; i < db.nentries; i++) left += !db.entries[i].used;
+  if (nleft) *nleft = left;
+  /* Collective even with nothing to say here: another rank may have leftovers. */
+  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
+  err = left ? options_left(use, left) : FSDP_SUCCESS;
+  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
+  FSDPCall(err);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
+{
+  FSDPViewer use;
+  FSDPErrorCode err;
+  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
+  err = options_view(use);
+  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
+  FSDPCall(err);
   return FSDP_SUCCESS;
 }

@@ -205,3 +205,21 @@ FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer)
   }
   return FSDP_SUCCESS;
 }
+
+FSDPErrorCode FSDPViewerGetDefault_Private(FSDPViewer viewer, FSDPViewer *use)
+{
+  MPI_Comm world = FSDPCommWorld_Private();
+  *use = viewer;
+  if (viewer) return FSDP_SUCCESS;
+  FSDPCheck(world != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "a NULL viewer means stdout on MPI_COMM_WORLD, which needs FSDPInitialize() first");
+  FSDPCall(FSDPViewerASCIIOpen(world, "stdout", use));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPViewerRestoreDefault_Private(FSDPViewer viewer, FSDPViewer *use)
+{
+  if (*use != viewer) FSDPCall(FSDPViewerDestroy(use));
+  *use = NULL;
+  return FSDP_SUCCESS;
+}
