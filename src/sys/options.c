@@ -275,7 +275,7 @@ static FSDPErrorCode lookup(const char *name, const char *type, const char *defs
   return FSDP_SUCCESS;
 }
 
-#define OPTION_ERROR(e, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_OPTION, __VA_ARGS__)
+#define OPTION_ERROR(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_OPTION, __VA_ARGS__)
 
 static bool parse_int(const char *s, int64_t *v)
 {
@@ -335,7 +335,7 @@ FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defv
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, "an integer"));
   if (!parse_int(e->value, &v))
-    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not an integer%s", name, e->value, source_names[e->source],
+    return OPTION_ERROR("option %s: '%s' (from %s) is not an integer%s", name, e->value, source_names[e->source],
                         errno == ERANGE ? " that fits in 64 bits" : "");
   FSDPCheck(min <= v && v <= max, MPI_COMM_SELF, FSDP_ERR_OPTION,
             "option %s: %" PRId64 " (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name, v,
@@ -357,8 +357,7 @@ FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defv
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, "a real number"));
   if (!parse_real(e->value, value)) {
-    *value = defval;
-    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not a real number", name, e->value, source_names[e->source]);
+    return OPTION_ERROR("option %s: '%s' (from %s) is not a real number", name, e->value, source_names[e->source]);
   }
   return FSDP_SUCCESS;
 }
@@ -377,8 +376,7 @@ FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval
     return FSDP_SUCCESS;
   }
   if (!parse_bool(e->value, value)) {
-    *value = defval;
-    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
+    return OPTION_ERROR("option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
                         e->value, source_names[e->source]);
   }
   return FSDP_SUCCESS;
@@ -412,7 +410,7 @@ FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char 
     }
   {
     const char *guess = closest(e->value, choices, n);
-    return OPTION_ERROR(e, "option %s: '%s' (from %s) is not %s%s%s%s", name, e->value, source_names[e->source], type,
+    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s", name, e->value, source_names[e->source], type,
                         guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
   }
 }
@@ -460,14 +458,14 @@ static FSDPErrorCode get_list(const char *name, const char *help, const char *ty
   FSDPCall(FSDPStrdup(e->value, &copy));
   /* Empty items ("1,,2" or a trailing comma) are mistakes, not zeros. */
   if (!*copy || copy[0] == ',' || copy[strlen(copy) - 1] == ',' || strstr(copy, ",,"))
-    err = OPTION_ERROR(e, "option %s: '%s' (from %s) has an empty item in its comma-separated list", name, e->value,
+    err = OPTION_ERROR("option %s: '%s' (from %s) has an empty item in its comma-separated list", name, e->value,
                        source_names[e->source]);
   for (item = strtok_r(copy, ",", &save); !err && item; item = strtok_r(NULL, ",", &save)) {
     if (count >= cap)
-      err = OPTION_ERROR(e, "option %s: '%s' (from %s) has more than %d items", name, e->value,
+      err = OPTION_ERROR("option %s: '%s' (from %s) has more than %d items", name, e->value,
                          source_names[e->source], cap);
     else if (!parse(item, (char *)values + (size_t)count * elemsize))
-      err = OPTION_ERROR(e, "option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value,
+      err = OPTION_ERROR("option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value,
                          source_names[e->source], itemdesc);
     else count++;
   }
