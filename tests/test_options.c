@@ -137,6 +137,27 @@ int main(int argc, char **argv)
   TEST_CODE(FSDP_ERR_ARG, FSDPOptionsGetInt("-fsdp_t_range", "x", 5, 0, 1, &i64, NULL));
   TEST_CODE(FSDP_ERR_ARG, FSDPOptionsGetEnum("-fsdp_t_e2", "x", acts, 3, &e, NULL));
 
+  /* The database as a table: every option, its value and source. */
+  {
+    Capture cap;
+    char *out;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    TEST_OK(FSDPOptionsSetValue("-fsdp_t_unread", "9"));
+    capture_begin(&cap, 1);
+    TEST_OK(FSDPOptionsView(NULL));
+    out = capture_end(&cap);
+    if (rank == 0)
+      TEST_ASSERT(strstr(out, "\n  -fsdp_t_both api (from the program)\n") &&
+                    strstr(out, "\n  -fsdp_t_env two words (from FSDP_OPTIONS)\n") &&
+                    strstr(out, "\n  -fsdp_t_str hello (from the command line)\n") &&
+                    strstr(out, "\n  -fsdp_t_unread 9 (from the program, not used yet)\n"),
+                  "FSDPOptionsView printed:\n%s", out);
+    else TEST_ASSERT(out[0] == '\0', "rank %d printed:\n%s", rank, out);
+    free(out);
+    TEST_OK(FSDPOptionsClearValue("-fsdp_t_unread"));
+  }
+
   TEST_OK(FSDPOptionsClearValue("-fsdp_t_bad"));
   TEST_OK(FSDPOptionsClearValue("-fsdp_t_x"));
   TEST_OK(FSDPOptionsClearValue("-fsdp_t_q"));

@@ -21,10 +21,9 @@ FSDPErrorCode FSDPLogFinalize_Private(void);
 /* Seconds on a monotonic clock. */
 double FSDPTime_Private(void);
 
-/* XView(obj, viewer) with viewer NULL prints to stdout on MPI_COMM_WORLD:
-   Get gives the viewer to use, Restore releases it when it was made for the call. */
-FSDPErrorCode FSDPViewerGetDefault_Private(FSDPViewer viewer, FSDPViewer *use);
-FSDPErrorCode FSDPViewerRestoreDefault_Private(FSDPViewer viewer, FSDPViewer *use);
+/* Run view(viewer, ctx); a NULL viewer becomes stdout on MPI_COMM_WORLD for
+   the call, as every XView(obj, NULL) promises. */
+FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx);
 
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */

@@ -53,8 +53,9 @@ static FSDPErrorCode view_cuda(FSDPViewer v)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode config_view(FSDPViewer viewer)
+static FSDPErrorCode config_view(FSDPViewer viewer, void *ctx)
 {
+  (void)ctx;
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "libfsdp %s\n", FSDP_VERSION_STRING));
   FSDPCall(FSDPViewerASCIIPushTab(viewer));
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "backends: host%s\n",
@@ -105,11 +106,6 @@ static FSDPErrorCode config_view(FSDPViewer viewer)
 
 FSDPErrorCode FSDPConfigView(FSDPViewer viewer)
 {
-  FSDPViewer use;
-  FSDPErrorCode err;
-  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
-  err = config_view(use);
-  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
-  FSDPCall(err);
+  FSDPCall(FSDPViewerApply_Private(viewer, config_view, NULL));
   return FSDP_SUCCESS;
 }

@@ -203,7 +203,7 @@ static FSDPErrorCode view_memory(FSDPViewer viewer, MPI_Comm comm)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode log_view(FSDPViewer viewer)
+static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
 {
   MPI_Comm comm;
   int size, n;
@@ -212,6 +212,7 @@ static FSDPErrorCode log_view(FSDPViewer viewer)
   static const char rule[] =
     "------------------------------------------------------------------------------------------------------------\n";
 
+  (void)ctx;
   FSDPCall(FSDPViewerGetComm(viewer, &comm));
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   FSDPCall(gather_event_names(comm, &n, &names));
@@ -263,11 +264,6 @@ static FSDPErrorCode log_view(FSDPViewer viewer)
 
 FSDPErrorCode FSDPLogView(FSDPViewer viewer)
 {
-  FSDPViewer use;
-  FSDPErrorCode err;
-  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
-  err = log_view(use);
-  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
-  FSDPCall(err);
+  FSDPCall(FSDPViewerApply_Private(viewer, log_view, NULL));
   return FSDP_SUCCESS;
 }

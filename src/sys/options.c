@@ -492,8 +492,10 @@ FSDPErrorCode FSDPOptionsGetRealList(const char *name, const char *help, double 
 
 /* ------------------------------------------------------------------ reports */
 
-static FSDPErrorCode options_left(FSDPViewer viewer, int left)
+static FSDPErrorCode options_left(FSDPViewer viewer, void *ctx)
 {
+  int left = *(int *)ctx;
+  if (!left) return FSDP_SUCCESS;
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "WARNING: %d libfsdp option%s given but never used:\n", left,
                                  left == 1 ? " was" : "s were"));
   for (int i = 0; i < db.nentries; i++) {
@@ -508,8 +510,9 @@ static FSDPErrorCode options_left(FSDPViewer viewer, int left)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode options_view(FSDPViewer viewer)
+static FSDPErrorCode options_view(FSDPViewer viewer, void *ctx)
 {
+  (void)ctx;
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "libfsdp options database (%d option%s):\n", db.nentries,
                                  db.nentries == 1 ? "" : "s"));
   for (int i = 0; i < db.nentries; i++)
@@ -521,27 +524,17 @@ static FSDPErrorCode options_view(FSDPViewer viewer)
 
 FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
 {
-  FSDPViewer use;
-  FSDPErrorCode err;
   int left = 0;
 
   for (int i = 0; i < db.nentries; i++) left += !db.entries[i].used;
   if (nleft) *nleft = left;
   /* Collective even with nothing to say here: another rank may have leftovers. */
-  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
-  err = left ? options_left(use, left) : FSDP_SUCCESS;
-  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
-  FSDPCall(err);
+  FSDPCall(FSDPViewerApply_Private(viewer, options_left, &left));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
 {
-  FSDPViewer use;
-  FSDPErrorCode err;
-  FSDPCall(FSDPViewerGetDefault_Private(viewer, &use));
-  err = options_view(use);
-  FSDPCall(FSDPViewerRestoreDefault_Private(viewer, &use));
-  FSDPCall(err);
+  FSDPCall(FSDPViewerApply_Private(viewer, options_view, NULL));
   return FSDP_SUCCESS;
 }

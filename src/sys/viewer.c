@@ -206,20 +206,19 @@ FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPViewerGetDefault_Private(FSDPViewer viewer, FSDPViewer *use)
+FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx)
 {
   MPI_Comm world = FSDPCommWorld_Private();
-  *use = viewer;
-  if (viewer) return FSDP_SUCCESS;
-  FSDPCheck(world != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "a NULL viewer means stdout on MPI_COMM_WORLD, which needs FSDPInitialize() first");
-  FSDPCall(FSDPViewerASCIIOpen(world, "stdout", use));
-  return FSDP_SUCCESS;
-}
+  FSDPViewer out = viewer;
+  FSDPErrorCode err;
 
-FSDPErrorCode FSDPViewerRestoreDefault_Private(FSDPViewer viewer, FSDPViewer *use)
-{
-  if (*use != viewer) FSDPCall(FSDPViewerDestroy(use));
-  *use = NULL;
+  if (!out) {
+    FSDPCheck(world != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
+              "a NULL viewer means stdout on MPI_COMM_WORLD, which needs FSDPInitialize() first");
+    FSDPCall(FSDPViewerASCIIOpen(world, "stdout", &out));
+  }
+  err = view(out, ctx);
+  if (out != viewer) FSDPCall(FSDPViewerDestroy(&out));
+  FSDPCall(err);
   return FSDP_SUCCESS;
 }
