@@ -125,6 +125,7 @@ typedef struct FSDPViewer_s *FSDPViewer;
 
 /* name: "stdout", "stderr" or a file name (created by the communicator's rank 0). */
 FSDPErrorCode FSDPViewerASCIIOpen(MPI_Comm comm, const char *name, FSDPViewer *viewer);
+/* Collective: flushes synchronized output first. */
 FSDPErrorCode FSDPViewerDestroy(FSDPViewer *viewer);
 FSDPErrorCode FSDPViewerGetComm(FSDPViewer viewer, MPI_Comm *comm);
 /* Written once, by rank 0 of the viewer's communicator. */

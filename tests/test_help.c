@@ -44,7 +44,8 @@ int main(int argc, char **argv)
     expect_line(out, "  -fsdp_t_size <medium> (one of small medium large): a size\n");
     expect_line(out, "  -fsdp_t_name <anon> (string): a name\n");
     expect_line(out, "  -fsdp_t_dims <none> (int list): some dims\n");
-    TEST_ASSERT(count_occurrences(out, "\n  -") == 9, "expected 9 options listed:\n%s", out);
+    TEST_ASSERT(strstr(out, header) == out, "the header comes first:\n%s", out);
+    TEST_ASSERT(count_occurrences(out, "\n  -") == 10, "expected 10 options listed under the header:\n%s", out);
   } else TEST_ASSERT(out[0] == '\0', "only rank 0 prints -help; rank %d printed:\n%s", rank, out);
   free(out);
 

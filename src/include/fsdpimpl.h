@@ -13,13 +13,9 @@ int FSDPWorldRank_Private(void);
 
 FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv);
 FSDPErrorCode FSDPOptionsFinalize_Private(void);
-/* Whether -help was given: getters then print what they register. */
-bool FSDPOptionsHelpRequested_Private(void);
 
 FSDPErrorCode FSDPLogInitialize_Private(void);
 FSDPErrorCode FSDPLogFinalize_Private(void);
-/* Seconds on a monotonic clock. */
-double FSDPTime_Private(void);
 
 /* Run view(viewer, ctx); a NULL viewer becomes stdout on MPI_COMM_WORLD for
    the call, as every XView(obj, NULL) promises. */
@@ -28,7 +24,5 @@ FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(F
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
-/* Edit distance, case-insensitive: how "-fsdp_log_veiw" finds "-fsdp_log_view". */
-size_t FSDPStringDistance_Private(const char *a, const char *b);
 
 #endif

@@ -91,11 +91,6 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
   sys.initialized = true;
   FSDPCall(FSDPLogInitialize_Private());
   FSDPCall(FSDPOptionsInitialize_Private(argc ? *argc : 0, argv ? *argv : NULL));
-  if (FSDPOptionsHelpRequested_Private() && rank == 0) {
-    printf("libfsdp %s options (given on the command line or in the FSDP_OPTIONS environment variable):\n",
-           FSDP_VERSION_STRING);
-    fflush(stdout);
-  }
   FSDPCall(read_sys_options());
   if (provided < FSDP_MPI_THREAD_NEEDED && rank == 0) {
     fprintf(stderr,

@@ -26,7 +26,8 @@ static bool log_active;
 static double log_started_at;
 static pthread_mutex_t log_register_lock = PTHREAD_MUTEX_INITIALIZER;
 
-double FSDPTime_Private(void)
+/* Seconds on a monotonic clock. */
+static double now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,7 +36,7 @@ double FSDPTime_Private(void)
 
 FSDPErrorCode FSDPLogInitialize_Private(void)
 {
-  log_started_at = FSDPTime_Private();
+  log_started_at = now();
   return FSDP_SUCCESS;
 }
 
@@ -84,7 +85,7 @@ FSDPErrorCode FSDPLogEventBegin(FSDPLogEvent event)
   if (!log_active) return FSDP_SUCCESS;
   FSDPCall(check_event(event));
   e = &log_events[event];
-  if (e->depth++ == 0) e->begun_at = FSDPTime_Private();
+  if (e->depth++ == 0) e->begun_at = now();
   return FSDP_SUCCESS;
 }
 
@@ -96,7 +97,7 @@ FSDPErrorCode FSDPLogEventEnd(FSDPLogEvent event, int64_t bytes)
   e = &log_events[event];
   FSDPCheck(e->depth > 0, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPLogEventEnd(%s) without a matching FSDPLogEventBegin", e->name);
-  if (--e->depth == 0) e->time += FSDPTime_Private() - e->begun_at;
+  if (--e->depth == 0) e->time += now() - e->begun_at;
   e->count++;
   e->bytes += bytes;
   return FSDP_SUCCESS;
@@ -131,13 +132,13 @@ FSDPErrorCode FSDPLogGetActive(bool *active)
    by rank, so ranks that registered different events still line up. */
 static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**names)[FSDP_LOG_NAME_LEN])
 {
-  int size, total = 0, n = 0, *counts, *displs;
+  int size, total = 0, n = 0, *counts, *displs, mine = log_nevents; /* once: another thread may register */
   char(*all)[FSDP_LOG_NAME_LEN], (*u)[FSDP_LOG_NAME_LEN];
 
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   FSDPCall(FSDPMalloc(2 * (size_t)size * sizeof(int), FSDP_MEM_OTHER, &counts));
   displs = counts + size;
-  FSDPCallMPI(MPI_Allgather(&log_nevents, 1, MPI_INT, counts, 1, MPI_INT, comm));
+  FSDPCallMPI(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, comm));
   for (int r = 0; r < size; r++) {
     displs[r] = total * FSDP_LOG_NAME_LEN;
     total += counts[r];
@@ -145,8 +146,8 @@ static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**name
   }
   FSDPCall(FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &all));
   FSDPCall(FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &u));
-  for (int i = 0; i < log_nevents; i++) memcpy(u[i], log_events[i].name, FSDP_LOG_NAME_LEN);
-  FSDPCallMPI(MPI_Allgatherv(u, log_nevents * FSDP_LOG_NAME_LEN, MPI_CHAR, all, counts, displs, MPI_CHAR, comm));
+  for (int i = 0; i < mine; i++) memcpy(u[i], log_events[i].name, FSDP_LOG_NAME_LEN);
+  FSDPCallMPI(MPI_Allgatherv(u, mine * FSDP_LOG_NAME_LEN, MPI_CHAR, all, counts, displs, MPI_CHAR, comm));
   for (int i = 0; i < total; i++) {
     bool seen = false;
     for (int j = 0; j < n && !seen; j++) seen = strcmp(u[j], all[i]) == 0;
@@ -228,7 +229,7 @@ static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
         mine[3 * i + 1] = log_events[k].time;
         mine[3 * i + 2] = (double)log_events[k].bytes;
       }
-  wall = FSDPTime_Private() - log_started_at;
+  wall = now() - log_started_at;
   mine[3 * n] = wall;
   FSDPCallMPI(MPI_Reduce(mine, maxs, 3 * n + 1, MPI_DOUBLE, MPI_MAX, 0, comm));
   FSDPCallMPI(MPI_Reduce(mine, mins, 3 * n + 1, MPI_DOUBLE, MPI_MIN, 0, comm));

@@ -131,10 +131,8 @@ static FSDPErrorCode tokenize(char *s, const char *what, int *ntokens, char ***t
       else *w++ = *r;
       r++;
     }
-    if (quote) {
-      FSDPCall(FSDPFree(&tok));
-      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_OPTION, "%s: unterminated %c quote", what, quote);
-    }
+    if (quote) FSDPCall(FSDPFree(&tok));
+    FSDPCheck(!quote, MPI_COMM_SELF, FSDP_ERR_OPTION, "%s: unterminated %c quote", what, quote);
     if (*r) r++;
     *w++ = '\0';
   }
@@ -163,13 +161,17 @@ FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv)
   const char *env = getenv("FSDP_OPTIONS");
   if (env) FSDPCall(insert_string(env, SOURCE_ENV));
   if (argc > 1 && argv) FSDPCall(insert_tokens(argc - 1, argv + 1, SOURCE_ARGV, false));
-  db.help = find_entry("-help") != NULL; /* so that -help lists itself */
+  /* Set before -help is read, so that -help lists itself under the header. */
+  db.help = find_entry("-help") != NULL;
+  if (db.help && FSDPWorldRank_Private() <= 0) {
+    printf("libfsdp %s options (given on the command line or in the FSDP_OPTIONS environment variable):\n",
+           FSDP_VERSION_STRING);
+    fflush(stdout);
+  }
   FSDPCall(FSDPOptionsGetBool("-help", "print every option with its type, default and description", false, &db.help,
                               NULL));
   return FSDP_SUCCESS;
 }
-
-bool FSDPOptionsHelpRequested_Private(void) { return db.help; }
 
 FSDPErrorCode FSDPOptionsFinalize_Private(void)
 {
@@ -213,7 +215,8 @@ FSDPErrorCode FSDPOptionsInsertString(const char *options)
 
 /* ------------------------------------------------------------------ lookup */
 
-size_t FSDPStringDistance_Private(const char *a, const char *b)
+/* Edit distance, case-insensitive: how "-fsdp_log_veiw" finds "-fsdp_log_view". */
+static size_t distance(const char *a, const char *b)
 {
   size_t la = strlen(a), lb = strlen(b), row[128], best;
   if (lb >= 128) return (size_t)-1;
@@ -239,7 +242,7 @@ static const char *closest(const char *word, const char *const *candidates, int 
   const char *best = NULL;
   size_t bestd = 3 + strlen(word) / 5; /* farther than this is not a typo */
   for (int i = 0; i < n; i++) {
-    size_t d = FSDPStringDistance_Private(word, candidates[i]);
+    size_t d = distance(word, candidates[i]);
     if (d < bestd) {
       bestd = d;
       best = candidates[i];
@@ -356,9 +359,8 @@ FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defv
   *value = defval;
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, "a real number"));
-  if (!parse_real(e->value, value)) {
+  if (!parse_real(e->value, value))
     return OPTION_ERROR("option %s: '%s' (from %s) is not a real number", name, e->value, source_names[e->source]);
-  }
   return FSDP_SUCCESS;
 }
 
@@ -375,10 +377,9 @@ FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval
     *value = true;
     return FSDP_SUCCESS;
   }
-  if (!parse_bool(e->value, value)) {
+  if (!parse_bool(e->value, value))
     return OPTION_ERROR("option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
                         e->value, source_names[e->source]);
-  }
   return FSDP_SUCCESS;
 }
 

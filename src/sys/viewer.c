@@ -46,8 +46,8 @@ FSDPErrorCode FSDPViewerASCIIOpen(MPI_Comm comm, const char *name, FSDPViewer *v
   if (!opened) {
     FSDPCallMPI(MPI_Comm_free(&v->comm));
     FSDPCall(FSDPFree(&v));
-    FSDPCheck(false, comm, FSDP_ERR_IO, "cannot open viewer file '%s' for writing on rank 0: %s", name, strerror(err));
   }
+  FSDPCheck(opened, comm, FSDP_ERR_IO, "cannot open viewer file '%s' for writing on rank 0: %s", name, strerror(err));
   *viewer = v;
   return FSDP_SUCCESS;
 }
@@ -59,8 +59,7 @@ FSDPErrorCode FSDPViewerDestroy(FSDPViewer *viewer)
   v = *viewer;
   if (!v) return FSDP_SUCCESS;
   FSDPCall(FSDPViewerFlush(v));
-  if (v->owns_fp && fclose(v->fp) != 0)
-    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_IO, "closing viewer file: %s", strerror(errno));
+  FSDPCheck(!v->owns_fp || fclose(v->fp) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "closing viewer file: %s", strerror(errno));
   FSDPCallMPI(MPI_Comm_free(&v->comm));
   FSDPCall(FSDPFree(&v->pending));
   FSDPCall(FSDPFree(viewer));
