@@ -11,7 +11,7 @@ expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp
 expect_grep '^\[1\] FSDP ERROR: #1 fail_on_rank_one() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
 expect_grep '^\[1\] FSDP ERROR: #2 step() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
 expect_count 0 '^\[0\] FSDP ERROR' "$fsdp_tmp/err"
-expect_grep '^rank 1 continues after error code 14$' "$fsdp_tmp/out"
+expect_grep '^rank 1 continues after error code [1-9][0-9]*$' "$fsdp_tmp/out"
 expect_grep '^rank 0 continues after error code 0$' "$fsdp_tmp/out"
 
 # -fsdp_on_error abort: the error is printed and the job dies at once.
