@@ -191,6 +191,64 @@ FSDPErrorCode FSDPLogGetActive(bool *active);
 /* Per-event table (min/max/avg over ranks, GB/s) and memory; collective on the viewer. */
 FSDPErrorCode FSDPLogView(FSDPViewer viewer);
 
+/* ------------------------------------------------------------------ ShardGroup */
+
+/* The process layout of FSDP: the shard communicator (the F ranks that split
+   every FlatParam, normally one node) and the replicate communicator (the W/F
+   ranks that hold the same shard in different groups), built from MPI's node
+   discovery and each node's hwloc topology.  doc/shardgroup.md tells how. */
+typedef struct ShardGroup_s *ShardGroup;
+
+/* Where shard groups come from when no sharding factor is set. */
+typedef enum {
+  FSDP_SHARD_DOMAIN_NODE = 0, /* the ranks of one node (hybrid sharding; the default) */
+  FSDP_SHARD_DOMAIN_PACKAGE,  /* the ranks on one package (socket) of a node */
+  FSDP_SHARD_DOMAIN_NUMA,     /* the ranks on one NUMA node */
+  FSDP_SHARD_DOMAIN_WORLD     /* every rank (full sharding) */
+} FSDPShardDomain;
+
+/* Optional CPU binding of each rank, applied at ShardGroupSetUp through hwloc. */
+typedef enum {
+  FSDP_BIND_NONE = 0, /* keep whatever binding the launcher gave */
+  FSDP_BIND_CORE,     /* one core per rank */
+  FSDP_BIND_NUMA,     /* the cores of one NUMA node */
+  FSDP_BIND_PACKAGE   /* the cores of one package */
+} FSDPBind;
+
+/* Collective on comm, which is duplicated. */
+FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group);
+/* F ranks per shard group; 0 (the default) derives F from the shard domain. */
+FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor);
+FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain);
+FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind);
+/* -fsdp_sharding_factor, -fsdp_shard_domain, -fsdp_bind, -fsdp_topology,
+   -fsdp_ranks_per_node, -fsdp_rank_placement, -fsdp_view (doc/options.md). */
+FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group);
+/* Collective: discovers nodes and topology, binds, builds the communicators
+   and assigns devices.  Errors are raised on every rank. */
+FSDPErrorCode ShardGroupSetUp(ShardGroup group);
+/* Collective: topology per node, the groups, and one line per rank. */
+FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer);
+/* Collective; sets *group to NULL. */
+FSDPErrorCode ShardGroupDestroy(ShardGroup *group);
+
+/* Getters, valid after ShardGroupSetUp; any output pointer may be NULL.
+   Communicators belong to the group: do not free them. */
+FSDPErrorCode ShardGroupGetComm(ShardGroup group, MPI_Comm *comm);
+/* The F ranks of this rank's shard group; *index is this rank's shard. */
+FSDPErrorCode ShardGroupGetShardComm(ShardGroup group, MPI_Comm *comm, int *index, int *factor);
+/* The W/F ranks holding the same shard; *index is this rank's shard group. */
+FSDPErrorCode ShardGroupGetReplicateComm(ShardGroup group, MPI_Comm *comm, int *index, int *size);
+/* Node of this rank (nodes numbered by their lowest rank) and how many there are. */
+FSDPErrorCode ShardGroupGetNode(ShardGroup group, int *node, int *nnodes);
+FSDPErrorCode ShardGroupGetLocalRank(ShardGroup group, int *local_rank, int *local_size);
+/* The GPU assigned to this rank, numbered in PCI bus order on its node, or -1
+   when the node has none; *nsharing is how many ranks of the node share it. */
+FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int *nsharing);
+/* Its PCI bus id ("0000:18:00.0"), or NULL without a GPU: what
+   cudaDeviceGetByPCIBusId takes, whatever CUDA's device order. */
+FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid);
+
 /* ------------------------------------------------------------------ memory */
 
 typedef enum {

@@ -1,21 +1,44 @@
 #!/bin/sh
-# fsdp-info on 4 ranks: the version, the backends and dependencies this build
-# was configured with, and one line per rank in rank order.
+# fsdp-info: the version, the backends and dependencies this build was
+# configured with, and the process layout: on this machine, and on a shipped
+# 2-socket 8-GPU topology compared line by line with an expected file.
 . "${srcdir:-.}/tests/testlib.sh"
 config="$top_builddir/src/include/fsdp_config.h"
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"/\1/p' "$config")
+info="$top_builddir/tools/fsdp-info"
+have_hwloc=no
+grep -q '^#define FSDP_HAVE_HWLOC 1' "$config" && have_hwloc=yes
 
-fsdp_run 4 "$top_builddir/tools/fsdp-info" >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || { cat "$fsdp_tmp/err"; echo "FAIL: fsdp-info exited with an error"; exit 1; }
+# The issue's example: 8 ranks as 2 nodes of 4, F = 4.
+fsdp_run 8 "$info" -fsdp_ranks_per_node 4 -fsdp_sharding_factor 4 >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" ||
+  { cat "$fsdp_tmp/err"; echo "FAIL: fsdp-info exited with an error"; exit 1; }
 cat "$fsdp_tmp/out"
 expect_count 1 "^libfsdp $version\$" "$fsdp_tmp/out"
 expect_grep '^  backends: host' "$fsdp_tmp/out"
 expect_grep '^  MPI: .*(standard [34]\.[0-9]' "$fsdp_tmp/out"
-expect_grep '^ranks: 4$' "$fsdp_tmp/out"
-# One line per rank, in rank order.
-grep '^  rank [0-9] of 4 on ' "$fsdp_tmp/out" | sed 's/^  rank \([0-9]\).*/\1/' | tr -d '\n' >"$fsdp_tmp/order"
-[ "$(cat "$fsdp_tmp/order")" = "0123" ] || { echo "FAIL: rank lines in order '$(cat "$fsdp_tmp/order")', expected 0123"; exit 1; }
+expect_grep '^ShardGroup: 8 ranks on 2 nodes (emulated: -fsdp_ranks_per_node 4, block placement)$' "$fsdp_tmp/out"
+expect_grep '^  2 shard groups of 4 ranks, within one node; 4 replicate groups of 2 ranks$' "$fsdp_tmp/out"
+expect_grep '^    0: 0-3$' "$fsdp_tmp/out"
+expect_grep '^    1: 4-7$' "$fsdp_tmp/out"
+expect_count 2 '^  node [01] (.*): 4 ranks; ' "$fsdp_tmp/out"
+for i in 0 1 2 3; do expect_grep "^    $i: $i,$((i + 4))\$" "$fsdp_tmp/out"; done
+# One row per rank, in rank order: rank node local shard replicate device binding
+awk '$1 ~ /^[0-9]+$/ && $3 ~ /\// {printf "%s %s %s %s %s;", $1, $2, $3, $4, $5}' "$fsdp_tmp/out" >"$fsdp_tmp/rows"
+want="0 0 0/4 0:0 0:0;1 0 1/4 0:1 1:0;2 0 2/4 0:2 2:0;3 0 3/4 0:3 3:0;4 1 0/4 1:0 0:1;5 1 1/4 1:1 1:1;6 1 2/4 1:2 2:1;7 1 3/4 1:3 3:1;"
+[ "$(cat "$fsdp_tmp/rows")" = "$want" ] || { echo "FAIL: rank rows are '$(cat "$fsdp_tmp/rows")', expected '$want'"; exit 1; }
 
-if grep -q '^#define FSDP_HAVE_HWLOC 1' "$config"; then expect_grep '^  hwloc: API 2\.' "$fsdp_tmp/out"; fi
+if [ $have_hwloc = yes ]; then
+  expect_grep '^  hwloc: API 2\.' "$fsdp_tmp/out"
+  # A fixed topology gives a fixed layout: every line of it as expected (the
+  # host name and where the source tree lives aside).
+  topo="$srcdir/tests/topologies/2socket-8gpu.xml"
+  fsdp_run 8 "$info" -fsdp_topology "$topo" -fsdp_ranks_per_node 4 -fsdp_shard_domain package -fsdp_bind core \
+    >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || { cat "$fsdp_tmp/err"; echo "FAIL: fsdp-info exited with an error"; exit 1; }
+  sed -n '/^ShardGroup:/,$p' "$fsdp_tmp/out" | sed -e "s|XML file '.*tests/topologies/|XML file 'tests/topologies/|" \
+    -e 's/^\(  node [0-9]* (\)[^)]*\()\)/\1HOST\2/' >"$fsdp_tmp/layout"
+  diff -u "$srcdir/tests/fsdp-info-2socket-8gpu.expected" "$fsdp_tmp/layout" ||
+    { echo "FAIL: the layout for tests/topologies/2socket-8gpu.xml differs from the expected file"; exit 1; }
+fi
 if grep -q '^#define FSDP_HAVE_HDF5 1' "$config"; then expect_grep '^  HDF5: 1\.[0-9]*\.[0-9]* (parallel)$' "$fsdp_tmp/out"; fi
 if grep -q '^#define FSDP_HAVE_OPENBLAS_GET_CONFIG 1' "$config"; then expect_grep '^  BLAS: OpenBLAS' "$fsdp_tmp/out"; fi
 if grep -q '^#define FSDP_HAVE_CUDA 1' "$config"; then
@@ -26,7 +49,11 @@ else
 fi
 if grep -q '^#define FSDP_HAVE_NCCL 1' "$config"; then expect_grep '^  NCCL: 2\.' "$fsdp_tmp/out"; fi
 
+# A bad layout is an error on every rank, and the job ends.
+fsdp_run 4 "$info" -fsdp_sharding_factor 3 >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: F = 3 on 4 ranks succeeded"; exit 1; }
+expect_grep '^\[[0-3]\] FSDP ERROR: invalid argument: sharding factor 3 does not divide world size 4$' "$fsdp_tmp/out"
+
 # An unknown option is reported, with the name it probably meant.
-fsdp_run 1 "$top_builddir/tools/fsdp-info" -fsdp_log_veiw >"$fsdp_tmp/out" 2>&1
+fsdp_run 1 "$info" -fsdp_log_veiw >"$fsdp_tmp/out" 2>&1
 expect_grep 'fsdp_log_veiw (no value) (from the command line): did you mean -fsdp_log_view?' "$fsdp_tmp/out"
 exit 0

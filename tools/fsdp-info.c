@@ -1,27 +1,21 @@
-/* fsdp-info: what libfsdp was built with and where each rank runs.
-   mpiexec -n 4 fsdp-info [-fsdp_* options] */
-#include <unistd.h>
-
+/* fsdp-info: what libfsdp was built with, each node's topology, and the
+   process layout (shard and replicate groups, devices, binding) that the
+   given options produce.
+   mpiexec -n 8 fsdp-info -fsdp_ranks_per_node 4 -fsdp_sharding_factor 4 */
 #include "fsdp.h"
 
 int main(int argc, char **argv)
 {
-  FSDPViewer out;
-  char host[MPI_MAX_PROCESSOR_NAME];
-  int rank, size, len;
+  ShardGroup group;
 
-  FSDPCall(FSDPInitialize(&argc, &argv));
-  FSDPCall(FSDPViewerASCIIOpen(MPI_COMM_WORLD, "stdout", &out));
-  FSDPCall(FSDPConfigView(out));
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Get_processor_name(host, &len);
-  FSDPCall(FSDPViewerASCIIPrintf(out, "ranks: %d\n", size));
-  FSDPCall(FSDPViewerASCIIPushTab(out));
-  FSDPCall(FSDPViewerASCIISynchronizedPrintf(out, "rank %d of %d on %s (pid %ld)\n", rank, size, host, (long)getpid()));
-  FSDPCall(FSDPViewerFlush(out));
-  FSDPCall(FSDPViewerASCIIPopTab(out));
-  FSDPCall(FSDPViewerDestroy(&out));
-  FSDPCall(FSDPFinalize());
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPConfigView(NULL));
+  FSDPCallAbort(MPI_COMM_WORLD, ShardGroupCreate(MPI_COMM_WORLD, &group));
+  /* The layout is what this tool is for: shown whether or not -fsdp_view was given. */
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsSetValue("-fsdp_view", "true"));
+  FSDPCallAbort(MPI_COMM_WORLD, ShardGroupSetFromOptions(group));
+  FSDPCallAbort(MPI_COMM_WORLD, ShardGroupSetUp(group));
+  FSDPCallAbort(MPI_COMM_WORLD, ShardGroupDestroy(&group));
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }

@@ -21,6 +21,12 @@ FSDPErrorCode FSDPLogFinalize_Private(void);
    the call, as every XView(obj, NULL) promises. */
 FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx);
 
+/* Collective on comm: `code` is this rank's outcome of a step that may fail on
+   some ranks only (a file only one rank reads, say).  When any rank failed,
+   every rank returns an error: the failed ones their own, the others one that
+   quotes the lowest failed rank's message.  No rank is left waiting. */
+FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
+
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);

@@ -1,0 +1,742 @@
+/* ShardGroup: the process layout of FSDP.  Nodes come from
+   MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (or are emulated), each node's
+   hardware from hwloc; shard groups are cut from ranks ordered node by node,
+   so they follow the machine, not rank numbers.  Every rank gathers the same
+   facts about every rank and computes the same layout from them: whatever
+   goes wrong is found, and reported, by all ranks at once. */
+#include <pthread.h>
+#include <string.h>
+
+#include "topoimpl.h"
+
+typedef enum { PLACEMENT_BLOCK = 0, PLACEMENT_CYCLIC } RankPlacement;
+static const char *const placement_names[] = {"block", "cyclic", NULL};
+
+/* What every rank knows about every rank after SetUp. */
+typedef struct {
+  int node, local_rank, local_size;
+  int package, numa; /* where it runs on its node; -1 unknown */
+  bool bound;        /* to fewer CPUs than its node has */
+  int ngpus;         /* GPUs on its node */
+  uint64_t close_gpus;
+  int group, index; /* shard group, and its shard in it */
+  int device, nsharing;
+} RankInfo;
+
+struct ShardGroup_s {
+  MPI_Comm comm, shard_comm, replicate_comm;
+  MPI_Comm node_comm; /* the ranks of this rank's (real) node: node->comm */
+  struct NodeComm_s *node;
+  int rank, size;
+  /* settings */
+  int factor_requested; /* 0: from the domain */
+  bool factor_from_option;
+  FSDPShardDomain domain;
+  FSDPBind bind;
+  int ranks_per_node; /* 0: real nodes */
+  RankPlacement placement;
+  char topology[1024]; /* -fsdp_topology; empty: this machine */
+  bool view_at_setup;
+  /* the layout */
+  bool setup;
+  int factor, nnodes;
+  FSDPTopology *topo;
+  FSDPPlacement where;
+  RankInfo *ranks; /* [size] */
+  char host[MPI_MAX_PROCESSOR_NAME];
+};
+
+/* ------------------------------------------------------------------ node communicators */
+
+/* Splitting a communicator by node costs several collectives (a quarter of a
+   second on 8 busy ranks), and programs make several groups, and contexts, from
+   one communicator: the split is cached on the user's communicator as an MPI
+   attribute, as PETSc caches its inner communicators.  The attribute and each
+   group holding it count as references. */
+typedef struct NodeComm_s {
+  MPI_Comm comm;
+  int refs;
+} NodeComm;
+
+static int node_comm_keyval = MPI_KEYVAL_INVALID;
+static pthread_once_t node_comm_keyval_once = PTHREAD_ONCE_INIT;
+
+static void release_node_comm(NodeComm *node)
+{
+  if (node && --node->refs == 0) {
+    MPI_Comm_free(&node->comm);
+    (void)FSDPFree(&node);
+  }
+}
+
+static int delete_node_comm_attr(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+  (void)comm;
+  (void)keyval;
+  (void)extra;
+  release_node_comm(value);
+  return MPI_SUCCESS;
+}
+
+static void create_node_comm_keyval(void)
+{
+  if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_node_comm_attr, &node_comm_keyval, NULL) != MPI_SUCCESS)
+    node_comm_keyval = MPI_KEYVAL_INVALID;
+}
+
+/* The node communicator of `user` (split from `dup`, a duplicate of it), a reference for the caller. */
+static FSDPErrorCode acquire_node_comm(MPI_Comm user, MPI_Comm dup, NodeComm **node)
+{
+  NodeComm *n;
+  int found = 0, rank;
+
+  pthread_once(&node_comm_keyval_once, create_node_comm_keyval);
+  FSDPCheck(node_comm_keyval != MPI_KEYVAL_INVALID, MPI_COMM_SELF, FSDP_ERR_MPI, "MPI_Comm_create_keyval failed");
+  FSDPCallMPI(MPI_Comm_get_attr(user, node_comm_keyval, &n, &found));
+  if (found) {
+    n->refs++;
+    *node = n;
+    return FSDP_SUCCESS;
+  }
+  FSDPCallMPI(MPI_Comm_rank(dup, &rank));
+  FSDPCall(FSDPCalloc(1, sizeof *n, FSDP_MEM_OTHER, &n));
+  FSDPCallMPI(MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &n->comm));
+  FSDPCallMPI(MPI_Comm_set_errhandler(n->comm, MPI_ERRORS_RETURN));
+  n->refs = 2;
+  FSDPCallMPI(MPI_Comm_set_attr(user, node_comm_keyval, n));
+  *node = n;
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
+{
+  ShardGroup g;
+  int up = 0;
+
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  *group = NULL;
+  MPI_Initialized(&up);
+  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "ShardGroupCreate needs MPI: call FSDPInitialize or MPI_Init first");
+  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "comm must not be MPI_COMM_NULL");
+  FSDPCall(FSDPCalloc(1, sizeof *g, FSDP_MEM_OTHER, &g));
+  g->shard_comm = g->replicate_comm = MPI_COMM_NULL;
+  FSDPCallMPI(MPI_Comm_dup(comm, &g->comm));
+  FSDPCallMPI(MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN));
+  FSDPCall(acquire_node_comm(comm, g->comm, &g->node));
+  g->node_comm = g->node->comm;
+  FSDPCallMPI(MPI_Comm_rank(g->comm, &g->rank));
+  FSDPCallMPI(MPI_Comm_size(g->comm, &g->size));
+  g->domain = FSDP_SHARD_DOMAIN_NODE;
+  *group = g;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode free_comm(MPI_Comm *comm)
+{
+  if (*comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comm));
+  return FSDP_SUCCESS;
+}
+
+/* Back to the state before SetUp. */
+static FSDPErrorCode reset_layout(ShardGroup g)
+{
+  FSDPCall(free_comm(&g->shard_comm));
+  FSDPCall(free_comm(&g->replicate_comm));
+  FSDPCall(FSDPTopologyDestroy_Private(&g->topo));
+  FSDPCall(FSDPFree(&g->ranks));
+  g->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupDestroy(ShardGroup *group)
+{
+  ShardGroup g;
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  if (!(g = *group)) return FSDP_SUCCESS;
+  FSDPCall(reset_layout(g));
+  release_node_comm(g->node);
+  FSDPCall(free_comm(&g->comm));
+  FSDPCall(FSDPFree(group));
+  return FSDP_SUCCESS;
+}
+
+#define CHECK_NOT_SETUP(g, what)                                                                                \
+  FSDPCheck(!(g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after ShardGroupSetUp: the layout is already built", \
+            what)
+
+FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor)
+{
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  CHECK_NOT_SETUP(group, "ShardGroupSetShardingFactor");
+  FSDPCheck(factor >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "sharding factor %d must be positive, or 0 to derive it", factor);
+  group->factor_requested = factor;
+  group->factor_from_option = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain)
+{
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  CHECK_NOT_SETUP(group, "ShardGroupSetShardDomain");
+  FSDPCheck(domain >= FSDP_SHARD_DOMAIN_NODE && domain <= FSDP_SHARD_DOMAIN_WORLD, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "shard domain %d is not one of FSDP_SHARD_DOMAIN_NODE, _PACKAGE, _NUMA, _WORLD", (int)domain);
+  group->domain = domain;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind)
+{
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  CHECK_NOT_SETUP(group, "ShardGroupSetBind");
+  FSDPCheck(bind >= FSDP_BIND_NONE && bind <= FSDP_BIND_PACKAGE, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "binding %d is not one of FSDP_BIND_NONE, _CORE, _NUMA, _PACKAGE", (int)bind);
+  group->bind = bind;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
+{
+  int64_t value;
+  int choice;
+  bool set;
+
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  CHECK_NOT_SETUP(group, "ShardGroupSetFromOptions");
+  FSDPCall(FSDPOptionsGetInt("-fsdp_sharding_factor",
+                             "ranks per shard group (F); 0 derives it from -fsdp_shard_domain", group->factor_requested,
+                             0, INT32_MAX, &value, &set));
+  if (set) {
+    group->factor_requested = (int)value;
+    group->factor_from_option = true;
+  }
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_shard_domain", "what one shard group spans when F is not given",
+                              FSDPShardDomainNames, (int)group->domain, &choice, NULL));
+  group->domain = (FSDPShardDomain)choice;
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_bind", "bind each rank to its share of the node's CPUs", FSDPBindNames,
+                              (int)group->bind, &choice, NULL));
+  group->bind = (FSDPBind)choice;
+  FSDPCall(FSDPOptionsGetString("-fsdp_topology",
+                                "hwloc XML file or synthetic description to use instead of this machine's topology",
+                                group->topology, group->topology, sizeof group->topology, NULL));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_ranks_per_node", "emulate nodes of this many ranks (0: the real nodes)",
+                             group->ranks_per_node, 0, INT32_MAX, &value, NULL));
+  group->ranks_per_node = (int)value;
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_rank_placement",
+                              "with -fsdp_ranks_per_node: consecutive ranks share a node (block) or deal out "
+                              "round-robin (cyclic)",
+                              placement_names, (int)group->placement, &choice, NULL));
+  group->placement = (RankPlacement)choice;
+  FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the process layout at SetUp", group->view_at_setup,
+                              &group->view_at_setup, NULL));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ SetUp */
+
+/* What each rank tells every other at SetUp, in one allgather: its settings
+   (which must agree), its node's leader, how its topology step went, and
+   where it runs. */
+enum {
+  R_FACTOR, R_DOMAIN, R_BIND, R_RPN, R_PLACEMENT, /* settings */
+  R_LEADER, R_STATUS, R_PACKAGE, R_NUMA, R_BOUND, R_NGPUS, R_CLOSE_LO, R_CLOSE_HI, R_N
+};
+
+static FSDPErrorCode check_settings(ShardGroup g, const int *all)
+{
+  static const char *const what[R_LEADER] = {"sharding factor", "shard domain", "binding", "ranks per node",
+                                             "rank placement"};
+  for (int r = 1; r < g->size; r++)
+    for (int s = 0; s < R_LEADER; s++)
+      FSDPCheck(all[r * R_N + s] == all[s], g->comm, FSDP_ERR_ARG,
+                "ranks disagree on the ShardGroup's %s: rank 0 has %d, rank %d has %d (give every rank the same "
+                "options)",
+                what[s], all[s], r, all[r * R_N + s]);
+  FSDPCheck(g->ranks_per_node <= g->size, g->comm, FSDP_ERR_ARG,
+            "-fsdp_ranks_per_node %d is larger than the world size %d: a node cannot hold more ranks than the job has",
+            g->ranks_per_node, g->size);
+  if (g->factor_requested) {
+    FSDPCheck(g->factor_requested <= g->size, g->comm, FSDP_ERR_ARG,
+              "sharding factor %d is larger than the world size %d", g->factor_requested, g->size);
+    FSDPCheck(g->size % g->factor_requested == 0, g->comm, FSDP_ERR_ARG,
+              "sharding factor %d does not divide world size %d", g->factor_requested, g->size);
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Node of every rank: emulated (k ranks per node, block or cyclic), or the
+   real nodes from each rank's leader (its node's lowest rank; leader[r] is
+   read with stride R_N).  Local ranks count up in rank order on each node. */
+static FSDPErrorCode assign_nodes(ShardGroup g, int k, RankPlacement placement, const int *leader)
+{
+  RankInfo *info = g->ranks;
+  int W = g->size, nnodes = 0, *count;
+
+  if (k) {
+    nnodes = (W + k - 1) / k;
+    for (int r = 0; r < W; r++) info[r].node = placement == PLACEMENT_BLOCK ? r / k : r % nnodes;
+  } else {
+    for (int r = 0; r < W; r++) {
+      int l = leader[r * R_N];
+      info[r].node = l == r ? nnodes++ : info[l].node; /* l < r: already numbered */
+    }
+  }
+  g->nnodes = nnodes;
+  FSDPCall(FSDPCalloc((size_t)nnodes, sizeof *count, FSDP_MEM_OTHER, &count));
+  for (int r = 0; r < W; r++) info[r].local_rank = count[info[r].node]++;
+  for (int r = 0; r < W; r++) info[r].local_size = count[info[r].node];
+  FSDPCall(FSDPFree(&count));
+  return FSDP_SUCCESS;
+}
+
+/* Where rank r stands when ranks are listed node by node. */
+static void node_major_positions(ShardGroup g, int *pos)
+{
+  int *first;
+  /* first[n]: how many ranks live on nodes before n; reuse pos as scratch first. */
+  first = pos + g->size;
+  for (int n = 0; n <= g->nnodes; n++) first[n] = 0;
+  for (int r = 0; r < g->size; r++) first[g->ranks[r].node + 1]++;
+  for (int n = 0; n < g->nnodes; n++) first[n + 1] += first[n];
+  for (int r = 0; r < g->size; r++) pos[r] = first[g->ranks[r].node] + g->ranks[r].local_rank;
+}
+
+static const char *domain_object(FSDPShardDomain d) { return d == FSDP_SHARD_DOMAIN_PACKAGE ? "package" : "NUMA node"; }
+
+/* Shard group and index of every rank, and F. */
+static FSDPErrorCode build_groups(ShardGroup g)
+{
+  RankInfo *info = g->ranks;
+  int W = g->size, F, *scratch;
+
+  FSDPCall(FSDPMalloc((2 * (size_t)W + 1) * sizeof *scratch, FSDP_MEM_OTHER, &scratch));
+  if (g->factor_requested || g->domain == FSDP_SHARD_DOMAIN_WORLD || g->domain == FSDP_SHARD_DOMAIN_NODE) {
+    F = g->factor_requested ? g->factor_requested : W;
+    if (!g->factor_requested && g->domain == FSDP_SHARD_DOMAIN_NODE) {
+      F = info[0].local_size;
+      for (int r = 1; r < W; r++)
+        if (info[r].local_size != F) {
+          int n = info[r].node, size = info[r].local_size;
+          FSDPCall(FSDPFree(&scratch));
+          FSDPCheck(0, g->comm, FSDP_ERR_ARG,
+                    "shard domain node needs the same number of ranks on every node, but node 0 has %d and node %d "
+                    "has %d (set -fsdp_sharding_factor, or launch as many ranks on each node)",
+                    F, n, size);
+        }
+    }
+    node_major_positions(g, scratch);
+    for (int r = 0; r < W; r++) {
+      info[r].group = scratch[r] / F;
+      info[r].index = scratch[r] % F;
+    }
+  } else {
+    /* One group per (node, package) or (node, NUMA node), numbered in that order. */
+    int *count = scratch, maxobj = 0, ngroups = 0;
+    for (int r = 0; r < W; r++) {
+      int obj = g->domain == FSDP_SHARD_DOMAIN_PACKAGE ? info[r].package : info[r].numa;
+      if (obj < 0) {
+        char why[96];
+        if (!FSDP_HAVE_HWLOC) snprintf(why, sizeof why, "not placed (libfsdp was built without hwloc)");
+        else if (info[r].bound) snprintf(why, sizeof why, "bound to CPUs of more than one %s", domain_object(g->domain));
+        else snprintf(why, sizeof why, "unbound");
+        FSDPCall(FSDPFree(&scratch));
+        FSDPCheck(0, g->comm, FSDP_ERR_ARG,
+                  "shard domain %s needs every rank bound within one %s, but rank %d is %s (bind with -fsdp_bind "
+                  "core, numa or package, or through the launcher, e.g. srun --cpu-bind=cores)",
+                  FSDPShardDomainNames[g->domain], domain_object(g->domain), r, why);
+      }
+      if (obj > maxobj) maxobj = obj;
+      info[r].group = obj; /* for now: the object; numbered below */
+    }
+    /* key = node * (maxobj + 1) + object, ordered; a group per key that has ranks. */
+    {
+      int nkeys = g->nnodes * (maxobj + 1), *id;
+      FSDPCall(FSDPCalloc((size_t)nkeys * 2, sizeof *id, FSDP_MEM_OTHER, &id));
+      for (int r = 0; r < W; r++) id[info[r].node * (maxobj + 1) + info[r].group]++;
+      for (int key = 0; key < nkeys; key++) id[nkeys + key] = id[key] ? ngroups++ : -1;
+      for (int r = 0; r < W; r++) {
+        int key = info[r].node * (maxobj + 1) + info[r].group;
+        info[r].group = id[nkeys + key];
+      }
+      FSDPCall(FSDPFree(&id));
+    }
+    for (int i = 0; i < ngroups; i++) count[i] = 0;
+    for (int r = 0; r < W; r++) info[r].index = count[info[r].group]++; /* rank order = local rank order */
+    F = count[0];
+    for (int i = 1; i < ngroups; i++)
+      if (count[i] != F) {
+        int r0 = 0, ri = 0, c = count[i];
+        for (int r = W - 1; r >= 0; r--) {
+          if (info[r].group == 0) r0 = r;
+          if (info[r].group == i) ri = r;
+        }
+        FSDPCall(FSDPFree(&scratch));
+        FSDPCheck(0, g->comm, FSDP_ERR_ARG,
+                  "shard domain %s gives shard groups of different sizes: %d ranks on node %d %s %d, %d on node %d %s "
+                  "%d (bind ranks evenly with -fsdp_bind, or set -fsdp_sharding_factor)",
+                  FSDPShardDomainNames[g->domain], F, info[r0].node, domain_object(g->domain),
+                  g->domain == FSDP_SHARD_DOMAIN_PACKAGE ? info[r0].package : info[r0].numa, c, info[ri].node,
+                  domain_object(g->domain), g->domain == FSDP_SHARD_DOMAIN_PACKAGE ? info[ri].package : info[ri].numa);
+      }
+  }
+  FSDPCall(FSDPFree(&scratch));
+  g->factor = F;
+  return FSDP_SUCCESS;
+}
+
+/* GPUs of each node to its ranks: first a free GPU close to the rank's CPUs,
+   then any free GPU, then (more ranks than GPUs) the least used close one. */
+static void assign_devices(ShardGroup g)
+{
+  RankInfo *info = g->ranks;
+  int load[FSDP_PLACEMENT_MAX_GPUS];
+
+  for (int n = 0; n < g->nnodes; n++) {
+    int ngpus = 0, first = -1;
+    for (int r = 0; r < g->size && first < 0; r++)
+      if (info[r].node == n) first = r;
+    ngpus = info[first].ngpus < FSDP_PLACEMENT_MAX_GPUS ? info[first].ngpus : FSDP_PLACEMENT_MAX_GPUS;
+    for (int d = 0; d < ngpus; d++) load[d] = 0;
+    for (int r = 0; r < g->size; r++)
+      if (info[r].node == n) info[r].device = -1;
+    if (!ngpus) continue;
+    for (int pass = 0; pass < 3; pass++)
+      for (int r = 0; r < g->size; r++) {
+        uint64_t close = info[r].close_gpus;
+        int best = -1;
+        if (info[r].node != n || info[r].device >= 0) continue;
+        for (int d = 0; d < ngpus; d++) {
+          bool near = close >> d & 1;
+          if (pass == 0 && near && !load[d]) best = best < 0 ? d : best;
+          if (pass == 1 && !load[d]) best = best < 0 ? d : best;
+          if (pass == 2 && (near || !close) && (best < 0 || load[d] < load[best])) best = d;
+        }
+        if (best >= 0) {
+          info[r].device = best;
+          load[best]++;
+        }
+      }
+    for (int r = 0; r < g->size; r++)
+      if (info[r].node == n) info[r].nsharing = load[info[r].device];
+  }
+}
+
+static FSDPErrorCode view_group(FSDPViewer viewer, void *ctx);
+
+/* The shard and replicate communicators, from member lists every rank knows:
+   MPI_Comm_create_group involves only the members, so it costs a third of
+   what MPI_Comm_split over the whole communicator does. */
+static FSDPErrorCode create_comms(ShardGroup g)
+{
+  const RankInfo *me = &g->ranks[g->rank];
+  int F = g->factor, *shard, *replicate;
+  MPI_Group all, members;
+
+  FSDPCall(FSDPMalloc(((size_t)F + (size_t)(g->size / F)) * sizeof *shard, FSDP_MEM_OTHER, &shard));
+  replicate = shard + F;
+  for (int r = 0; r < g->size; r++) {
+    if (g->ranks[r].group == me->group) shard[g->ranks[r].index] = r;
+    if (g->ranks[r].index == me->index) replicate[g->ranks[r].group] = r;
+  }
+  FSDPCallMPI(MPI_Comm_group(g->comm, &all));
+  FSDPCallMPI(MPI_Group_incl(all, F, shard, &members));
+  FSDPCallMPI(MPI_Comm_create_group(g->comm, members, 1, &g->shard_comm));
+  FSDPCallMPI(MPI_Group_free(&members));
+  FSDPCallMPI(MPI_Group_incl(all, g->size / F, replicate, &members));
+  FSDPCallMPI(MPI_Comm_create_group(g->comm, members, 2, &g->replicate_comm));
+  FSDPCallMPI(MPI_Group_free(&members));
+  FSDPCallMPI(MPI_Group_free(&all));
+  FSDPCall(FSDPFree(&shard));
+  FSDPCallMPI(MPI_Comm_set_errhandler(g->shard_comm, MPI_ERRORS_RETURN));
+  FSDPCallMPI(MPI_Comm_set_errhandler(g->replicate_comm, MPI_ERRORS_RETURN));
+  return FSDP_SUCCESS;
+}
+
+/* This rank's node, local rank and size, before anything is gathered: from
+   emulation, or from its node communicator. */
+static FSDPErrorCode my_node(ShardGroup g, int *local_rank, int *local_size)
+{
+  if (g->ranks_per_node) {
+    FSDPCall(assign_nodes(g, g->ranks_per_node, g->placement, NULL));
+    *local_rank = g->ranks[g->rank].local_rank;
+    *local_size = g->ranks[g->rank].local_size;
+  } else {
+    FSDPCallMPI(MPI_Comm_rank(g->node_comm, local_rank));
+    FSDPCallMPI(MPI_Comm_size(g->node_comm, local_size));
+  }
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode setup(ShardGroup g)
+{
+  MPI_Group node_group, group;
+  int mine[R_N], *all, zero = 0, leader, local_rank, local_size, failed = 0, len;
+  FSDPErrorCode ierr;
+
+  FSDPCallMPI(MPI_Comm_group(g->node_comm, &node_group));
+  FSDPCallMPI(MPI_Comm_group(g->comm, &group));
+  FSDPCallMPI(MPI_Group_translate_ranks(node_group, 1, &zero, group, &leader));
+  FSDPCallMPI(MPI_Group_free(&node_group));
+  FSDPCallMPI(MPI_Group_free(&group));
+  FSDPCall(FSDPCalloc((size_t)g->size, sizeof *g->ranks, FSDP_MEM_OTHER, &g->ranks));
+  FSDPCall(my_node(g, &local_rank, &local_size));
+
+  /* Topology and binding can fail on some ranks only; the allgather below tells everyone. */
+  ierr = FSDPTopologyLoad_Private(g->node_comm, g->topology, &g->topo);
+  if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
+  mine[R_FACTOR] = g->factor_requested;
+  mine[R_DOMAIN] = (int)g->domain;
+  mine[R_BIND] = (int)g->bind;
+  mine[R_RPN] = g->ranks_per_node;
+  mine[R_PLACEMENT] = (int)g->placement;
+  mine[R_LEADER] = leader;
+  mine[R_STATUS] = (int)ierr;
+  mine[R_PACKAGE] = g->where.package;
+  mine[R_NUMA] = g->where.numa;
+  mine[R_BOUND] = g->where.bound;
+  mine[R_NGPUS] = g->topo ? FSDPTopologyNumGPUs_Private(g->topo) : 0;
+  mine[R_CLOSE_LO] = (int)(uint32_t)g->where.close_gpus;
+  mine[R_CLOSE_HI] = (int)(uint32_t)(g->where.close_gpus >> 32);
+  FSDPCall(FSDPMalloc((size_t)g->size * R_N * sizeof *all, FSDP_MEM_OTHER, &all));
+  FSDPCallMPI(MPI_Allgather(mine, R_N, MPI_INT, all, R_N, MPI_INT, g->comm));
+  for (int r = 0; r < g->size; r++) failed |= all[r * R_N + R_STATUS] != FSDP_SUCCESS;
+  if (failed) ierr = FSDPErrorAgree_Private(g->comm, ierr);
+  else if (!(ierr = check_settings(g, all))) ierr = assign_nodes(g, g->ranks_per_node, g->placement, all + R_LEADER);
+  for (int r = 0; r < g->size && !ierr; r++) {
+    const int *p = all + r * R_N;
+    g->ranks[r].package = p[R_PACKAGE];
+    g->ranks[r].numa = p[R_NUMA];
+    g->ranks[r].bound = p[R_BOUND];
+    g->ranks[r].ngpus = p[R_NGPUS];
+    g->ranks[r].close_gpus = (uint64_t)(uint32_t)p[R_CLOSE_LO] | (uint64_t)(uint32_t)p[R_CLOSE_HI] << 32;
+  }
+  FSDPCall(FSDPFree(&all));
+  FSDPCall(ierr);
+  FSDPCall(build_groups(g));
+  assign_devices(g);
+
+  FSDPCall(create_comms(g));
+  MPI_Get_processor_name(g->host, &len);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupSetUp(ShardGroup group)
+{
+  static FSDPLogEvent event = -1;
+  FSDPErrorCode ierr;
+
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  if (group->setup) return FSDP_SUCCESS;
+  FSDPCall(FSDPLogEventRegister("ShardGroupSetUp", &event));
+  FSDPCall(FSDPLogEventBegin(event));
+  ierr = setup(group);
+  FSDPCall(FSDPLogEventEnd(event, 0));
+  if (ierr) {
+    (void)reset_layout(group);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  group->setup = true;
+  if (group->view_at_setup) {
+    FSDPViewer out;
+    FSDPCall(FSDPViewerASCIIOpen(group->comm, "stdout", &out));
+    ierr = view_group(out, group);
+    FSDPCall(FSDPViewerDestroy(&out));
+    FSDPCall(ierr);
+  }
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ getters */
+
+#define CHECK_SETUP(g)                                                                                  \
+  do {                                                                                                  \
+    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                \
+    FSDPCheck((g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s before ShardGroupSetUp: no layout yet", __func__); \
+  } while (0)
+
+FSDPErrorCode ShardGroupGetComm(ShardGroup group, MPI_Comm *comm)
+{
+  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  if (comm) *comm = group->comm;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetShardComm(ShardGroup group, MPI_Comm *comm, int *index, int *factor)
+{
+  CHECK_SETUP(group);
+  if (comm) *comm = group->shard_comm;
+  if (index) *index = group->ranks[group->rank].index;
+  if (factor) *factor = group->factor;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetReplicateComm(ShardGroup group, MPI_Comm *comm, int *index, int *size)
+{
+  CHECK_SETUP(group);
+  if (comm) *comm = group->replicate_comm;
+  if (index) *index = group->ranks[group->rank].group;
+  if (size) *size = group->size / group->factor;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetNode(ShardGroup group, int *node, int *nnodes)
+{
+  CHECK_SETUP(group);
+  if (node) *node = group->ranks[group->rank].node;
+  if (nnodes) *nnodes = group->nnodes;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetLocalRank(ShardGroup group, int *local_rank, int *local_size)
+{
+  CHECK_SETUP(group);
+  if (local_rank) *local_rank = group->ranks[group->rank].local_rank;
+  if (local_size) *local_size = group->ranks[group->rank].local_size;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int *nsharing)
+{
+  CHECK_SETUP(group);
+  if (device) *device = group->ranks[group->rank].device;
+  if (nsharing) *nsharing = group->ranks[group->rank].device >= 0 ? group->ranks[group->rank].nsharing : 0;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid)
+{
+  int device;
+  CHECK_SETUP(group);
+  FSDPCheck(busid, MPI_COMM_SELF, FSDP_ERR_ARG, "busid must not be NULL");
+  device = group->ranks[group->rank].device;
+  *busid = device >= 0 ? FSDPTopologyGPUBusId_Private(group->topo, device) : NULL;
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ view */
+
+/* "0-3", "0,4", "1,3-5": ranks listed compactly. */
+static FSDPErrorCode print_ranks(FSDPViewer v, const int *ranks, int n)
+{
+  char text[256];
+  size_t used = 0;
+  for (int i = 0; i < n && used < sizeof text - 16; i++) {
+    int j = i;
+    while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
+    if (j >= i + 2) used += (size_t)snprintf(text + used, sizeof text - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
+    else {
+      used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", i ? "," : "", ranks[i]);
+      j = i;
+    }
+    i = j;
+  }
+  if (used >= sizeof text - 16) snprintf(text + sizeof text - 16, 16, ",...");
+  FSDPCall(FSDPViewerASCIIPrintf(v, "%s\n", text));
+  return FSDP_SUCCESS;
+}
+
+static const char *node_span(ShardGroup g)
+{
+  const RankInfo *info = g->ranks;
+  bool within = true, whole = true;
+  /* members[group][0]'s node against every member's */
+  for (int r = 0; r < g->size; r++)
+    for (int q = 0; q < g->size; q++) {
+      if (info[q].group == info[r].group && info[q].node != info[r].node) within = false;
+      if (info[q].node == info[r].node && info[q].group != info[r].group) whole = false;
+    }
+  if (within) return "within one node";
+  if (whole) return "over whole nodes";
+  return "across node boundaries";
+}
+
+static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
+{
+  ShardGroup g = ctx;
+  const RankInfo *me = &g->ranks[g->rank];
+  MPI_Comm vcomm;
+  int cmp, W = g->size, F = g->factor, ngroups = W / F, *members, *column;
+  char summary[256], device[96], local[32], shard[32], replicate[32];
+
+  FSDPCall(FSDPViewerGetComm(v, &vcomm));
+  FSDPCallMPI(MPI_Comm_compare(vcomm, g->comm, &cmp));
+  FSDPCheck(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, g->comm, FSDP_ERR_ARG,
+            "ShardGroupView needs a viewer on the group's communicator (or NULL)");
+  FSDPCall(FSDPViewerASCIIPrintf(v, "ShardGroup: %d rank%s on %d node%s", W, W == 1 ? "" : "s", g->nnodes,
+                                 g->nnodes == 1 ? "" : "s"));
+  if (g->ranks_per_node)
+    FSDPCall(FSDPViewerASCIIPrintf(v, " (emulated: -fsdp_ranks_per_node %d, %s placement)", g->ranks_per_node,
+                                   placement_names[g->placement]));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "\n"));
+  FSDPCall(FSDPViewerASCIIPushTab(v));
+  if (g->factor_requested)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (%s)\n", F,
+                                   g->factor_from_option ? "-fsdp_sharding_factor" : "ShardGroupSetShardingFactor"));
+  else
+    FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (shard domain %s)\n", F, FSDPShardDomainNames[g->domain]));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "%d shard group%s of %d rank%s, %s; %d replicate group%s of %d rank%s\n", ngroups,
+                                 ngroups == 1 ? "" : "s", F, F == 1 ? "" : "s", node_span(g), F, F == 1 ? "" : "s",
+                                 ngroups, ngroups == 1 ? "" : "s"));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "topology: %s; binding: %s%s\n", FSDPTopologySource_Private(g->topo),
+                                 FSDPBindNames[g->bind],
+                                 g->bind != FSDP_BIND_NONE && !FSDPTopologyIsThisSystem_Private(g->topo)
+                                   ? " (planned only: the topology is not this machine's)"
+                                   : ""));
+
+  /* Each node by its first rank. */
+  if (me->local_rank == 0) {
+    int nsharing = 0;
+    FSDPTopologySummary_Private(g->topo, summary, sizeof summary);
+    FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "node %d (%s): %d rank%s; %s\n", me->node, g->host, me->local_size,
+                                               me->local_size == 1 ? "" : "s", summary));
+    FSDPCall(FSDPViewerASCIIPushTab(v));
+    FSDPCall(FSDPTopologyViewGPUs_Private(g->topo, v));
+    for (int r = 0; r < W; r++)
+      if (g->ranks[r].node == me->node && g->ranks[r].device >= 0 && g->ranks[r].nsharing > 1) nsharing++;
+    if (nsharing)
+      FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "%d of %d ranks share a GPU with another rank\n", nsharing,
+                                                 me->local_size));
+    FSDPCall(FSDPViewerASCIIPopTab(v));
+  }
+  FSDPCall(FSDPViewerFlush(v));
+
+  /* Group lists, from members[group * F + index] */
+  FSDPCall(FSDPMalloc(((size_t)W + (size_t)ngroups) * sizeof *members, FSDP_MEM_OTHER, &members));
+  column = members + W;
+  for (int r = 0; r < W; r++) members[g->ranks[r].group * F + g->ranks[r].index] = r;
+  FSDPCall(FSDPViewerASCIIPrintf(v, "shard groups (ranks in shard order):\n"));
+  for (int s = 0; s < ngroups; s++) {
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %d: ", s));
+    FSDPCall(print_ranks(v, members + s * F, F));
+  }
+  FSDPCall(FSDPViewerASCIIPrintf(v, "replicate groups (one per shard index, ranks in group order):\n"));
+  for (int i = 0; i < F; i++) {
+    for (int s = 0; s < ngroups; s++) column[s] = members[s * F + i];
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %d: ", i));
+    FSDPCall(print_ranks(v, column, ngroups));
+  }
+  FSDPCall(FSDPFree(&members));
+
+  /* One row per rank; shard = shard group:shard index, replicate = replicate group:index in it. */
+  FSDPCall(FSDPViewerASCIIPrintf(v, "rank  node  local  shard  replicate  device                   binding\n"));
+  snprintf(local, sizeof local, "%d/%d", me->local_rank, me->local_size);
+  snprintf(shard, sizeof shard, "%d:%d", me->group, me->index);
+  snprintf(replicate, sizeof replicate, "%d:%d", me->index, me->group);
+  if (me->device < 0) snprintf(device, sizeof device, "host");
+  else
+    snprintf(device, sizeof device, "GPU %d %s%s", me->device, FSDPTopologyGPUBusId_Private(g->topo, me->device),
+             me->nsharing > 1 ? " shared" : "");
+  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "%4d  %4d  %5s  %5s  %9s  %-23s  %s\n", g->rank, me->node, local,
+                                             shard, replicate, device, g->where.cpus));
+  FSDPCall(FSDPViewerFlush(v));
+  FSDPCall(FSDPViewerASCIIPopTab(v));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer)
+{
+  CHECK_SETUP(group);
+  FSDPCall(FSDPViewerApply_Private(viewer, view_group, group));
+  return FSDP_SUCCESS;
+}

@@ -1,0 +1,51 @@
+/* topoimpl.h: a node's hardware topology as the ShardGroup needs it. */
+#ifndef FSDP_TOPOIMPL_H
+#define FSDP_TOPOIMPL_H
+
+#include "fsdpimpl.h"
+
+/* One node's topology: loaded by the node's first rank and handed to the
+   others as hwloc XML, so discovery runs once per node. */
+typedef struct FSDPTopology_s FSDPTopology;
+
+/* Collective on node_comm (the ranks of one node, the first one loading).
+   source: NULL or "" for this machine, else an hwloc XML file or a synthetic
+   description.  An error the first rank meets is raised on every rank of
+   node_comm; the others' own errors (importing) are theirs alone. */
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, FSDPTopology **topo);
+FSDPErrorCode FSDPTopologyDestroy_Private(FSDPTopology **topo);
+
+/* "this machine", "XML file 'x'" or "synthetic 'pack:2 ...'" */
+const char *FSDPTopologySource_Private(const FSDPTopology *topo);
+/* Whether the topology describes the machine this process runs on: binding needs it. */
+bool FSDPTopologyIsThisSystem_Private(const FSDPTopology *topo);
+int FSDPTopologyNumGPUs_Private(const FSDPTopology *topo);
+/* The i-th GPU, in PCI bus id order. */
+const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i);
+/* "2 packages, 2 NUMA nodes, 16 cores, 16 PUs, 8 GPUs" */
+void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t len);
+/* One synchronized line per GPU: bus id, PCI ids, the CPUs near it. */
+FSDPErrorCode FSDPTopologyViewGPUs_Private(const FSDPTopology *topo, FSDPViewer viewer);
+
+#define FSDP_PLACEMENT_MAX_GPUS 64
+
+/* Where one rank runs on its node. */
+typedef struct {
+  bool bound;          /* bound to fewer PUs than the node has */
+  bool bind_applied;   /* ShardGroup asked for a binding and hwloc applied it */
+  int package, numa;   /* logical index of the package / NUMA node holding its CPUs, or -1 */
+  uint64_t close_gpus; /* bit g: GPU g is attached to CPUs this rank is bound to */
+  char cpus[128];      /* "PUs 0-7" or "unbound" */
+} FSDPPlacement;
+
+/* Bind this rank (when bind is not FSDP_BIND_NONE) to its share of the node,
+   local_rank of local_size spread evenly over the objects of the bind type,
+   and tell where it runs.  The binding is applied only when the topology is
+   this machine's; otherwise it is planned and shown. */
+FSDPErrorCode FSDPTopologyPlace_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size,
+                                        FSDPPlacement *placement);
+
+extern const char *const FSDPBindNames[];        /* none core numa package */
+extern const char *const FSDPShardDomainNames[]; /* node package numa world */
+
+#endif
