@@ -34,8 +34,9 @@ make -j"$jobs"
 
 if [ "$what" = demo ]; then
   echo
-  echo "quickstart: mpiexec -n 4 build/tools/fsdp-info"
-  exec mpiexec -n 4 ./tools/fsdp-info
+  # Until fsdp-train exists: the build, and a hybrid layout of 2 emulated nodes.
+  echo "quickstart: mpiexec -n 4 build/tools/fsdp-info -fsdp_ranks_per_node 2"
+  exec mpiexec -n 4 ./tools/fsdp-info -fsdp_ranks_per_node 2
 fi
 
 status=0

@@ -9,6 +9,7 @@
    mpitest: -n 4
    mpitest: -n 6
    mpitest: -n 8 */
+#include "fsdp_config.h" /* FSDP_HAVE_HWLOC */
 #include "testutil.h"
 
 #define MAXW 64
@@ -146,7 +147,9 @@ int main(int argc, char **argv)
         TEST_OK(FSDPOptionsSetValue("-fsdp_rank_placement", cyclic ? "cyclic" : "block"));
         /* Emulated nodes on a small synthetic machine: discovering this one
            (PCI included) for every layout would dominate the run time. */
+#if FSDP_HAVE_HWLOC
         TEST_OK(FSDPOptionsSetValue("-fsdp_topology", k ? "pack:2 core:2 pu:1" : ""));
+#endif
         TEST_OK(ShardGroupSetFromOptions(g));
         if (F > 0) TEST_OK(ShardGroupSetShardingFactor(g, F));
         else TEST_OK(ShardGroupSetShardDomain(g, F == -2 ? FSDP_SHARD_DOMAIN_WORLD : FSDP_SHARD_DOMAIN_NODE));

@@ -337,9 +337,12 @@ static FSDPErrorCode build_groups(ShardGroup g)
       int obj = g->domain == FSDP_SHARD_DOMAIN_PACKAGE ? info[r].package : info[r].numa;
       if (obj < 0) {
         char why[96];
-        if (!FSDP_HAVE_HWLOC) snprintf(why, sizeof why, "not placed (libfsdp was built without hwloc)");
-        else if (info[r].bound) snprintf(why, sizeof why, "bound to CPUs of more than one %s", domain_object(g->domain));
+#if !FSDP_HAVE_HWLOC
+        snprintf(why, sizeof why, "not placed (libfsdp was built without hwloc)");
+#else
+        if (info[r].bound) snprintf(why, sizeof why, "bound to CPUs of more than one %s", domain_object(g->domain));
         else snprintf(why, sizeof why, "unbound");
+#endif
         FSDPCall(FSDPFree(&scratch));
         FSDPCheck(0, g->comm, FSDP_ERR_ARG,
                   "shard domain %s needs every rank bound within one %s, but rank %d is %s (bind with -fsdp_bind "

@@ -40,14 +40,14 @@ bool FSDPTopologyIsThisSystem_Private(const FSDPTopology *topo) { return topo->t
 int FSDPTopologyNumGPUs_Private(const FSDPTopology *topo) { return topo->ngpus; }
 const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i) { return topo->gpus[i].busid; }
 
-static const char *plural(int n) { return n == 1 ? "" : "s"; }
-
 void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t len)
 {
 #if FSDP_HAVE_HWLOC
+#define plural(n) ((n) == 1 ? "" : "s")
   snprintf(text, len, "%d package%s, %d NUMA node%s, %d core%s, %d PU%s, %d GPU%s", topo->npackages,
            plural(topo->npackages), topo->nnuma, plural(topo->nnuma), topo->ncores, plural(topo->ncores), topo->npus,
            plural(topo->npus), topo->ngpus, plural(topo->ngpus));
+#undef plural
 #else
   (void)topo;
   snprintf(text, len, "topology unknown (libfsdp built without hwloc)");
