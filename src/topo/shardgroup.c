@@ -162,14 +162,17 @@ FSDPErrorCode ShardGroupDestroy(ShardGroup *group)
   return FSDP_SUCCESS;
 }
 
-#define CHECK_NOT_SETUP(g, what)                                                                                \
-  FSDPCheck(!(g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after ShardGroupSetUp: the layout is already built", \
-            what)
+/* Settings can change until SetUp. */
+#define CHECK_SETTABLE(g)                                                                                         \
+  do {                                                                                                            \
+    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                          \
+    FSDPCheck(!(g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after ShardGroupSetUp: the layout is already built", \
+              __func__);                                                                                          \
+  } while (0)
 
 FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor)
 {
-  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
-  CHECK_NOT_SETUP(group, "ShardGroupSetShardingFactor");
+  CHECK_SETTABLE(group);
   FSDPCheck(factor >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "sharding factor %d must be positive, or 0 to derive it", factor);
   group->factor_requested = factor;
   group->factor_from_option = false;
@@ -178,8 +181,7 @@ FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor)
 
 FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain)
 {
-  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
-  CHECK_NOT_SETUP(group, "ShardGroupSetShardDomain");
+  CHECK_SETTABLE(group);
   FSDPCheck(domain >= FSDP_SHARD_DOMAIN_NODE && domain <= FSDP_SHARD_DOMAIN_WORLD, MPI_COMM_SELF, FSDP_ERR_ARG,
             "shard domain %d is not one of FSDP_SHARD_DOMAIN_NODE, _PACKAGE, _NUMA, _WORLD", (int)domain);
   group->domain = domain;
@@ -188,8 +190,7 @@ FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain)
 
 FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind)
 {
-  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
-  CHECK_NOT_SETUP(group, "ShardGroupSetBind");
+  CHECK_SETTABLE(group);
   FSDPCheck(bind >= FSDP_BIND_NONE && bind <= FSDP_BIND_PACKAGE, MPI_COMM_SELF, FSDP_ERR_ARG,
             "binding %d is not one of FSDP_BIND_NONE, _CORE, _NUMA, _PACKAGE", (int)bind);
   group->bind = bind;
@@ -202,8 +203,7 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
   int choice;
   bool set;
 
-  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
-  CHECK_NOT_SETUP(group, "ShardGroupSetFromOptions");
+  CHECK_SETTABLE(group);
   FSDPCall(FSDPOptionsGetInt("-fsdp_sharding_factor",
                              "ranks per shard group (F); 0 derives it from -fsdp_shard_domain", group->factor_requested,
                              0, INT32_MAX, &value, &set));
