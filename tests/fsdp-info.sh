@@ -27,6 +27,12 @@ awk '$1 ~ /^[0-9]+$/ && $3 ~ /\// {printf "%s %s %s %s %s;", $1, $2, $3, $4, $5}
 want="0 0 0/4 0:0 0:0;1 0 1/4 0:1 1:0;2 0 2/4 0:2 2:0;3 0 3/4 0:3 3:0;4 1 0/4 1:0 0:1;5 1 1/4 1:1 1:1;6 1 2/4 1:2 2:1;7 1 3/4 1:3 3:1;"
 [ "$(cat "$fsdp_tmp/rows")" = "$want" ] || { echo "FAIL: rank rows are '$(cat "$fsdp_tmp/rows")', expected '$want'"; exit 1; }
 
+# Groups made of whole nodes, and groups that cross node boundaries, are said so.
+fsdp_run 4 "$info" -fsdp_ranks_per_node 2 -fsdp_sharding_factor 4 >"$fsdp_tmp/out" 2>&1
+expect_grep '^  1 shard group of 4 ranks, over whole nodes; 4 replicate groups of 1 rank$' "$fsdp_tmp/out"
+fsdp_run 6 "$info" -fsdp_ranks_per_node 4 -fsdp_sharding_factor 3 >"$fsdp_tmp/out" 2>&1
+expect_grep '^  2 shard groups of 3 ranks, across node boundaries; 3 replicate groups of 2 ranks$' "$fsdp_tmp/out"
+
 if [ $have_hwloc = yes ]; then
   expect_grep '^  hwloc: API 2\.' "$fsdp_tmp/out"
   # A fixed topology gives a fixed layout: every line of it as expected (the

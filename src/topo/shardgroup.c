@@ -388,41 +388,48 @@ static FSDPErrorCode build_groups(ShardGroup g)
   return FSDP_SUCCESS;
 }
 
-/* GPUs of each node to its ranks: first a free GPU close to the rank's CPUs,
-   then any free GPU, then (more ranks than GPUs) the least used close one. */
-static void assign_devices(ShardGroup g)
+/* GPUs of one node (ranks[0..n-1], in local-rank order) to its ranks: first a
+   free GPU close to the rank's CPUs, then any free GPU, then (more ranks than
+   GPUs) the least used close one. */
+static void assign_node_devices(RankInfo *info, const int *ranks, int n)
 {
-  RankInfo *info = g->ranks;
-  int load[FSDP_PLACEMENT_MAX_GPUS];
+  int load[FSDP_PLACEMENT_MAX_GPUS] = {0};
+  int ngpus = info[ranks[0]].ngpus < FSDP_PLACEMENT_MAX_GPUS ? info[ranks[0]].ngpus : FSDP_PLACEMENT_MAX_GPUS;
 
-  for (int n = 0; n < g->nnodes; n++) {
-    int ngpus = 0, first = -1;
-    for (int r = 0; r < g->size && first < 0; r++)
-      if (info[r].node == n) first = r;
-    ngpus = info[first].ngpus < FSDP_PLACEMENT_MAX_GPUS ? info[first].ngpus : FSDP_PLACEMENT_MAX_GPUS;
-    for (int d = 0; d < ngpus; d++) load[d] = 0;
-    for (int r = 0; r < g->size; r++)
-      if (info[r].node == n) info[r].device = -1;
-    if (!ngpus) continue;
-    for (int pass = 0; pass < 3; pass++)
-      for (int r = 0; r < g->size; r++) {
-        uint64_t close = info[r].close_gpus;
-        int best = -1;
-        if (info[r].node != n || info[r].device >= 0) continue;
-        for (int d = 0; d < ngpus; d++) {
-          bool near = close >> d & 1;
-          if (pass == 0 && near && !load[d]) best = best < 0 ? d : best;
-          if (pass == 1 && !load[d]) best = best < 0 ? d : best;
-          if (pass == 2 && (near || !close) && (best < 0 || load[d] < load[best])) best = d;
-        }
-        if (best >= 0) {
-          info[r].device = best;
-          load[best]++;
-        }
+  for (int i = 0; i < n; i++) info[ranks[i]].device = -1;
+  if (!ngpus) return;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < n; i++) {
+      RankInfo *r = &info[ranks[i]];
+      int best = -1;
+      if (r->device >= 0) continue;
+      for (int d = 0; d < ngpus; d++) {
+        bool near = r->close_gpus >> d & 1;
+        if (pass == 0 && near && !load[d]) best = best < 0 ? d : best;
+        if (pass == 1 && !load[d]) best = best < 0 ? d : best;
+        if (pass == 2 && (near || !r->close_gpus) && (best < 0 || load[d] < load[best])) best = d;
       }
-    for (int r = 0; r < g->size; r++)
-      if (info[r].node == n) info[r].nsharing = load[info[r].device];
-  }
+      if (best >= 0) {
+        r->device = best;
+        load[best]++;
+      }
+    }
+  for (int i = 0; i < n; i++) info[ranks[i]].nsharing = load[info[ranks[i]].device];
+}
+
+static FSDPErrorCode assign_devices(ShardGroup g)
+{
+  int *order, *first;
+
+  /* Ranks sorted by node (a counting sort keeps rank order within each node). */
+  FSDPCall(FSDPCalloc((size_t)g->size + (size_t)g->nnodes + 1, sizeof *order, FSDP_MEM_OTHER, &order));
+  first = order + g->size;
+  for (int r = 0; r < g->size; r++) first[g->ranks[r].node + 1]++;
+  for (int n = 0; n < g->nnodes; n++) first[n + 1] += first[n];
+  for (int r = 0; r < g->size; r++) order[first[g->ranks[r].node] + g->ranks[r].local_rank] = r;
+  for (int n = 0; n < g->nnodes; n++) assign_node_devices(g->ranks, order + first[n], first[n + 1] - first[n]);
+  FSDPCall(FSDPFree(&order));
+  return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode view_group(FSDPViewer viewer, void *ctx);
@@ -517,7 +524,7 @@ static FSDPErrorCode setup(ShardGroup g)
   FSDPCall(FSDPFree(&all));
   FSDPCall(ierr);
   FSDPCall(build_groups(g));
-  assign_devices(g);
+  FSDPCall(assign_devices(g));
 
   FSDPCall(create_comms(g));
   MPI_Get_processor_name(g->host, &len);
@@ -639,19 +646,28 @@ static FSDPErrorCode print_ranks(FSDPViewer v, const int *ranks, int n)
   return FSDP_SUCCESS;
 }
 
-static const char *node_span(ShardGroup g)
+/* Whether shard groups lie within nodes, are made of whole nodes, or neither:
+   every rank is compared with the first rank seen of its group and of its node. */
+static FSDPErrorCode node_span(ShardGroup g, const char **span)
 {
   const RankInfo *info = g->ranks;
+  int ngroups = g->size / g->factor, *group_node, *node_group;
   bool within = true, whole = true;
-  /* members[group][0]'s node against every member's */
-  for (int r = 0; r < g->size; r++)
-    for (int q = 0; q < g->size; q++) {
-      if (info[q].group == info[r].group && info[q].node != info[r].node) within = false;
-      if (info[q].node == info[r].node && info[q].group != info[r].group) whole = false;
-    }
-  if (within) return "within one node";
-  if (whole) return "over whole nodes";
-  return "across node boundaries";
+
+  FSDPCall(FSDPMalloc(((size_t)ngroups + (size_t)g->nnodes) * sizeof *group_node, FSDP_MEM_OTHER, &group_node));
+  node_group = group_node + ngroups;
+  for (int i = 0; i < ngroups; i++) group_node[i] = -1;
+  for (int n = 0; n < g->nnodes; n++) node_group[n] = -1;
+  for (int r = 0; r < g->size; r++) {
+    int s = info[r].group, n = info[r].node;
+    if (group_node[s] < 0) group_node[s] = n;
+    if (node_group[n] < 0) node_group[n] = s;
+    within = within && group_node[s] == n;
+    whole = whole && node_group[n] == s;
+  }
+  FSDPCall(FSDPFree(&group_node));
+  *span = within ? "within one node" : whole ? "over whole nodes" : "across node boundaries";
+  return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
@@ -661,6 +677,7 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
   MPI_Comm vcomm;
   int cmp, W = g->size, F = g->factor, ngroups = W / F, *members, *column;
   char summary[256], device[96], local[32], shard[32], replicate[32];
+  const char *span = "";
 
   FSDPCall(FSDPViewerGetComm(v, &vcomm));
   FSDPCallMPI(MPI_Comm_compare(vcomm, g->comm, &cmp));
@@ -678,8 +695,9 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
                                    g->factor_from_option ? "-fsdp_sharding_factor" : "ShardGroupSetShardingFactor"));
   else
     FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (shard domain %s)\n", F, FSDPShardDomainNames[g->domain]));
+  FSDPCall(node_span(g, &span));
   FSDPCall(FSDPViewerASCIIPrintf(v, "%d shard group%s of %d rank%s, %s; %d replicate group%s of %d rank%s\n", ngroups,
-                                 ngroups == 1 ? "" : "s", F, F == 1 ? "" : "s", node_span(g), F, F == 1 ? "" : "s",
+                                 ngroups == 1 ? "" : "s", F, F == 1 ? "" : "s", span, F, F == 1 ? "" : "s",
                                  ngroups, ngroups == 1 ? "" : "s"));
   FSDPCall(FSDPViewerASCIIPrintf(v, "topology: %s; binding: %s%s\n", FSDPTopologySource_Private(g->topo),
                                  FSDPBindNames[g->bind],
