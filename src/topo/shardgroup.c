@@ -224,8 +224,8 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
                              group->ranks_per_node, 0, INT32_MAX, &value, NULL));
   group->ranks_per_node = (int)value;
   FSDPCall(FSDPOptionsGetEnum("-fsdp_rank_placement",
-                              "with -fsdp_ranks_per_node: consecutive ranks share a node (block) or deal out "
-                              "round-robin (cyclic)",
+                              "with -fsdp_ranks_per_node: consecutive ranks share a node (block), or ranks are dealt "
+                              "out round-robin (cyclic)",
                               placement_names, (int)group->placement, &choice, NULL));
   group->placement = (RankPlacement)choice;
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the process layout at SetUp", group->view_at_setup,
