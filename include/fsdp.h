@@ -227,7 +227,8 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group);
 /* Collective: discovers nodes and topology, binds, builds the communicators
    and assigns devices.  Errors are raised on every rank. */
 FSDPErrorCode ShardGroupSetUp(ShardGroup group);
-/* Collective: topology per node, the groups, and one line per rank. */
+/* Collective: topology per node, the groups, and one line per rank.  A NULL
+   viewer is stdout on the group's communicator. */
 FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer);
 /* Collective; sets *group to NULL. */
 FSDPErrorCode ShardGroupDestroy(ShardGroup *group);

@@ -44,6 +44,10 @@ if [ $have_hwloc = yes ]; then
     -e 's/^\(  node [0-9]* (\)[^)]*\()\)/\1HOST\2/' >"$fsdp_tmp/layout"
   diff -u "$srcdir/tests/fsdp-info-2socket-8gpu.expected" "$fsdp_tmp/layout" ||
     { echo "FAIL: the layout for tests/topologies/2socket-8gpu.xml differs from the expected file"; exit 1; }
+  # hwloc's own HWLOC_XMLFILE works too, and the view says where the topology came from.
+  HWLOC_XMLFILE="$topo" fsdp_run 2 "$info" >"$fsdp_tmp/out" 2>&1
+  expect_grep "^  topology: XML file '.*2socket-8gpu.xml' (HWLOC_XMLFILE); binding: none\$" "$fsdp_tmp/out"
+  expect_grep '^  node 0 (.*): 2 ranks; 2 packages, 2 NUMA nodes, 16 cores, 16 PUs, 8 GPUs$' "$fsdp_tmp/out"
 fi
 if grep -q '^#define FSDP_HAVE_HDF5 1' "$config"; then expect_grep '^  HDF5: 1\.[0-9]*\.[0-9]* (parallel)$' "$fsdp_tmp/out"; fi
 if grep -q '^#define FSDP_HAVE_OPENBLAS_GET_CONFIG 1' "$config"; then expect_grep '^  BLAS: OpenBLAS' "$fsdp_tmp/out"; fi
@@ -55,7 +59,8 @@ else
 fi
 if grep -q '^#define FSDP_HAVE_NCCL 1' "$config"; then expect_grep '^  NCCL: 2\.' "$fsdp_tmp/out"; fi
 
-# A bad layout is an error on every rank, and the job ends.
+# A bad layout is an error, and the job ends (test_shardgroup_errors checks that
+# every rank raises it; here the first MPI_Abort may end a rank before it prints).
 fsdp_run 4 "$info" -fsdp_sharding_factor 3 >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: F = 3 on 4 ranks succeeded"; exit 1; }
 expect_grep '^\[[0-3]\] FSDP ERROR: invalid argument: sharding factor 3 does not divide world size 4$' "$fsdp_tmp/out"
 

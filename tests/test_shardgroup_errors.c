@@ -2,11 +2,15 @@
    rank, with a message that names the values; nothing hangs, and a group
    that failed to set up can be fixed and set up again.
    mpitest: -n 4 */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
+
 #include "fsdp_config.h" /* FSDP_HAVE_HWLOC */
 #include "testutil.h"
 
 static const char *const used_options[] = {"-fsdp_topology", "-fsdp_ranks_per_node", "-fsdp_bind",
-                                           "-fsdp_shard_domain", "-fsdp_sharding_factor", "-fsdp_rank_placement", NULL};
+                                           "-fsdp_shard_domain", "-fsdp_sharding_factor", "-fsdp_rank_placement",
+                                           "-fsdp_view", NULL};
 
 /* SetUp with these options must fail with `code` on every rank, saying `text`. */
 static void expect_setup_error(const char *options, FSDPErrorCode code, const char *text)
@@ -45,9 +49,26 @@ int main(int argc, char **argv)
   /* A node larger than the world. */
   expect_setup_error("-fsdp_ranks_per_node 8", FSDP_ERR_ARG,
                      "-fsdp_ranks_per_node 8 is larger than the world size 4");
-  /* Ranks that disagree. */
+  /* Ranks that disagree: an error on all of them, before anything collective
+     depends on the settings (a view only some ranks print would hang). */
   snprintf(options, sizeof options, "-fsdp_sharding_factor %d", rank == 0 ? 2 : 4);
-  expect_setup_error(options, FSDP_ERR_ARG, "ranks disagree on the ShardGroup's sharding factor: rank 0 has 2, rank 1 has 4");
+  expect_setup_error(options, FSDP_ERR_ARG,
+                     "ranks disagree on the ShardGroup's -fsdp_sharding_factor: rank 0 has 2, rank 1 has 4");
+  expect_setup_error(rank == 0 ? "-fsdp_view" : "", FSDP_ERR_ARG,
+                     "ranks disagree on the ShardGroup's -fsdp_view: rank 0 has 1, rank 1 has 0");
+#if FSDP_HAVE_HWLOC
+  expect_setup_error(rank == 3 ? "-fsdp_topology 'pack:2 core:2 pu:1'" : "", FSDP_ERR_ARG,
+                     "ranks disagree on the ShardGroup's -fsdp_topology: rank 0 and rank 3 give different values");
+  {
+    /* Nothing is bound before the ranks agree. */
+    cpu_set_t before, after;
+    TEST_ASSERT(sched_getaffinity(0, sizeof before, &before) == 0, "sched_getaffinity failed");
+    expect_setup_error(rank == 0 ? "-fsdp_bind core" : "", FSDP_ERR_ARG,
+                       "ranks disagree on the ShardGroup's -fsdp_bind: rank 0 has 1, rank 1 has 0");
+    TEST_ASSERT(sched_getaffinity(0, sizeof after, &after) == 0, "sched_getaffinity failed");
+    TEST_ASSERT(CPU_EQUAL(&before, &after), "a SetUp that failed changed the CPU binding");
+  }
+#endif
 
 #if FSDP_HAVE_HWLOC
   /* Topology files: missing, malformed, and descriptions that are neither. */
@@ -122,6 +143,25 @@ int main(int argc, char **argv)
   TEST_OK(FSDPViewerDestroy(&self));
   TEST_OK(ShardGroupDestroy(&g));
   TEST_OK(ShardGroupDestroy(&g)); /* NULL: nothing to do */
+
+  /* A group on part of the world: a NULL viewer is stdout on the group's ranks. */
+  {
+    MPI_Comm half;
+    Capture cap;
+    char *out;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &half);
+    for (int i = 0; used_options[i]; i++) TEST_OK(FSDPOptionsClearValue(used_options[i]));
+    TEST_OK(ShardGroupCreate(half, &g));
+    TEST_OK(ShardGroupSetUp(g));
+    capture_begin(&cap, 1);
+    TEST_OK(ShardGroupView(g, NULL));
+    out = capture_end(&cap);
+    if (rank % 2 == 0) TEST_ASSERT(strstr(out, "ShardGroup: 2 ranks on 1 node\n") == out, "view on half printed:\n%s", out);
+    else TEST_ASSERT(out[0] == '\0', "rank %d printed:\n%s", rank, out);
+    free(out);
+    TEST_OK(ShardGroupDestroy(&g));
+    MPI_Comm_free(&half);
+  }
 
   TEST_CODE(FSDP_ERR_ARG, ShardGroupCreate(MPI_COMM_NULL, &g));
   TEST_MESSAGE_HAS("comm must not be MPI_COMM_NULL");

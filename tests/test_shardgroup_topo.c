@@ -129,6 +129,29 @@ int main(int argc, char **argv)
   }
   TEST_OK(ShardGroupDestroy(&g));
 
+  /* This machine, sharded by package with ranks bound by package; on a node
+     with one package even unbound ranks are on it. */
+  {
+    hwloc_topology_t topo;
+    int npackages, factor;
+    hwloc_topology_init(&topo);
+    hwloc_topology_load(topo);
+    npackages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    hwloc_topology_destroy(topo);
+    g = group_with("-fsdp_bind package -fsdp_shard_domain package");
+    TEST_OK(ShardGroupGetLocalRank(g, &lr, &ls));
+    TEST_OK(ShardGroupGetShardComm(g, NULL, NULL, &factor));
+    TEST_ASSERT(ls % npackages || factor == ls / npackages, "%d ranks on %d packages bound by package: F = %d", ls,
+                npackages, factor);
+    TEST_OK(ShardGroupDestroy(&g));
+    if (npackages == 1) {
+      g = group_with("-fsdp_shard_domain package");
+      TEST_OK(ShardGroupGetShardComm(g, NULL, NULL, &factor));
+      TEST_ASSERT(factor == ls, "one package, unbound ranks: F = %d, expected %d", factor, ls);
+      TEST_OK(ShardGroupDestroy(&g));
+    }
+  }
+
   /* The topology is discovered once per node, not once per rank. */
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm);
   MPI_Comm_rank(node_comm, &leader);

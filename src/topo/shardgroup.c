@@ -110,9 +110,16 @@ static FSDPErrorCode acquire_node_comm(MPI_Comm user, MPI_Comm dup, NodeComm **n
 
 /* ------------------------------------------------------------------ lifecycle */
 
+static FSDPErrorCode free_comm(MPI_Comm *comm)
+{
+  if (*comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comm));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
 {
   ShardGroup g;
+  FSDPErrorCode ierr;
   int up = 0;
 
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
@@ -124,18 +131,16 @@ FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
   g->shard_comm = g->replicate_comm = MPI_COMM_NULL;
   FSDPCallMPI(MPI_Comm_dup(comm, &g->comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN));
-  FSDPCall(acquire_node_comm(comm, g->comm, &g->node));
+  if ((ierr = acquire_node_comm(comm, g->comm, &g->node))) {
+    (void)free_comm(&g->comm);
+    (void)FSDPFree(&g);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
   g->node_comm = g->node->comm;
   FSDPCallMPI(MPI_Comm_rank(g->comm, &g->rank));
   FSDPCallMPI(MPI_Comm_size(g->comm, &g->size));
   g->domain = FSDP_SHARD_DOMAIN_NODE;
   *group = g;
-  return FSDP_SUCCESS;
-}
-
-static FSDPErrorCode free_comm(MPI_Comm *comm)
-{
-  if (*comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comm));
   return FSDP_SUCCESS;
 }
 
@@ -239,20 +244,35 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
    (which must agree), its node's leader, how its topology step went, and
    where it runs. */
 enum {
-  R_FACTOR, R_DOMAIN, R_BIND, R_RPN, R_PLACEMENT, /* settings */
+  R_FACTOR, R_DOMAIN, R_BIND, R_RPN, R_PLACEMENT, R_VIEW, R_TOPOLOGY, /* settings */
   R_LEADER, R_STATUS, R_PACKAGE, R_NUMA, R_BOUND, R_NGPUS, R_CLOSE_LO, R_CLOSE_HI, R_N
 };
 
+/* FNV-1a, to compare -fsdp_topology strings across ranks in one integer. */
+static int string_hash(const char *s)
+{
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return (int)h;
+}
+
 static FSDPErrorCode check_settings(ShardGroup g, const int *all)
 {
-  static const char *const what[R_LEADER] = {"sharding factor", "shard domain", "binding", "ranks per node",
-                                             "rank placement"};
+  static const char *const what[R_LEADER] = {"-fsdp_sharding_factor", "-fsdp_shard_domain", "-fsdp_bind",
+                                             "-fsdp_ranks_per_node", "-fsdp_rank_placement", "-fsdp_view",
+                                             "-fsdp_topology"};
   for (int r = 1; r < g->size; r++)
-    for (int s = 0; s < R_LEADER; s++)
-      FSDPCheck(all[r * R_N + s] == all[s], g->comm, FSDP_ERR_ARG,
+    for (int s = 0; s < R_LEADER; s++) {
+      if (all[r * R_N + s] == all[s]) continue;
+      FSDPCheck(s != R_TOPOLOGY, g->comm, FSDP_ERR_ARG,
+                "ranks disagree on the ShardGroup's -fsdp_topology: rank 0 and rank %d give different values (give "
+                "every rank the same options)",
+                r);
+      FSDPCheck(0, g->comm, FSDP_ERR_ARG,
                 "ranks disagree on the ShardGroup's %s: rank 0 has %d, rank %d has %d (give every rank the same "
                 "options)",
                 what[s], all[s], r, all[r * R_N + s]);
+    }
   FSDPCheck(g->ranks_per_node <= g->size, g->comm, FSDP_ERR_ARG,
             "-fsdp_ranks_per_node %d is larger than the world size %d: a node cannot hold more ranks than the job has",
             g->ranks_per_node, g->size);
@@ -390,12 +410,15 @@ static FSDPErrorCode build_groups(ShardGroup g)
 
 /* GPUs of one node (ranks[0..n-1], in local-rank order) to its ranks: first a
    free GPU close to the rank's CPUs, then any free GPU, then (more ranks than
-   GPUs) the least used close one. */
-static void assign_node_devices(RankInfo *info, const int *ranks, int n)
+   GPUs) the least used close one.  load[] has room for every GPU. */
+static void assign_node_devices(RankInfo *info, const int *ranks, int n, int *load)
 {
-  int load[FSDP_PLACEMENT_MAX_GPUS] = {0};
-  int ngpus = info[ranks[0]].ngpus < FSDP_PLACEMENT_MAX_GPUS ? info[ranks[0]].ngpus : FSDP_PLACEMENT_MAX_GPUS;
+  int ngpus = info[ranks[0]].ngpus;
 
+  /* An emulated node may span real nodes: use the GPUs all of them have. */
+  for (int i = 1; i < n; i++)
+    if (info[ranks[i]].ngpus < ngpus) ngpus = info[ranks[i]].ngpus;
+  for (int d = 0; d < ngpus; d++) load[d] = 0;
   for (int i = 0; i < n; i++) info[ranks[i]].device = -1;
   if (!ngpus) return;
   for (int pass = 0; pass < 3; pass++)
@@ -404,7 +427,7 @@ static void assign_node_devices(RankInfo *info, const int *ranks, int n)
       int best = -1;
       if (r->device >= 0) continue;
       for (int d = 0; d < ngpus; d++) {
-        bool near = r->close_gpus >> d & 1;
+        bool near = d < FSDP_PLACEMENT_MAX_GPUS && (r->close_gpus >> d & 1);
         if (pass == 0 && near && !load[d]) best = best < 0 ? d : best;
         if (pass == 1 && !load[d]) best = best < 0 ? d : best;
         if (pass == 2 && (near || !r->close_gpus) && (best < 0 || load[d] < load[best])) best = d;
@@ -419,20 +442,21 @@ static void assign_node_devices(RankInfo *info, const int *ranks, int n)
 
 static FSDPErrorCode assign_devices(ShardGroup g)
 {
-  int *order, *first;
+  int *order, *first, *load, maxgpus = 0;
 
   /* Ranks sorted by node (a counting sort keeps rank order within each node). */
-  FSDPCall(FSDPCalloc((size_t)g->size + (size_t)g->nnodes + 1, sizeof *order, FSDP_MEM_OTHER, &order));
+  for (int r = 0; r < g->size; r++)
+    if (g->ranks[r].ngpus > maxgpus) maxgpus = g->ranks[r].ngpus;
+  FSDPCall(FSDPCalloc((size_t)g->size + (size_t)g->nnodes + 1 + (size_t)maxgpus, sizeof *order, FSDP_MEM_OTHER, &order));
   first = order + g->size;
+  load = first + g->nnodes + 1;
   for (int r = 0; r < g->size; r++) first[g->ranks[r].node + 1]++;
   for (int n = 0; n < g->nnodes; n++) first[n + 1] += first[n];
   for (int r = 0; r < g->size; r++) order[first[g->ranks[r].node] + g->ranks[r].local_rank] = r;
-  for (int n = 0; n < g->nnodes; n++) assign_node_devices(g->ranks, order + first[n], first[n + 1] - first[n]);
+  for (int n = 0; n < g->nnodes; n++) assign_node_devices(g->ranks, order + first[n], first[n + 1] - first[n], load);
   FSDPCall(FSDPFree(&order));
   return FSDP_SUCCESS;
 }
-
-static FSDPErrorCode view_group(FSDPViewer viewer, void *ctx);
 
 /* The shard and replicate communicators, from member lists every rank knows:
    MPI_Comm_create_group involves only the members, so it costs a third of
@@ -478,28 +502,40 @@ static FSDPErrorCode my_node(ShardGroup g, int *local_rank, int *local_size)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode setup(ShardGroup g)
+/* This rank's node leader (in g->comm), and where it stands on its node. */
+static FSDPErrorCode locate(ShardGroup g, int *leader, int *local_rank, int *local_size)
 {
   MPI_Group node_group, group;
-  int mine[R_N], *all, zero = 0, leader, local_rank, local_size, failed = 0, len;
-  FSDPErrorCode ierr;
+  int zero = 0;
 
   FSDPCallMPI(MPI_Comm_group(g->node_comm, &node_group));
   FSDPCallMPI(MPI_Comm_group(g->comm, &group));
-  FSDPCallMPI(MPI_Group_translate_ranks(node_group, 1, &zero, group, &leader));
+  FSDPCallMPI(MPI_Group_translate_ranks(node_group, 1, &zero, group, leader));
   FSDPCallMPI(MPI_Group_free(&node_group));
   FSDPCallMPI(MPI_Group_free(&group));
   FSDPCall(FSDPCalloc((size_t)g->size, sizeof *g->ranks, FSDP_MEM_OTHER, &g->ranks));
-  FSDPCall(my_node(g, &local_rank, &local_size));
+  FSDPCall(my_node(g, local_rank, local_size));
+  return FSDP_SUCCESS;
+}
 
-  /* Topology and binding can fail on some ranks only; the allgather below tells everyone. */
+static FSDPErrorCode setup(ShardGroup g)
+{
+  int mine[R_N] = {0}, *all, leader = -1, local_rank = 0, local_size = 1, failed = 0, len;
+  FSDPErrorCode ierr;
+
+  /* Until the allgather, a step that fails on some ranks only records it, so
+     that every rank makes the same collective calls.  The topology comes first:
+     it is collective on the node. */
   ierr = FSDPTopologyLoad_Private(g->node_comm, g->topology, &g->topo);
+  if (!ierr) ierr = locate(g, &leader, &local_rank, &local_size);
   if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
   mine[R_FACTOR] = g->factor_requested;
   mine[R_DOMAIN] = (int)g->domain;
   mine[R_BIND] = (int)g->bind;
   mine[R_RPN] = g->ranks_per_node;
   mine[R_PLACEMENT] = (int)g->placement;
+  mine[R_VIEW] = g->view_at_setup;
+  mine[R_TOPOLOGY] = string_hash(g->topology);
   mine[R_LEADER] = leader;
   mine[R_STATUS] = (int)ierr;
   mine[R_PACKAGE] = g->where.package;
@@ -523,9 +559,14 @@ static FSDPErrorCode setup(ShardGroup g)
   }
   FSDPCall(FSDPFree(&all));
   FSDPCall(ierr);
+  /* Every rank agrees on -fsdp_bind now; bind only after that, on this machine's topology. */
+  if (g->bind != FSDP_BIND_NONE) {
+    ierr = FSDPTopologyIsThisSystem_Private(g->topo) ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
+                                                     : FSDP_SUCCESS;
+    FSDPCall(FSDPErrorAgree_Private(g->comm, ierr));
+  }
   FSDPCall(build_groups(g));
   FSDPCall(assign_devices(g));
-
   FSDPCall(create_comms(g));
   MPI_Get_processor_name(g->host, &len);
   return FSDP_SUCCESS;
@@ -533,7 +574,7 @@ static FSDPErrorCode setup(ShardGroup g)
 
 FSDPErrorCode ShardGroupSetUp(ShardGroup group)
 {
-  static FSDPLogEvent event = -1;
+  FSDPLogEvent event;
   FSDPErrorCode ierr;
 
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
@@ -547,13 +588,7 @@ FSDPErrorCode ShardGroupSetUp(ShardGroup group)
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
   group->setup = true;
-  if (group->view_at_setup) {
-    FSDPViewer out;
-    FSDPCall(FSDPViewerASCIIOpen(group->comm, "stdout", &out));
-    ierr = view_group(out, group);
-    FSDPCall(FSDPViewerDestroy(&out));
-    FSDPCall(ierr);
-  }
+  if (group->view_at_setup) FSDPCall(ShardGroupView(group, NULL));
   return FSDP_SUCCESS;
 }
 
@@ -670,9 +705,8 @@ static FSDPErrorCode node_span(ShardGroup g, const char **span)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
+static FSDPErrorCode view_group(FSDPViewer v, ShardGroup g)
 {
-  ShardGroup g = ctx;
   const RankInfo *me = &g->ranks[g->rank];
   MPI_Comm vcomm;
   int cmp, W = g->size, F = g->factor, ngroups = W / F, *members, *column;
@@ -757,7 +791,14 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
 
 FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer)
 {
+  FSDPViewer out = viewer;
+  FSDPErrorCode ierr;
+
   CHECK_SETUP(group);
-  FSDPCall(FSDPViewerApply_Private(viewer, view_group, group));
+  /* NULL: stdout on the group's ranks, which need not be MPI_COMM_WORLD's. */
+  if (!out) FSDPCall(FSDPViewerASCIIOpen(group->comm, "stdout", &out));
+  ierr = view_group(out, group);
+  if (out != viewer) FSDPCall(FSDPViewerDestroy(&out));
+  FSDPCall(ierr);
   return FSDP_SUCCESS;
 }

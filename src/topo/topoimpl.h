@@ -29,21 +29,21 @@ FSDPErrorCode FSDPTopologyViewGPUs_Private(const FSDPTopology *topo, FSDPViewer 
 
 #define FSDP_PLACEMENT_MAX_GPUS 64
 
-/* Where one rank runs on its node. */
+/* Where one rank runs, or will run, on its node. */
 typedef struct {
-  bool bound;          /* bound to fewer PUs than the node has */
-  bool bind_applied;   /* ShardGroup asked for a binding and hwloc applied it */
+  bool bound;          /* to fewer CPUs than its node has */
   int package, numa;   /* logical index of the package / NUMA node holding its CPUs, or -1 */
-  uint64_t close_gpus; /* bit g: GPU g is attached to CPUs this rank is bound to */
-  char cpus[128];      /* "PUs 0-7" or "unbound" */
+  uint64_t close_gpus; /* bound ranks: bit g when GPU g is attached to its CPUs */
+  char cpus[128];      /* "PUs 0-7", "PU 3 (planned)" or "unbound" */
 } FSDPPlacement;
 
-/* Bind this rank (when bind is not FSDP_BIND_NONE) to its share of the node,
-   local_rank of local_size spread evenly over the objects of the bind type,
-   and tell where it runs.  The binding is applied only when the topology is
-   this machine's; otherwise it is planned and shown. */
+/* Where this rank runs: with bind FSDP_BIND_NONE, where the launcher bound it;
+   otherwise where FSDPTopologyBind_Private will put it: local_rank of
+   local_size spread evenly over the objects of the bind type.  Changes nothing. */
 FSDPErrorCode FSDPTopologyPlace_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size,
                                         FSDPPlacement *placement);
+/* Bind this process there; only for this machine's topology. */
+FSDPErrorCode FSDPTopologyBind_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size);
 
 extern const char *const FSDPBindNames[];        /* none core numa package */
 extern const char *const FSDPShardDomainNames[]; /* node package numa world */

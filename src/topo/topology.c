@@ -3,6 +3,7 @@
    broadcasts it as XML; the others import that, which is much cheaper than a
    second discovery (PCI scanning reads sysfs for every device). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -102,14 +103,25 @@ FSDPErrorCode FSDPTopologyPlace_Private(const FSDPTopology *topo, FSDPBind bind,
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPTopologyBind_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size)
+{
+  (void)topo;
+  (void)local_rank;
+  (void)local_size;
+  FSDPCheck(bind == FSDP_BIND_NONE, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "-fsdp_bind %s needs hwloc, and this libfsdp was built without it", FSDPBindNames[bind]);
+  return FSDP_SUCCESS;
+}
+
 #else
 
-/* GPUs are PCI display controllers (class 03xx) from NVIDIA or AMD: servers
-   also carry a small VGA chip for the console (ASPEED, Matrox), which is not one. */
+/* GPUs are PCI display controllers (class 03xx) or processing accelerators
+   (12xx, as AMD's MI300 reports itself) from NVIDIA or AMD: servers also
+   carry a small VGA chip for the console (ASPEED, Matrox), which is not one. */
 static bool is_gpu(hwloc_obj_t pci)
 {
   unsigned cls = pci->attr->pcidev.class_id >> 8, vendor = pci->attr->pcidev.vendor_id;
-  return cls == 0x03 && (vendor == 0x10de || vendor == 0x1002);
+  return (cls == 0x03 || cls == 0x12) && (vendor == 0x10de || vendor == 0x1002);
 }
 
 static int compare_busid(const void *a, const void *b) { return strcmp(((const GPUInfo *)a)->busid, ((const GPUInfo *)b)->busid); }
@@ -201,6 +213,14 @@ static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml
   }
   FSDPCheck(hwloc_topology_load(topo->topology) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
             "hwloc could not load the topology of %s: %s (a malformed XML file?)", topo->source, strerror(errno));
+  if ((!source || !source[0]) && !hwloc_topology_is_thissystem(topo->topology)) {
+    /* hwloc read HWLOC_XMLFILE or HWLOC_SYNTHETIC instead of this machine. */
+    const char *xmlfile = getenv("HWLOC_XMLFILE"), *synthetic = getenv("HWLOC_SYNTHETIC");
+    if (xmlfile && xmlfile[0]) snprintf(topo->source, sizeof topo->source, "XML file '%s' (HWLOC_XMLFILE)", xmlfile);
+    else if (synthetic && synthetic[0])
+      snprintf(topo->source, sizeof topo->source, "synthetic '%s' (HWLOC_SYNTHETIC)", synthetic);
+    else snprintf(topo->source, sizeof topo->source, "not this machine (HWLOC_THISSYSTEM=0)");
+  }
   FSDPCheck(hwloc_topology_export_xmlbuffer(topo->topology, xml, xmllen, 0) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
             "hwloc could not export the topology of %s as XML: %s", topo->source, strerror(errno));
   return FSDP_SUCCESS;
@@ -250,7 +270,9 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
     ierr = FSDPErrorAgree_Private(node_comm, ierr);
     goto failed;
   }
-  if (rank != 0) FSDPCall(FSDPMalloc((size_t)header.xmllen, FSDP_MEM_OTHER, &xml));
+  /* Every rank must take part in the broadcast: a rank that cannot hold a few
+     kilobytes of XML takes the job down rather than leave the others waiting. */
+  if (rank != 0) FSDPCallAbort(node_comm, FSDPMalloc((size_t)header.xmllen, FSDP_MEM_OTHER, &xml));
   FSDPCallMPI(MPI_Bcast(xml, header.xmllen, MPI_CHAR, 0, node_comm));
   if (rank == 0) hwloc_free_xmlbuffer(t->topology, xml);
   else {
@@ -264,7 +286,7 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
   t->nnuma = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_NUMANODE);
   t->ncores = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_CORE);
   t->npus = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_PU);
-  FSDPCall(find_gpus(t));
+  if ((ierr = find_gpus(t))) goto failed;
   *topo = t;
   return FSDP_SUCCESS;
 
@@ -285,6 +307,18 @@ static hwloc_obj_type_t bind_type(FSDPBind bind)
 /* Spread local ranks evenly over n objects, consecutive ranks together. */
 static int spread(int local_rank, int local_size, int n) { return (int)((int64_t)local_rank * n / local_size); }
 
+/* The CPUs -fsdp_bind gives local rank `local_rank` of `local_size`. */
+static FSDPErrorCode bind_target(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size,
+                                 hwloc_bitmap_t set)
+{
+  hwloc_obj_type_t type = bind_type(bind);
+  int n = hwloc_get_nbobjs_by_type(topo->topology, type);
+  FSDPCheck(n > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "-fsdp_bind %s: the topology of %s has no %s objects",
+            FSDPBindNames[bind], topo->source, hwloc_obj_type_string(type));
+  hwloc_bitmap_copy(set, hwloc_get_obj_by_type(topo->topology, type, (unsigned)spread(local_rank, local_size, n))->cpuset);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPTopologyPlace_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size,
                                         FSDPPlacement *p)
 {
@@ -296,43 +330,43 @@ FSDPErrorCode FSDPTopologyPlace_Private(const FSDPTopology *topo, FSDPBind bind,
 
   FSDPCheck(set, MPI_COMM_SELF, FSDP_ERR_MEM, "out of memory allocating a cpuset");
   memset(p, 0, sizeof *p);
-  if (bind != FSDP_BIND_NONE) {
-    hwloc_obj_type_t type = bind_type(bind);
-    int n = hwloc_get_nbobjs_by_type(t, type);
-    if (n <= 0) {
-      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_ARG,
-                       "-fsdp_bind %s: the topology of %s has no %s objects", FSDPBindNames[bind], topo->source,
-                       hwloc_obj_type_string(type));
-      goto done;
-    }
-    hwloc_bitmap_copy(set, hwloc_get_obj_by_type(t, type, (unsigned)spread(local_rank, local_size, n))->cpuset);
-    if (topo->this_system) {
-      if (hwloc_set_cpubind(t, set, HWLOC_CPUBIND_PROCESS) != 0) {
-        hwloc_bitmap_list_snprintf(list, sizeof list, set);
-        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_HWLOC,
-                         "-fsdp_bind %s: binding local rank %d to PUs %s failed: %s", FSDPBindNames[bind], local_rank,
-                         list, strerror(errno));
-        goto done;
-      }
-      p->bind_applied = true;
-    }
-  } else if (!topo->this_system || hwloc_get_cpubind(t, set, HWLOC_CPUBIND_PROCESS) != 0) {
+  if (bind != FSDP_BIND_NONE) ierr = bind_target(topo, bind, local_rank, local_size, set);
+  else if (!topo->this_system || hwloc_get_cpubind(t, set, HWLOC_CPUBIND_PROCESS) != 0)
     hwloc_bitmap_copy(set, all); /* another machine's topology: nothing is bound on it */
-  }
-  p->bound = !hwloc_bitmap_isincluded(all, set);
-  if (p->bound) {
-    hwloc_bitmap_list_snprintf(list, sizeof list, set);
-    snprintf(p->cpus, sizeof p->cpus, "PU%s %s%s", hwloc_bitmap_weight(set) == 1 ? "" : "s", list,
-             bind != FSDP_BIND_NONE && !p->bind_applied ? " (planned)" : "");
+  if (!ierr) {
+    p->bound = !hwloc_bitmap_isincluded(all, set);
+    /* Unbound ranks still run on a package when the node has only one. */
     p->package = covering_index(t, HWLOC_OBJ_PACKAGE, set);
     p->numa = covering_index(t, HWLOC_OBJ_NUMANODE, set);
-    for (int g = 0; g < topo->ngpus && g < FSDP_PLACEMENT_MAX_GPUS; g++)
-      if (hwloc_bitmap_intersects(set, topo->gpus[g].cpuset)) p->close_gpus |= UINT64_C(1) << g;
-  } else {
-    snprintf(p->cpus, sizeof p->cpus, "unbound");
-    p->package = p->numa = -1;
+    if (p->bound) {
+      hwloc_bitmap_list_snprintf(list, sizeof list, set);
+      snprintf(p->cpus, sizeof p->cpus, "PU%s %s%s", hwloc_bitmap_weight(set) == 1 ? "" : "s", list,
+               bind != FSDP_BIND_NONE && !topo->this_system ? " (planned)" : "");
+      for (int g = 0; g < topo->ngpus && g < FSDP_PLACEMENT_MAX_GPUS; g++)
+        if (hwloc_bitmap_intersects(set, topo->gpus[g].cpuset)) p->close_gpus |= UINT64_C(1) << g;
+    } else {
+      snprintf(p->cpus, sizeof p->cpus, "unbound");
+    }
   }
-done:
+  hwloc_bitmap_free(set);
+  FSDPCall(ierr);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPTopologyBind_Private(const FSDPTopology *topo, FSDPBind bind, int local_rank, int local_size)
+{
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  FSDPErrorCode ierr;
+  char list[96];
+
+  FSDPCheck(set, MPI_COMM_SELF, FSDP_ERR_MEM, "out of memory allocating a cpuset");
+  if (!(ierr = bind_target(topo, bind, local_rank, local_size, set)) &&
+      hwloc_set_cpubind(topo->topology, set, HWLOC_CPUBIND_PROCESS) != 0) {
+    hwloc_bitmap_list_snprintf(list, sizeof list, set);
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_HWLOC,
+                     "-fsdp_bind %s: binding local rank %d to PUs %s failed: %s", FSDPBindNames[bind], local_rank,
+                     list, strerror(errno));
+  }
   hwloc_bitmap_free(set);
   FSDPCall(ierr);
   return FSDP_SUCCESS;

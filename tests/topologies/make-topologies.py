@@ -41,7 +41,7 @@ def with_pci(xml, devices_by_package):
     return "".join(out)
 
 NVIDIA, AMD, ASPEED, MELLANOX = 0x10de, 0x1002, 0x1a03, 0x15b3
-H100, RTX_A6000, NVSWITCH, MI250X = 0x2330, 0x2230, 0x22a3, 0x740c
+H100, RTX_A6000, NVSWITCH, MI300X = 0x2330, 0x2230, 0x22a3, 0x74a1
 
 # A DGX H100-like node: 2 sockets of 8 cores, 8 H100 (3D controllers, class 0302),
 # 4 per socket, listed out of bus order (libfsdp numbers GPUs by bus id);
@@ -54,11 +54,12 @@ dgx = with_pci(synthetic_xml("pack:2 numa:1 core:8 pu:1"), {
         ("0000:ba:00.0", 0x0302, NVIDIA, H100), ("0000:db:00.0", 0x0302, NVIDIA, H100),
         ("0000:c5:00.0", 0x0680, NVIDIA, NVSWITCH)],
 })
-# A workstation: 2 sockets of 4 cores (2 PUs each), one display GPU (VGA class
-# 0300) per socket, and fewer GPUs than ranks in most tests.
+# 2 sockets of 4 cores (2 PUs each), one GPU per socket: an NVIDIA display GPU
+# (VGA, class 0300) and an AMD MI300X (processing accelerator, class 1200);
+# fewer GPUs than ranks in most tests.
 workstation = with_pci(synthetic_xml("pack:2 numa:1 core:4 pu:2"), {
     0: [("0000:01:00.0", 0x0300, NVIDIA, RTX_A6000)],
-    1: [("0000:81:00.0", 0x0380, AMD, MI250X)],
+    1: [("0000:81:00.0", 0x1200, AMD, MI300X)],
 })
 # A CPU node with 4 NUMA domains in one socket (an EPYC in NPS4 mode), no GPUs.
 numa4 = synthetic_xml("pack:1 numa:4 core:4 pu:2")
