@@ -102,7 +102,8 @@ static void check_layout(int W, int rank, const Layout *L, ShardGroup g, const c
     for (int r = 0; r < W; r++)
       if (L->group[r] == L->group[rank] && L->index[r] == i) expect[n++] = r;
   check_members(shard, expect, n, members, "shard", config);
-  /* A factor that divides the ranks of equal nodes keeps every group on one node. */
+  /* The spec's promise, checked on the members the library gave: a factor
+     that divides the ranks of equal nodes keeps every group on one node. */
   if (nodes_equal(W, L) && L->local_size[0] % L->factor == 0)
     for (int i = 0; i < n; i++)
       TEST_ASSERT(L->node[members[i]] == L->node[rank], "%s: shard group member %d is on node %d, rank %d on node %d",

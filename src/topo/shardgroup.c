@@ -25,8 +25,7 @@ typedef struct {
 
 struct ShardGroup_s {
   MPI_Comm comm, shard_comm, replicate_comm;
-  MPI_Comm node_comm; /* the ranks of this rank's (real) node: node->comm */
-  struct NodeComm_s *node;
+  struct NodeComm_s *node; /* node->comm: the ranks of this rank's real node */
   int rank, size;
   /* settings */
   int factor_requested; /* 0: from the domain */
@@ -136,7 +135,6 @@ FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
     (void)FSDPFree(&g);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
-  g->node_comm = g->node->comm;
   FSDPCallMPI(MPI_Comm_rank(g->comm, &g->rank));
   FSDPCallMPI(MPI_Comm_size(g->comm, &g->size));
   g->domain = FSDP_SHARD_DOMAIN_NODE;
@@ -496,8 +494,8 @@ static FSDPErrorCode my_node(ShardGroup g, int *local_rank, int *local_size)
     *local_rank = g->ranks[g->rank].local_rank;
     *local_size = g->ranks[g->rank].local_size;
   } else {
-    FSDPCallMPI(MPI_Comm_rank(g->node_comm, local_rank));
-    FSDPCallMPI(MPI_Comm_size(g->node_comm, local_size));
+    FSDPCallMPI(MPI_Comm_rank(g->node->comm, local_rank));
+    FSDPCallMPI(MPI_Comm_size(g->node->comm, local_size));
   }
   return FSDP_SUCCESS;
 }
@@ -508,7 +506,7 @@ static FSDPErrorCode locate(ShardGroup g, int *leader, int *local_rank, int *loc
   MPI_Group node_group, group;
   int zero = 0;
 
-  FSDPCallMPI(MPI_Comm_group(g->node_comm, &node_group));
+  FSDPCallMPI(MPI_Comm_group(g->node->comm, &node_group));
   FSDPCallMPI(MPI_Comm_group(g->comm, &group));
   FSDPCallMPI(MPI_Group_translate_ranks(node_group, 1, &zero, group, leader));
   FSDPCallMPI(MPI_Group_free(&node_group));
@@ -526,7 +524,7 @@ static FSDPErrorCode setup(ShardGroup g)
   /* Until the allgather, a step that fails on some ranks only records it, so
      that every rank makes the same collective calls.  The topology comes first:
      it is collective on the node. */
-  ierr = FSDPTopologyLoad_Private(g->node_comm, g->topology, &g->topo);
+  ierr = FSDPTopologyLoad_Private(g->node->comm, g->topology, &g->topo);
   if (!ierr) ierr = locate(g, &leader, &local_rank, &local_size);
   if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
   mine[R_FACTOR] = g->factor_requested;
