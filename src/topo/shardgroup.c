@@ -308,12 +308,11 @@ static FSDPErrorCode assign_nodes(ShardGroup g, int k, RankPlacement placement, 
   return FSDP_SUCCESS;
 }
 
-/* Where rank r stands when ranks are listed node by node. */
-static void node_major_positions(ShardGroup g, int *pos)
+/* Ranks listed node by node, in local-rank order within each node: pos[r] is
+   rank r's place in that list, first[n] (nnodes + 1 entries) where node n's
+   ranks begin in it. */
+static void node_major_order(ShardGroup g, int *pos, int *first)
 {
-  int *first;
-  /* first[n]: how many ranks live on nodes before n; reuse pos as scratch first. */
-  first = pos + g->size;
   for (int n = 0; n <= g->nnodes; n++) first[n] = 0;
   for (int r = 0; r < g->size; r++) first[g->ranks[r].node + 1]++;
   for (int n = 0; n < g->nnodes; n++) first[n + 1] += first[n];
@@ -343,7 +342,7 @@ static FSDPErrorCode build_groups(ShardGroup g)
                     F, n, size);
         }
     }
-    node_major_positions(g, scratch);
+    node_major_order(g, scratch, scratch + W);
     for (int r = 0; r < W; r++) {
       info[r].group = scratch[r] / F;
       info[r].index = scratch[r] % F;
@@ -440,17 +439,17 @@ static void assign_node_devices(RankInfo *info, const int *ranks, int n, int *lo
 
 static FSDPErrorCode assign_devices(ShardGroup g)
 {
-  int *order, *first, *load, maxgpus = 0;
+  int *order, *pos, *first, *load, maxgpus = 0;
 
-  /* Ranks sorted by node (a counting sort keeps rank order within each node). */
   for (int r = 0; r < g->size; r++)
     if (g->ranks[r].ngpus > maxgpus) maxgpus = g->ranks[r].ngpus;
-  FSDPCall(FSDPCalloc((size_t)g->size + (size_t)g->nnodes + 1 + (size_t)maxgpus, sizeof *order, FSDP_MEM_OTHER, &order));
-  first = order + g->size;
+  FSDPCall(FSDPCalloc(2 * (size_t)g->size + (size_t)g->nnodes + 1 + (size_t)maxgpus, sizeof *order, FSDP_MEM_OTHER,
+                      &order));
+  pos = order + g->size;
+  first = pos + g->size;
   load = first + g->nnodes + 1;
-  for (int r = 0; r < g->size; r++) first[g->ranks[r].node + 1]++;
-  for (int n = 0; n < g->nnodes; n++) first[n + 1] += first[n];
-  for (int r = 0; r < g->size; r++) order[first[g->ranks[r].node] + g->ranks[r].local_rank] = r;
+  node_major_order(g, pos, first);
+  for (int r = 0; r < g->size; r++) order[pos[r]] = r;
   for (int n = 0; n < g->nnodes; n++) assign_node_devices(g->ranks, order + first[n], first[n + 1] - first[n], load);
   FSDPCall(FSDPFree(&order));
   return FSDP_SUCCESS;
