@@ -17,9 +17,11 @@ FSDPErrorCode FSDPOptionsFinalize_Private(void);
 FSDPErrorCode FSDPLogInitialize_Private(void);
 FSDPErrorCode FSDPLogFinalize_Private(void);
 
-/* Run view(viewer, ctx); a NULL viewer becomes stdout on MPI_COMM_WORLD for
-   the call, as every XView(obj, NULL) promises. */
-FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx);
+/* Run view(viewer, ctx); a NULL viewer becomes stdout on comm (the object's
+   communicator), or on MPI_COMM_WORLD when comm is MPI_COMM_NULL, for the
+   call, as every XView(obj, NULL) promises. */
+FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErrorCode (*view)(FSDPViewer, void *),
+                                      void *ctx);
 
 /* Collective on comm: `code` is this rank's outcome of a step that may fail on
    some ranks only (a file only one rank reads, say).  When any rank failed,

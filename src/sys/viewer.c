@@ -205,12 +205,14 @@ FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx)
+FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErrorCode (*view)(FSDPViewer, void *),
+                                      void *ctx)
 {
   MPI_Comm world = FSDPCommWorld_Private();
   FSDPViewer out = viewer;
   FSDPErrorCode err;
 
+  if (!out && comm != MPI_COMM_NULL) FSDPCall(FSDPViewerASCIIOpen(comm, "stdout", &out));
   if (!out) {
     FSDPCheck(world != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
               "a NULL viewer means stdout on MPI_COMM_WORLD, which needs FSDPInitialize() first");

@@ -702,8 +702,9 @@ static FSDPErrorCode node_span(ShardGroup g, const char **span)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode view_group(FSDPViewer v, ShardGroup g)
+static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
 {
+  ShardGroup g = ctx;
   const RankInfo *me = &g->ranks[g->rank];
   MPI_Comm vcomm;
   int cmp, W = g->size, F = g->factor, ngroups = W / F, *members, *column;
@@ -788,14 +789,8 @@ static FSDPErrorCode view_group(FSDPViewer v, ShardGroup g)
 
 FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer)
 {
-  FSDPViewer out = viewer;
-  FSDPErrorCode ierr;
-
   CHECK_SETUP(group);
   /* NULL: stdout on the group's ranks, which need not be MPI_COMM_WORLD's. */
-  if (!out) FSDPCall(FSDPViewerASCIIOpen(group->comm, "stdout", &out));
-  ierr = view_group(out, group);
-  if (out != viewer) FSDPCall(FSDPViewerDestroy(&out));
-  FSDPCall(ierr);
+  FSDPCall(FSDPViewerApply_Private(viewer, group->comm, view_group, group));
   return FSDP_SUCCESS;
 }
