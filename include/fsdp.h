@@ -250,6 +250,147 @@ FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int *nsharing);
    cudaDeviceGetByPCIBusId takes, whatever CUDA's device order. */
 FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid);
 
+/* ------------------------------------------------------------------ FSDPContext and FlatParam */
+
+/* Element types of parameters and buffers.  A FlatParam's master copy (its
+   shard) is FSDP_FLOAT32 or FSDP_FLOAT64; the 16-bit types are for
+   mixed-precision copies and reductions. */
+typedef enum {
+  FSDP_FLOAT32 = 0,
+  FSDP_FLOAT64,
+  FSDP_BFLOAT16,
+  FSDP_FLOAT16,
+  FSDP_NUM_DATA_TYPES
+} FSDPDataType;
+
+/* "fp32", "fp64", "bf16", "fp16" */
+const char *FSDPDataTypeName(FSDPDataType dtype);
+/* Bytes per element, 0 for a value that is not an FSDPDataType. */
+size_t FSDPDataTypeSize(FSDPDataType dtype);
+
+/* How units are sharded (doc/flatparam.md).  W ranks in all, F per shard group. */
+typedef enum {
+  FSDP_FULL_SHARD = 0,      /* F = W; parameters resharded after forward and after backward */
+  FSDP_SHARD_GRAD_OP,       /* F = W; parameters stay unsharded from forward to backward */
+  FSDP_NO_SHARD,            /* F = 1: every rank holds everything, gradients all-reduced (DDP) */
+  FSDP_HYBRID_SHARD,        /* F from the ShardGroup (a node by default), replicated across groups */
+  FSDP_HYBRID_SHARD_ZERO2,  /* hybrid, with parameters unsharded from forward to backward */
+  FSDP_NUM_SHARDING_STRATEGIES
+} FSDPShardingStrategy;
+
+/* "full", "grad_op", "none", "hybrid", "hybrid_zero2": the -fsdp_sharding_strategy values. */
+const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy);
+
+/* One unit's lifecycle: SHARDED -> GATHERING -> UNSHARDED -> REDUCING -> SHARDED. */
+typedef enum {
+  FLATPARAM_SHARDED = 0, /* only this rank's shard is held */
+  FLATPARAM_GATHERING,   /* an all-gather is under way */
+  FLATPARAM_UNSHARDED,   /* the whole unit is held: parameter and gradient views are valid */
+  FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
+} FlatParamState;
+
+const char *FlatParamStateName(FlatParamState state);
+
+typedef struct FSDPContext_s *FSDPContext;
+typedef struct FlatParam_s *FlatParam;
+/* A parameter's index in its unit, in registration order. */
+typedef int FSDPParamId;
+
+/* Deferred initialization, called by FSDPContextSetUp.  A unit initializer
+   fills the unit's parameters (FlatParamGetParam works inside it) the same way
+   on every rank of a shard group; units are materialized one at a time.  A
+   shard initializer fills elements [begin, end) of parameter `id`, flattened
+   in row-major order, into values[0 .. end-begin), and nothing is materialized.
+   Return FSDP_SUCCESS, or an error (raise it with FSDPCheck to give a message). */
+typedef FSDPErrorCode (*FSDPUnitInitFn)(FlatParam unit, void *user);
+typedef FSDPErrorCode (*FSDPShardInitFn)(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values,
+                                         void *user);
+
+/* Collective on comm, which is duplicated.  The context creates its ShardGroup. */
+FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx);
+FSDPErrorCode FSDPContextSetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy strategy);
+FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy);
+/* The context's ShardGroup: configure it before FSDPContextSetUp (hybrid
+   strategies take F from it), query it after.  It belongs to the context. */
+FSDPErrorCode FSDPContextGetShardGroup(FSDPContext ctx, ShardGroup *group);
+/* At most one of the two initializers; without either, parameters start at zero. */
+FSDPErrorCode FSDPContextSetUnitInit(FSDPContext ctx, FSDPUnitInitFn init, void *user);
+FSDPErrorCode FSDPContextSetShardInit(FSDPContext ctx, FSDPShardInitFn init, void *user);
+/* Whether SetUp broadcasts each shard from the first replica to the others (default false). */
+FSDPErrorCode FSDPContextSetSyncParams(FSDPContext ctx, bool sync);
+/* -fsdp_sharding_strategy, -fsdp_sync_params, -fsdp_view, and the ShardGroup's options. */
+FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx);
+/* A new unit, last in execution order; it belongs to the context. */
+FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *unit);
+/* Collective: builds the ShardGroup, checks that every rank registered the
+   same units, lays out and allocates shards, runs the initializer. */
+FSDPErrorCode FSDPContextSetUp(FSDPContext ctx);
+/* Collective: waits for every gradient reduction started by FlatParamReduceGrad;
+   gradient shards are then final and the optimizer may run. */
+FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx);
+/* Zero every gradient shard and drop gradients accumulated without synchronization. */
+FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx);
+/* Gradient synchronization of FlatParamReduceGrad (default true).  With false
+   no communication happens: each unit keeps its unsharded gradient and later
+   micro-batches add to it, until a reduction with synchronization on. */
+FSDPErrorCode FSDPContextSetGradSync(FSDPContext ctx, bool sync);
+/* Hybrid strategies: with false, gradients are reduce-scattered in the shard
+   group but not all-reduced across replicas, until a reduction with it on. */
+FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync);
+/* Collective: broadcast every shard from the first replica to the others. */
+FSDPErrorCode FSDPContextSyncParams(FSDPContext ctx);
+FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
+FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit);
+/* The unit holding the parameter called `name`; FSDP_ERR_ARG when there is none. */
+FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
+/* Per rank, in elements: all original parameters, this rank's shards (padding
+   included), and the largest unit unsharded (padding included). */
+FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
+/* Collective: strategy, ShardGroup, units and the memory they take. */
+FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
+/* Collective; an error, with the context left intact, while reductions are in flight. */
+FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx);
+
+/* Before SetUp.  All parameters of a unit share its data type (default FSDP_FLOAT32). */
+FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
+/* Register a parameter of shape[0] x ... x shape[ndim-1] (ndim 0: a scalar;
+   a zero extent: an empty tensor).  Names are unique in the context. */
+FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[], FSDPParamId *id);
+
+/* Collective on the shard group: all-gather the unit (state UNSHARDED). */
+FSDPErrorCode FlatParamUnshard(FlatParam unit);
+/* Release the unsharded parameters (state SHARDED).  Under SHARD_GRAD_OP the
+   buffer is kept for the backward pass, but views are invalid all the same. */
+FSDPErrorCode FlatParamReshard(FlatParam unit);
+/* Collective on the shard and replicate groups, after the unit's backward:
+   releases the unsharded parameters and starts averaging the unsharded
+   gradient over all W ranks into the gradient shard (state REDUCING until
+   FSDPContextFinishBackward).  With gradient sync off it only releases. */
+FSDPErrorCode FlatParamReduceGrad(FlatParam unit);
+
+/* Views into the unsharded buffers, valid while the unit is UNSHARDED.  The
+   gradient is zero when first asked for in a step; add to it. */
+FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values);
+FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values);
+
+/* This rank's shard, its gradient shard (always valid after SetUp), and their length. */
+FSDPErrorCode FlatParamGetShard(FlatParam unit, void **values, int64_t *numel);
+FSDPErrorCode FlatParamGetGradShard(FlatParam unit, void **values, int64_t *numel);
+/* Which part of parameter `id` this rank's shard holds: elements [*begin, *end)
+   of the flattened parameter, at element *offset of the shard.  *begin == *end
+   when it holds none of it.  Any output may be NULL. */
+FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *begin, int64_t *end, int64_t *offset);
+
+FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name);
+FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state);
+FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype);
+FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams);
+/* shape has ndim entries and lives as long as the context; any output may be NULL. */
+FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
+                                    const int64_t **shape, int64_t *numel);
+/* Elements: the original parameters, padded to a multiple of F, and one shard (padded / F). */
+FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel, int64_t *shard_numel);
+
 /* ------------------------------------------------------------------ memory */
 
 typedef enum {

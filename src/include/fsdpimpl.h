@@ -33,4 +33,10 @@ FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
 
+/* What FSDPContext needs of its ShardGroup: the factor asked for (0: none),
+   and whether ShardGroupSetUp prints the layout (the context prints it
+   inside its own view instead). */
+FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor);
+FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view);
+
 #endif

@@ -200,6 +200,20 @@ FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor)
+{
+  FSDPCheck(group && factor, MPI_COMM_SELF, FSDP_ERR_ARG, "group and factor must not be NULL");
+  *factor = group->factor_requested;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view)
+{
+  CHECK_SETTABLE(group);
+  group->view_at_setup = view;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
 {
   int64_t value;
