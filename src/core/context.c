@@ -323,12 +323,18 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
 
 /* ------------------------------------------------------------------ the runtime */
 
-FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
+FSDPErrorCode FSDPContextCompleteReductions_Private(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
   /* In start order: every rank issues the replicate all-reduces alike. */
   for (int i = 0; i < ctx->npending; i++) FSDPCall(FlatParamCompleteReduction_Private(ctx->pending[i]));
   ctx->npending = 0;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
+{
+  CHECK_SETUP(ctx);
+  FSDPCall(FSDPContextCompleteReductions_Private(ctx));
   /* Parameters kept for a backward pass that did not come must not outlive the step. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   return FSDP_SUCCESS;

@@ -76,6 +76,8 @@ bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the
    replicate group when an all-reduce follows.  Called in start order. */
 FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit);
+/* Completes every reduction in flight, in start order. */
+FSDPErrorCode FSDPContextCompleteReductions_Private(FSDPContext ctx);
 /* Frees a buffer kept by SHARD_GRAD_OP. */
 FSDPErrorCode FlatParamDropKept_Private(FlatParam unit);
 FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit);

@@ -400,6 +400,9 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   if (unit->state == FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
   FSDPCall(FlatParamDropKept_Private(unit));
   if (!unit->ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
+  /* One reduction in flight, overlapping the next unit's backward: the
+     unsharded gradients held are that one's and the current unit's. */
+  FSDPCall(FSDPContextCompleteReductions_Private(unit->ctx));
   FSDPCall(start_reduction(unit));
   return FSDP_SUCCESS;
 }

@@ -1,0 +1,253 @@
+/* Deferred initialization and what memory the runtime holds.
+   - Unit-by-unit initialization materializes one unit at a time: inside the
+     initializer only that unit is unsharded, and the peak of unsharded
+     memory over SetUp is the largest unit.
+   - Sharded initialization is called with exactly this rank's ranges and
+     materializes nothing.
+   - -fsdp_sync_params makes every replica start from the first replica's values.
+   - Tracked memory, exactly: shards and gradient shards after SetUp; during
+     a step, the unsharded units in use (the current one, and in backward the
+     gradient still being reduced), nothing more.
+   mpitest: -n 4
+   mpitest: -n 1 */
+#include "fsdptest.h"
+
+enum { NUNITS = 4 };
+static const int64_t sizes[NUNITS] = {13, 40, 7, 21}; /* the largest is not the first or the last */
+
+typedef struct {
+  FlatParam unit[NUNITS];
+  int calls;
+  int64_t covered; /* elements filled by the shard initializer */
+  int world_rank;
+  bool per_rank; /* values differ by rank, for the sync test */
+} Model;
+
+static float value(const Model *m, int u, int64_t e)
+{
+  return test_value((uint64_t)u, e) + (m->per_rank ? 100.0f * (float)m->world_rank : 0.0f);
+}
+
+static int unit_index(const Model *m, FlatParam unit)
+{
+  for (int u = 0; u < NUNITS; u++)
+    if (m->unit[u] == unit) return u;
+  TEST_ASSERT(0, "an initializer was called with a unit the context does not have");
+  return -1;
+}
+
+static size_t unsharded_now(void)
+{
+  FSDPMemoryStats s;
+  TEST_OK(FSDPGetMemoryStats(&s));
+  return s.current[FSDP_MEM_UNSHARDED];
+}
+
+static FSDPErrorCode init_unit(FlatParam unit, void *user)
+{
+  Model *m = user;
+  int u = unit_index(m, unit);
+  float *x;
+  for (int v = 0; v < NUNITS; v++) { /* only this unit is materialized */
+    FlatParamState state;
+    FSDPCall(FlatParamGetState(m->unit[v], &state));
+    TEST_ASSERT(state == (v == u ? FLATPARAM_UNSHARDED : FLATPARAM_SHARDED), "initializing unit %d, unit %d is %s", u,
+                v, FlatParamStateName(state));
+  }
+  FSDPCall(FlatParamGetParam(unit, 0, (void **)&x));
+  for (int64_t e = 0; e < sizes[u]; e++) x[e] = value(m, u, e);
+  m->calls++;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
+{
+  Model *m = user;
+  int u = unit_index(m, unit);
+  int64_t b, e, o;
+  float *x = values, *shard;
+  TEST_ASSERT(unsharded_now() == 0, "sharded initialization with %zu bytes unsharded", unsharded_now());
+  FSDPCall(FlatParamGetShardRange(unit, id, &b, &e, &o));
+  FSDPCall(FlatParamGetShard(unit, (void **)&shard, NULL));
+  TEST_ASSERT(id == 0 && begin == b && end == e && b < e && x == shard + o,
+              "unit %d: called for [%lld, %lld) at %p, its range is [%lld, %lld) at %p", u, (long long)begin,
+              (long long)end, values, (long long)b, (long long)e, (void *)(shard + o));
+  for (int64_t i = begin; i < end; i++) x[i - begin] = value(m, u, i);
+  m->calls++;
+  m->covered += end - begin;
+  return FSDP_SUCCESS;
+}
+
+static FSDPContext build(Model *m, FSDPShardingStrategy strategy, int factor, int how)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, strategy, factor);
+  for (int u = 0; u < NUNITS; u++) {
+    char name[16];
+    snprintf(name, sizeof name, "u%d", u);
+    TEST_OK(FSDPContextAddUnit(ctx, name, &m->unit[u]));
+    snprintf(name, sizeof name, "u%d.w", u);
+    TEST_OK(FlatParamAddParam(m->unit[u], name, 1, &sizes[u], NULL));
+  }
+  if (how == 0) TEST_OK(FSDPContextSetUnitInit(ctx, init_unit, m));
+  else TEST_OK(FSDPContextSetShardInit(ctx, init_shard, m));
+  TEST_OK(FSDPMemoryResetPeak());
+  TEST_OK(FSDPContextSetUp(ctx));
+  return ctx;
+}
+
+/* Every element of every shard is value(m, u, e), with `owner`'s rank for per-rank values. */
+static void check_shards(Model *m, int owner)
+{
+  int saved = m->world_rank;
+  m->world_rank = owner;
+  for (int u = 0; u < NUNITS; u++) {
+    int64_t b, e, o;
+    float *shard;
+    TEST_OK(FlatParamGetShardRange(m->unit[u], 0, &b, &e, &o));
+    TEST_OK(FlatParamGetShard(m->unit[u], (void **)&shard, NULL));
+    for (int64_t i = b; i < e; i++)
+      TEST_ASSERT(shard[o + i - b] == value(m, u, i), "unit %d element %lld is %g, expected %g (values of rank %d)", u,
+                  (long long)i, shard[o + i - b], value(m, u, i), owner);
+  }
+  m->world_rank = saved;
+}
+
+static void test_init(FSDPShardingStrategy strategy, int factor)
+{
+  int W, F;
+  Model m = {0};
+  FSDPMemoryStats mem;
+  int64_t padded[NUNITS], max_padded = 0;
+  ShardGroup group;
+  FSDPContext ctx;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &m.world_rank);
+  for (int how = 0; how < 2; how++) {
+    m.calls = 0;
+    m.covered = 0;
+    ctx = build(&m, strategy, factor, how);
+    TEST_OK(FSDPContextGetShardGroup(ctx, &group));
+    TEST_OK(ShardGroupGetShardComm(group, NULL, NULL, &F));
+    TEST_OK(FSDPGetMemoryStats(&mem));
+    for (int u = 0; u < NUNITS; u++) {
+      TEST_OK(FlatParamGetSizes(m.unit[u], NULL, &padded[u], NULL));
+      if (padded[u] > max_padded) max_padded = padded[u];
+    }
+    if (how == 0) {
+      TEST_ASSERT(m.calls == NUNITS, "the unit initializer ran %d times for %d units", m.calls, NUNITS);
+      /* With F = 1 the shard is the unit: nothing else is materialized. */
+      size_t want = F == 1 ? 0 : (size_t)max_padded * sizeof(float);
+      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == want,
+                  "F = %d: unit-by-unit initialization peaked at %zu unsharded bytes; the largest unit is %zu", F,
+                  mem.peak[FSDP_MEM_UNSHARDED], want);
+    } else {
+      MPI_Comm shard_comm;
+      int64_t total = 0;
+      TEST_OK(ShardGroupGetShardComm(group, &shard_comm, NULL, NULL));
+      MPI_Allreduce(&m.covered, &total, 1, MPI_INT64_T, MPI_SUM, shard_comm);
+      TEST_ASSERT(total == sizes[0] + sizes[1] + sizes[2] + sizes[3], "the shard initializer filled %lld elements",
+                  (long long)total);
+      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == 0, "sharded initialization allocated %zu unsharded bytes",
+                  mem.peak[FSDP_MEM_UNSHARDED]);
+    }
+    check_shards(&m, m.world_rank);
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+}
+
+/* Exact tracked memory through a step (FULL_SHARD or NO_SHARD). */
+static void test_memory(FSDPShardingStrategy strategy)
+{
+  Model m = {0};
+  FSDPContext ctx;
+  FSDPMemoryStats mem;
+  int64_t padded[NUNITS], shard[NUNITS], sum_shards = 0;
+  int F;
+  ShardGroup group;
+  size_t es = sizeof(float), peak = 0;
+
+  MPI_Comm_rank(MPI_COMM_WORLD, &m.world_rank);
+  ctx = build(&m, strategy, 0, 0);
+  TEST_OK(FSDPContextGetShardGroup(ctx, &group));
+  TEST_OK(ShardGroupGetShardComm(group, NULL, NULL, &F));
+  for (int u = 0; u < NUNITS; u++) {
+    TEST_OK(FlatParamGetSizes(m.unit[u], NULL, &padded[u], &shard[u]));
+    sum_shards += shard[u];
+  }
+  TEST_OK(FSDPGetMemoryStats(&mem));
+  TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es &&
+                mem.current[FSDP_MEM_GRADS] == (size_t)sum_shards * es,
+              "after SetUp: %zu bytes of parameters and %zu of gradients, the shards are %zu",
+              mem.current[FSDP_MEM_PARAMS], mem.current[FSDP_MEM_GRADS], (size_t)sum_shards * es);
+  TEST_ASSERT(unsharded_now() == 0, "after SetUp %zu bytes are still unsharded", unsharded_now());
+  TEST_OK(FSDPMemoryResetPeak());
+  for (int u = 0; u < NUNITS; u++) {
+    size_t want = F == 1 ? 0 : (size_t)padded[u] * es;
+    TEST_OK(FlatParamUnshard(m.unit[u]));
+    TEST_ASSERT(unsharded_now() == want, "forward, unit %d: %zu bytes unsharded, expected %zu", u, unsharded_now(),
+                want);
+    if (want > peak) peak = want;
+    TEST_OK(FlatParamReshard(m.unit[u]));
+  }
+  for (int u = NUNITS - 1; u >= 0; u--) {
+    float *g;
+    /* this unit's parameters and gradient, and the gradient of the unit whose reduction is in flight */
+    size_t want = (F == 1 ? 0 : (size_t)padded[u] * es) + (size_t)padded[u] * es +
+                  (u + 1 < NUNITS ? (size_t)padded[u + 1] * es : 0);
+    TEST_OK(FlatParamUnshard(m.unit[u]));
+    TEST_OK(FlatParamGetGrad(m.unit[u], 0, (void **)&g));
+    TEST_ASSERT(unsharded_now() == want, "backward, unit %d: %zu bytes unsharded, expected %zu", u, unsharded_now(),
+                want);
+    if (want > peak) peak = want;
+    TEST_OK(FlatParamReduceGrad(m.unit[u]));
+  }
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_OK(FSDPGetMemoryStats(&mem));
+  TEST_ASSERT(mem.current[FSDP_MEM_UNSHARDED] == 0 && mem.current[FSDP_MEM_COMM_STAGING] == 0,
+              "after the step: %zu bytes unsharded, %zu staging", mem.current[FSDP_MEM_UNSHARDED],
+              mem.current[FSDP_MEM_COMM_STAGING]);
+  TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == peak, "the step peaked at %zu unsharded bytes, the units in use add up to %zu",
+              mem.peak[FSDP_MEM_UNSHARDED], peak);
+  TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es, "parameters grew to %zu bytes",
+              mem.current[FSDP_MEM_PARAMS]);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_sync_params(int factor)
+{
+  Model m = {.per_rank = true};
+  FSDPContext ctx;
+  ShardGroup group;
+  MPI_Comm replicate;
+  int first;
+
+  MPI_Comm_rank(MPI_COMM_WORLD, &m.world_rank);
+  for (int sync = 0; sync < 2; sync++) {
+    if (sync) TEST_OK(FSDPOptionsSetValue("-fsdp_sync_params", "true"));
+    ctx = build(&m, FSDP_HYBRID_SHARD, factor, 0);
+    TEST_OK(FSDPContextGetShardGroup(ctx, &group));
+    TEST_OK(ShardGroupGetReplicateComm(group, &replicate, NULL, NULL));
+    first = m.world_rank;
+    MPI_Bcast(&first, 1, MPI_INT, 0, replicate); /* the first replica's world rank */
+    check_shards(&m, sync ? first : m.world_rank);
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+  TEST_OK(FSDPOptionsClearValue("-fsdp_sync_params"));
+}
+
+int main(int argc, char **argv)
+{
+  int W;
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  test_init(FSDP_FULL_SHARD, 0);
+  test_init(FSDP_NO_SHARD, 0);
+  if (W % 2 == 0) test_init(FSDP_HYBRID_SHARD, W / 2);
+  test_memory(FSDP_FULL_SHARD);
+  test_memory(FSDP_NO_SHARD);
+  test_sync_params(W % 2 == 0 ? W / 2 : 1);
+  if (test_rank() == 0) printf("test_fsdp_init: W = %d passed\n", W);
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
+  return 0;
+}
