@@ -236,6 +236,42 @@ static void test_sync_params(int factor)
   TEST_OK(FSDPOptionsClearValue("-fsdp_sync_params"));
 }
 
+/* -fsdp_view prints the context, the ShardGroup inside it once, and each unit's sizes. */
+static void test_view(void)
+{
+  Model m = {0};
+  FSDPContext ctx;
+  Capture cap;
+  char *out, row[128];
+  int64_t numel, padded, shard;
+  int W;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  TEST_OK(FSDPOptionsSetValue("-fsdp_view", "true"));
+  capture_begin(&cap, 1);
+  ctx = build(&m, FSDP_FULL_SHARD, 0, 1);
+  out = capture_end(&cap);
+  TEST_OK(FSDPOptionsClearValue("-fsdp_view"));
+  TEST_OK(FlatParamGetSizes(m.unit[1], &numel, &padded, &shard));
+  snprintf(row, sizeof row, "u1 fp32 1 %lld %lld %lld %lld", (long long)numel, (long long)padded, (long long)shard,
+           (long long)(padded - numel));
+  if (test_rank() == 0) {
+    char squeezed[8192], *q = squeezed; /* the table's columns with single spaces */
+    for (const char *p = out; *p && q < squeezed + sizeof squeezed - 1; p++)
+      if (*p != ' ' || (q > squeezed && q[-1] != ' ')) *q++ = *p;
+    *q = 0;
+    char header[64];
+    snprintf(header, sizeof header, "sharding strategy full: W = %d ranks, F = %d per shard group", W, W);
+    TEST_ASSERT(strstr(out, "FSDPContext: 4 units, 4 parameter tensors, 81 elements") && strstr(out, header) &&
+                  strstr(squeezed, row) && count_occurrences(out, "ShardGroup: ") == 1,
+                "the view lacks the context line, '%s', the row '%s' or one ShardGroup:\n%s", header, row, out);
+  } else {
+    TEST_ASSERT(out[0] == 0, "rank %d printed the view too:\n%s", test_rank(), out);
+  }
+  free(out);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 int main(int argc, char **argv)
 {
   int W;
@@ -247,6 +283,7 @@ int main(int argc, char **argv)
   test_memory(FSDP_FULL_SHARD);
   test_memory(FSDP_NO_SHARD);
   test_sync_params(W % 2 == 0 ? W / 2 : 1);
+  test_view();
   if (test_rank() == 0) printf("test_fsdp_init: W = %d passed\n", W);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;

@@ -484,10 +484,14 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   human_bytes((double)shard_bytes, a, sizeof a);
   human_bytes((double)max_bytes, b, sizeof b);
   human_bytes((double)(shard_bytes + max_bytes), c, sizeof c);
-  FSDPCall(FSDPViewerASCIIPrintf(v, "memory per rank: parameter shards sum(psi_i)/F = %s, the same again for gradient "
-                                 "shards; largest unit unsharded max(psi_i) = %s (parameters), as much again for its "
-                                 "gradient in backward; one unit unsharded at a time: %s of parameters at most\n",
-                                 a, b, c));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "memory per rank: parameter shards %s, gradient shards %s\n", a, a));
+  if (ctx->factor == 1)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: %s (F = 1: the shards are the units); backward adds up to "
+                                   "two units' unsharded gradients, %s each at most\n", a, b));
+  else
+    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: sum(psi_i)/F + max(psi_i) = %s + %s = %s (one unit "
+                                   "unsharded at a time); backward adds up to two units' unsharded gradients\n",
+                                   a, b, c));
   FSDPCall(FSDPViewerASCIIPopTab(v));
   return FSDP_SUCCESS;
 }

@@ -362,10 +362,6 @@ static FSDPErrorCode start_reduction(FlatParam unit)
   bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1;
   int count = (int)unit->shard_numel;
 
-  FSDPCheck(replicate || ctx->nreplicas == 1 || unit->grad != GRAD_SYNCED, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "FlatParamReduceGrad: unit '%s' holds gradients already averaged across replicas: call "
-            "FSDPContextZeroGrad before accumulating with replicate gradient sync off",
-            unit->name);
   if (unit->grad == GRAD_NONE) {
     unit->target = unit->grad_shard; /* nothing to keep: reduce straight into the gradient shard */
   } else {
@@ -396,6 +392,12 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
             "FlatParamReduceGrad: unit '%s' has no gradient to reduce (it is %s): unshard it for its backward pass "
             "and take its gradients with FlatParamGetGrad first",
             unit->name, FlatParamStateName(unit->state));
+  FSDPCheck(!unit->ctx->grad_sync || unit->ctx->replicate_grad_sync || unit->ctx->nreplicas == 1 ||
+              unit->grad != GRAD_SYNCED,
+            MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FlatParamReduceGrad: unit '%s' holds gradients already averaged across replicas: call "
+            "FSDPContextZeroGrad before accumulating with replicate gradient sync off",
+            unit->name);
   /* Resharded after backward under every strategy. */
   if (unit->state == FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
   FSDPCall(FlatParamDropKept_Private(unit));
