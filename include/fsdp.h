@@ -283,14 +283,16 @@ const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy);
 
 /* One unit's lifecycle: SHARDED -> GATHERING -> UNSHARDED -> REDUCING -> SHARDED. */
 typedef enum {
-  FLATPARAM_SHARDED = 0, /* only this rank's shard is held */
-  FLATPARAM_GATHERING,   /* an all-gather is under way */
-  FLATPARAM_UNSHARDED,   /* the whole unit is held: parameter and gradient views are valid */
-  FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
+  FSDP_FLATPARAM_SHARDED = 0, /* only this rank's shard is held */
+  FSDP_FLATPARAM_GATHERING,   /* an all-gather is under way */
+  FSDP_FLATPARAM_UNSHARDED,   /* the whole unit is held: parameter and gradient views are valid */
+  FSDP_FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
 } FlatParamState;
 
 const char *FlatParamStateName(FlatParamState state);
 
+/* The context owns its units; their getters, like the ShardGroup's, take
+   NULL for any output not wanted.  doc/flatparam.md tells the whole story. */
 typedef struct FSDPContext_s *FSDPContext;
 typedef struct FlatParam_s *FlatParam;
 /* A parameter's index in its unit, in registration order. */
@@ -325,7 +327,8 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
 /* Collective: builds the ShardGroup, checks that every rank registered the
    same units, lays out and allocates shards, runs the initializer. */
 FSDPErrorCode FSDPContextSetUp(FSDPContext ctx);
-/* Collective: waits for every gradient reduction started by FlatParamReduceGrad;
+/* Collective: waits for every gradient reduction started by FlatParamReduceGrad
+   and, with gradient sync on, reduces what accumulation left unreduced;
    gradient shards are then final and the optimizer may run. */
 FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx);
 /* Zero every gradient shard and drop gradients accumulated without synchronization. */
@@ -337,8 +340,9 @@ FSDPErrorCode FSDPContextSetGradSync(FSDPContext ctx, bool sync);
 /* Hybrid strategies: with false, gradients are reduce-scattered in the shard
    group but not all-reduced across replicas, until a reduction with it on. */
 FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync);
-/* Collective: broadcast every shard from the first replica to the others. */
-FSDPErrorCode FSDPContextSyncParams(FSDPContext ctx);
+/* Collective: broadcast every shard from the first replica to the others
+   (what -fsdp_sync_params does at SetUp). */
+FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx);
 FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
 FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit);
 /* The unit holding the parameter called `name`; FSDP_ERR_ARG when there is none. */
@@ -365,7 +369,9 @@ FSDPErrorCode FlatParamReshard(FlatParam unit);
 /* Collective on the shard and replicate groups, after the unit's backward:
    releases the unsharded parameters and starts averaging the unsharded
    gradient over all W ranks into the gradient shard (state REDUCING until
-   FSDPContextFinishBackward).  With gradient sync off it only releases. */
+   the next unit's reduction or FSDPContextFinishBackward completes it).  A
+   rank that never asked for the gradient reduces zeros.  With gradient sync
+   off it only releases. */
 FSDPErrorCode FlatParamReduceGrad(FlatParam unit);
 
 /* Views into the unsharded buffers, valid while the unit is UNSHARDED.  The

@@ -185,7 +185,7 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
       int64_t sn;
       FlatParamState state;
       TEST_OK(FlatParamGetState(units[u], &state));
-      TEST_ASSERT(state == FLATPARAM_SHARDED, "unit %d is %s after FinishBackward", u, FlatParamStateName(state));
+      TEST_ASSERT(state == FSDP_FLATPARAM_SHARDED, "unit %d is %s after FinishBackward", u, FlatParamStateName(state));
       TEST_OK(FlatParamGetGradShard(units[u], (void **)&gshard, &sn));
       char *mine = calloc((size_t)sn + 1, 1);
       for (int p = 0; p < m->nparams[u]; p++) {

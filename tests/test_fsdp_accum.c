@@ -15,9 +15,12 @@
 enum { K = 3, NUNITS = 2 };
 static const int64_t sizes[NUNITS] = {37, 10};
 
-typedef enum { SYNC_EACH, SYNC_LAST, REPLICATE_LAST } Mode;
+/* The _AT_FINISH modes never reduce with sync on: sync is turned back on
+   before FSDPContextFinishBackward, which must finish the job. */
+typedef enum { SYNC_EACH, SYNC_LAST, REPLICATE_LAST, SYNC_AT_FINISH, REPLICATE_AT_FINISH, NUM_MODES } Mode;
 static const char *const mode_names[] = {"reduce every micro-batch", "no sync until the last",
-                                         "replicate all-reduce only on the last"};
+                                         "replicate all-reduce only on the last", "no sync until FinishBackward",
+                                         "replicate all-reduce at FinishBackward"};
 
 static float micro_grad(int rank, int k, int u, int64_t e)
 {
@@ -45,10 +48,11 @@ static void run(FSDPShardingStrategy strategy, int factor, Mode mode)
   TEST_OK(ShardGroupGetReplicateComm(group, NULL, NULL, &R));
   for (int step = 0; step < 2; step++) { /* the second step checks that ZeroGrad starts afresh */
     for (int k = 0; k < K; k++) {
-      bool last = k == K - 1;
+      bool last = k == K - 1, at_finish = mode == SYNC_AT_FINISH || mode == REPLICATE_AT_FINISH;
+      bool no_sync = mode == SYNC_AT_FINISH || (mode == SYNC_LAST && !last);
       FSDPMemoryStats mem;
-      TEST_OK(FSDPContextSetGradSync(ctx, mode != SYNC_LAST || last));
-      TEST_OK(FSDPContextSetReplicateGradSync(ctx, mode != REPLICATE_LAST || last));
+      TEST_OK(FSDPContextSetGradSync(ctx, !no_sync));
+      TEST_OK(FSDPContextSetReplicateGradSync(ctx, !(mode == REPLICATE_AT_FINISH || (mode == REPLICATE_LAST && !last))));
       for (int u = NUNITS - 1; u >= 0; u--) {
         float *g;
         TEST_OK(FlatParamUnshard(unit[u]));
@@ -56,9 +60,13 @@ static void run(FSDPShardingStrategy strategy, int factor, Mode mode)
         for (int64_t e = 0; e < sizes[u]; e++) g[e] += micro_grad(rank, k, u, e);
         TEST_OK(FlatParamReduceGrad(unit[u]));
       }
+      if (last && at_finish) {
+        TEST_OK(FSDPContextSetGradSync(ctx, true));
+        TEST_OK(FSDPContextSetReplicateGradSync(ctx, true));
+      }
       TEST_OK(FSDPContextFinishBackward(ctx));
       TEST_OK(FSDPGetMemoryStats(&mem));
-      if (mode == SYNC_LAST && !last) { /* every unit's unsharded gradient is still held */
+      if (no_sync && !last) { /* every unit's unsharded gradient is still held */
         size_t held = 0;
         for (int u = 0; u < NUNITS; u++) {
           int64_t padded;
@@ -104,7 +112,7 @@ int main(int argc, char **argv)
   int W, ncases = 0;
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   MPI_Comm_size(MPI_COMM_WORLD, &W);
-  for (int m = SYNC_EACH; m <= REPLICATE_LAST; m++) {
+  for (int m = SYNC_EACH; m < NUM_MODES; m++) {
     run(FSDP_FULL_SHARD, 0, (Mode)m);
     run(FSDP_NO_SHARD, 0, (Mode)m);
     for (int F = 1; F < W; F++)

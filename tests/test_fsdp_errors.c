@@ -68,10 +68,7 @@ static void test_state_machine(void)
   TEST_MESSAGE_HAS("parameter id 1 is not one of unit 'encoder''s 1 parameters");
   TEST_CODE(FSDP_ERR_STATE, FlatParamUnshard(a));
   TEST_MESSAGE_HAS("unit 'encoder' is unsharded, not sharded");
-  TEST_CODE(FSDP_ERR_STATE, FlatParamReduceGrad(a));
-  TEST_MESSAGE_HAS("has no gradient to reduce (it is unsharded)");
-  TEST_OK(FlatParamGetGrad(a, 0, (void **)&x));
-  TEST_OK(FlatParamReduceGrad(a)); /* in flight until FinishBackward */
+  TEST_OK(FlatParamReduceGrad(a)); /* no gradient asked for: zeros are reduced; in flight until the next */
   TEST_CODE(FSDP_ERR_STATE, FlatParamUnshard(a));
   TEST_MESSAGE_HAS("unit 'encoder' is reducing its gradient");
   TEST_CODE(FSDP_ERR_STATE, FlatParamReduceGrad(a));
@@ -143,10 +140,42 @@ static void test_failing_init(void)
   FSDPContext ctx = two_units(FSDP_FULL_SHARD, 0, &a, &b);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   TEST_OK(FSDPContextSetUnitInit(ctx, failing_init, &rank));
+  TEST_OK(FSDPContextSetShardInit(ctx, NULL, NULL)); /* clears nothing of the unit initializer's */
   TEST_CODE(FSDP_ERR_ARG, FSDPContextSetShardInit(ctx, shard_init, NULL));
   TEST_MESSAGE_HAS("already has a unit initializer");
   TEST_CODE(FSDP_ERR_USER, FSDPContextSetUp(ctx));
   TEST_MESSAGE_HAS("cannot read the weights of 'encoder'");
+  TEST_CODE(FSDP_ERR_STATE, FlatParamUnshard(a));
+  TEST_MESSAGE_HAS("FSDPContextSetUp failed on this context; destroy it");
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextSetUp(ctx));
+  TEST_MESSAGE_HAS("FSDPContextSetUp failed on this context; destroy it");
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* An initializer fills parameters; the runtime is not running yet. */
+static FSDPErrorCode meddling_init(FlatParam unit, void *user)
+{
+  float *x;
+  (void)user;
+  TEST_CODE(FSDP_ERR_STATE, FlatParamReshard(unit));
+  TEST_MESSAGE_HAS("is being initialized: an initializer may only fill parameters");
+  TEST_CODE(FSDP_ERR_STATE, FlatParamGetGrad(unit, 0, (void **)&x));
+  TEST_OK(FlatParamGetParam(unit, 0, (void **)&x));
+  x[0] = 42.0f;
+  return FSDP_SUCCESS;
+}
+
+static void test_meddling_init(void)
+{
+  FlatParam a, b;
+  float *x;
+  FSDPContext ctx = two_units(FSDP_FULL_SHARD, 0, &a, &b);
+  TEST_OK(FSDPContextSetUnitInit(ctx, meddling_init, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FlatParamUnshard(a));
+  TEST_OK(FlatParamGetParam(a, 0, (void **)&x));
+  TEST_ASSERT(x[0] == 42.0f, "the initializer's value is lost: %g", x[0]);
+  TEST_OK(FlatParamReshard(a));
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
@@ -171,6 +200,46 @@ static void test_replicate_accumulation(void)
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* A unit whose gradient only some ranks computed (an unused branch on the
+   others): those that asked for none reduce zeros, and nobody waits. */
+static void test_gradient_on_some_ranks(void)
+{
+  FlatParam a, b;
+  int rank;
+  float *g;
+  int64_t b0, e0, o0;
+  FSDPContext ctx = two_units(FSDP_FULL_SHARD, 0, &a, &b);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FlatParamUnshard(a));
+  if (rank == 0) {
+    TEST_OK(FlatParamGetGrad(a, 0, (void **)&g));
+    for (int i = 0; i < 15; i++) g[i] = 2.0f;
+  }
+  TEST_OK(FlatParamReduceGrad(a));
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_OK(FlatParamGetGradShard(a, (void **)&g, NULL));
+  TEST_OK(FlatParamGetShardRange(a, 0, &b0, &e0, &o0));
+  for (int64_t i = 0; i < e0 - b0; i++) TEST_ASSERT(g[o0 + i] == 1.0f, "gradient %g, expected (2 + 0) / 2", g[o0 + i]);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* One rank cannot broadcast: every rank hears why instead of waiting in MPI_Bcast. */
+static void test_sync_params_agreed(void)
+{
+  FlatParam a, b;
+  int rank;
+  FSDPContext ctx = two_units(FSDP_NO_SHARD, 0, &a, &b);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  TEST_OK(FSDPContextSetUp(ctx));
+  if (rank == 1) TEST_OK(FlatParamUnshard(a)); /* F = 1: no collective */
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextBroadcastParams(ctx));
+  TEST_MESSAGE_HAS("FSDPContextBroadcastParams: unit 'encoder' is unsharded");
+  if (rank == 1) TEST_OK(FlatParamReshard(a));
+  TEST_OK(FSDPContextBroadcastParams(ctx));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 int main(int argc, char **argv)
 {
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
@@ -179,7 +248,10 @@ int main(int argc, char **argv)
   test_state_machine();
   test_collective_errors();
   test_failing_init();
+  test_meddling_init();
   test_replicate_accumulation();
+  test_sync_params_agreed();
+  test_gradient_on_some_ranks();
   if (test_rank() == 0) printf("test_fsdp_errors: every misuse raised its error\n");
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;

@@ -51,7 +51,7 @@ static FSDPErrorCode init_unit(FlatParam unit, void *user)
   for (int v = 0; v < NUNITS; v++) { /* only this unit is materialized */
     FlatParamState state;
     FSDPCall(FlatParamGetState(m->unit[v], &state));
-    TEST_ASSERT(state == (v == u ? FLATPARAM_UNSHARDED : FLATPARAM_SHARDED), "initializing unit %d, unit %d is %s", u,
+    TEST_ASSERT(state == (v == u ? FSDP_FLATPARAM_UNSHARDED : FSDP_FLATPARAM_SHARDED), "initializing unit %d, unit %d is %s", u,
                 v, FlatParamStateName(state));
   }
   FSDPCall(FlatParamGetParam(unit, 0, (void **)&x));

@@ -36,34 +36,24 @@ MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
 #define CHECK_SETTABLE(c)                                                                                        \
   do {                                                                                                           \
     CHECK_CTX(c);                                                                                                \
+    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                       \
+              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
     FSDPCheck(!(c)->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after FSDPContextSetUp: the context is already set up", \
               __func__);                                                                                         \
   } while (0)
 #define CHECK_SETUP(c)                                                                                           \
   do {                                                                                                           \
     CHECK_CTX(c);                                                                                                \
+    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                       \
+              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
               __func__);                                                                                         \
   } while (0)
 
 /* ------------------------------------------------------------------ lifecycle */
 
-FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
+static FSDPErrorCode create(MPI_Comm comm, FSDPContext c)
 {
-  FSDPContext c;
-  int up = 0;
-
-  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
-  *ctx = NULL;
-  MPI_Initialized(&up);
-  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPContextCreate needs MPI: call FSDPInitialize or MPI_Init first");
-  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "comm must not be MPI_COMM_NULL");
-  FSDPCall(FSDPCalloc(1, sizeof *c, FSDP_MEM_OTHER, &c));
-  c->shard_comm = c->replicate_comm = MPI_COMM_NULL;
-  c->strategy = FSDP_FULL_SHARD;
-  c->device = FSDP_DEVICE_HOST;
-  c->grad_sync = c->replicate_grad_sync = true;
-  *ctx = c; /* from here on FSDPContextDestroy cleans up whatever exists */
   FSDPCallMPI(MPI_Comm_dup(comm, &c->comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
   FSDPCallMPI(MPI_Comm_rank(c->comm, &c->rank));
@@ -74,6 +64,30 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   FSDPCall(FSDPLogEventRegister("AllReduce", &c->ev_allreduce));
   FSDPCall(FSDPLogEventRegister("ParamInit", &c->ev_init));
   FSDPCall(FSDPLogEventRegister("ParamBroadcast", &c->ev_broadcast));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
+{
+  FSDPContext c;
+  FSDPErrorCode ierr;
+  int up = 0;
+
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
+  *ctx = NULL;
+  MPI_Initialized(&up);
+  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPContextCreate needs MPI: call FSDPInitialize or MPI_Init first");
+  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "comm must not be MPI_COMM_NULL");
+  FSDPCall(FSDPCalloc(1, sizeof *c, FSDP_MEM_OTHER, &c));
+  c->comm = c->shard_comm = c->replicate_comm = MPI_COMM_NULL;
+  c->strategy = FSDP_FULL_SHARD;
+  c->device = FSDP_DEVICE_HOST;
+  c->grad_sync = c->replicate_grad_sync = true;
+  if ((ierr = create(comm, c))) {
+    (void)FSDPContextDestroy(&c);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  *ctx = c;
   return FSDP_SUCCESS;
 }
 
@@ -109,16 +123,14 @@ FSDPErrorCode FSDPContextSetShardingStrategy(FSDPContext ctx, FSDPShardingStrate
 FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(strategy, MPI_COMM_SELF, FSDP_ERR_ARG, "strategy must not be NULL");
-  *strategy = ctx->strategy;
+  if (strategy) *strategy = ctx->strategy;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPContextGetShardGroup(FSDPContext ctx, ShardGroup *group)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
-  *group = ctx->group;
+  if (group) *group = ctx->group;
   return FSDP_SUCCESS;
 }
 
@@ -128,7 +140,7 @@ FSDPErrorCode FSDPContextSetUnitInit(FSDPContext ctx, FSDPUnitInitFn init, void 
   FSDPCheck(!init || !ctx->shard_init, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetUnitInit: the context already has a shard initializer; a context has at most one");
   ctx->unit_init = init;
-  ctx->init_user = user;
+  ctx->unit_init_user = user;
   return FSDP_SUCCESS;
 }
 
@@ -138,7 +150,7 @@ FSDPErrorCode FSDPContextSetShardInit(FSDPContext ctx, FSDPShardInitFn init, voi
   FSDPCheck(!init || !ctx->unit_init, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetShardInit: the context already has a unit initializer; a context has at most one");
   ctx->shard_init = init;
-  ctx->init_user = user;
+  ctx->shard_init_user = user;
   return FSDP_SUCCESS;
 }
 
@@ -185,6 +197,7 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *unit)
 {
   FlatParam u;
+  FSDPErrorCode ierr;
 
   CHECK_CTX(ctx);
   FSDPCheck(unit, MPI_COMM_SELF, FSDP_ERR_ARG, "unit must not be NULL");
@@ -196,12 +209,15 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
               "FSDPContextAddUnit: a unit called '%s' already exists", name);
   FSDPCall(FSDPGrowArray_Private(&ctx->units, sizeof *ctx->units, ctx->nunits + 1, &ctx->capacity, FSDP_MEM_OTHER));
   FSDPCall(FSDPCalloc(1, sizeof *u, FSDP_MEM_OTHER, &u));
+  if ((ierr = FSDPStrdup(name, &u->name))) {
+    (void)FSDPFree(&u);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
   ctx->units[ctx->nunits++] = u;
   u->ctx = ctx;
   u->index = ctx->nunits - 1;
   u->dtype = FSDP_FLOAT32;
   u->request = MPI_REQUEST_NULL;
-  FSDPCall(FSDPStrdup(name, &u->name));
   *unit = u;
   return FSDP_SUCCESS;
 }
@@ -219,7 +235,8 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
 static uint64_t model_hash(FSDPContext ctx, int *nparams)
 {
   uint64_t h = 14695981039346656037ULL;
-  int settings[] = {(int)ctx->strategy, ctx->sync_params, ctx->view_at_setup, ctx->nunits};
+  int settings[] = {(int)ctx->strategy, ctx->sync_params,   ctx->view_at_setup,
+                    ctx->nunits,         !!ctx->unit_init, !!ctx->shard_init};
   *nparams = 0;
   h = hash_bytes(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -272,20 +289,31 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_ARG,
                      "the context on this rank (%d units, %d parameters, strategy %s) differs from rank 0's (%d units, "
                      "%d parameters): every rank must register the same units and parameters, with the same names, "
-                     "shapes and data types, in the same order, and use the same settings",
+                     "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
+                     "-fsdp_sync_params, -fsdp_view)",
                      mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode initialize_unit(FSDPContext ctx, FlatParam unit)
+{
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  ctx->initializing = true;
+  if (ctx->unit_init) ierr = FlatParamInitUnit_Private(unit, ctx->unit_init, ctx->unit_init_user);
+  else if (ctx->shard_init) ierr = FlatParamInitShard_Private(unit, ctx->shard_init, ctx->shard_init_user);
+  ctx->initializing = false;
+  return ierr;
+}
+
+/* Agreed unit by unit: an initializer may read a file collectively, and no
+   rank must go on to the next unit's collectives while another has failed. */
 static FSDPErrorCode initialize(FSDPContext ctx)
 {
+  if (!ctx->unit_init && !ctx->shard_init) return FSDP_SUCCESS;
   FSDPCall(FSDPLogEventBegin(ctx->ev_init));
-  for (int i = 0; i < ctx->nunits; i++) {
-    if (ctx->unit_init) FSDPCall(FlatParamInitUnit_Private(ctx->units[i], ctx->unit_init, ctx->init_user));
-    else if (ctx->shard_init) FSDPCall(FlatParamInitShard_Private(ctx->units[i], ctx->shard_init, ctx->init_user));
-  }
+  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FSDPErrorAgree_Private(ctx->comm, initialize_unit(ctx, ctx->units[i])));
   FSDPCall(FSDPLogEventEnd(ctx->ev_init, 0));
   return FSDP_SUCCESS;
 }
@@ -299,11 +327,12 @@ static FSDPErrorCode lay_out(FSDPContext ctx)
 
 FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
 {
-  int factor = 0, rank;
+  int factor = 0, requested, rank;
 
   CHECK_SETTABLE(ctx);
   FSDPCall(agree_on_model(ctx, &factor));
-  if (factor) FSDPCall(ShardGroupSetShardingFactor(ctx->group, factor));
+  FSDPCall(ShardGroupGetRequestedFactor_Private(ctx->group, &requested));
+  if (factor && factor != requested) FSDPCall(ShardGroupSetShardingFactor(ctx->group, factor));
   FSDPCall(ShardGroupSetUp(ctx->group));
   FSDPCall(ShardGroupGetShardComm(ctx->group, &ctx->shard_comm, &ctx->shard_index, &ctx->factor));
   FSDPCall(ShardGroupGetReplicateComm(ctx->group, &ctx->replicate_comm, &ctx->replica_index, &ctx->nreplicas));
@@ -314,9 +343,9 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   ctx->laid_out = true;
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
-  FSDPCall(FSDPErrorAgree_Private(ctx->comm, initialize(ctx)));
+  FSDPCall(initialize(ctx));
   ctx->setup = true;
-  if (ctx->sync_params) FSDPCall(FSDPContextSyncParams(ctx));
+  if (ctx->sync_params) FSDPCall(FSDPContextBroadcastParams(ctx));
   if (ctx->view_at_setup) FSDPCall(FSDPContextView(ctx, NULL));
   return FSDP_SUCCESS;
 }
@@ -335,6 +364,8 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
   FSDPCall(FSDPContextCompleteReductions_Private(ctx));
+  /* Gradients left behind by accumulation reach every rank now, unit by unit. */
+  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamFlushGrad_Private(ctx->units[i]));
   /* Parameters kept for a backward pass that did not come must not outlive the step. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   return FSDP_SUCCESS;
@@ -352,19 +383,26 @@ FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
     size_t es = FSDPDataTypeSize(u->dtype);
     memset(u->grad_shard, 0, (size_t)u->shard_numel * es);
     u->grad = GRAD_NONE;
-    if (u->ugrad && u->state == FLATPARAM_UNSHARDED) memset(u->ugrad, 0, (size_t)u->padded * es);
+    if (u->ugrad && u->state == FSDP_FLATPARAM_UNSHARDED) memset(u->ugrad, 0, (size_t)u->padded * es);
     else FSDPCall(FSDPFree(&u->ugrad));
   }
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPContextSyncParams(FSDPContext ctx)
+static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
+{
+  for (int i = 0; i < ctx->nunits; i++)
+    FSDPCheck(ctx->units[i]->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+              "%s: unit '%s' is %s: every unit must be sharded", caller, ctx->units[i]->name,
+              FlatParamStateName(ctx->units[i]->state));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
-  for (int i = 0; i < ctx->nunits; i++)
-    FSDPCheck(ctx->units[i]->state == FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
-              "FSDPContextSyncParams: unit '%s' is %s: every unit must be sharded", ctx->units[i]->name,
-              FlatParamStateName(ctx->units[i]->state));
+  /* A rank that cannot take part must not leave the others in MPI_Bcast. */
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, check_all_sharded(ctx, __func__)));
   if (ctx->nreplicas == 1) return FSDP_SUCCESS;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
@@ -381,18 +419,16 @@ FSDPErrorCode FSDPContextSyncParams(FSDPContext ctx)
 FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(nunits, MPI_COMM_SELF, FSDP_ERR_ARG, "nunits must not be NULL");
-  *nunits = ctx->nunits;
+  if (nunits) *nunits = ctx->nunits;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(unit, MPI_COMM_SELF, FSDP_ERR_ARG, "unit must not be NULL");
   FSDPCheck(i >= 0 && i < ctx->nunits, MPI_COMM_SELF, FSDP_ERR_ARG, "unit index %d is not in [0, %d)", i,
             ctx->nunits);
-  *unit = ctx->units[i];
+  if (unit) *unit = ctx->units[i];
   return FSDP_SUCCESS;
 }
 
@@ -448,7 +484,7 @@ static void human_bytes(double bytes, char *text, size_t len)
 static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 {
   FSDPContext ctx = arg;
-  int64_t numel = 0, shard_bytes = 0, max_bytes = 0;
+  int64_t numel = 0, shard_bytes = 0, max_bytes = 0, all_bytes = 0;
   int nparams = 0;
   char a[32], b[32], c[32];
 
@@ -459,6 +495,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     nparams += u->nparams;
     shard_bytes += u->shard_numel * (int64_t)es;
     if (u->padded * (int64_t)es > max_bytes) max_bytes = u->padded * (int64_t)es;
+    all_bytes += u->padded * (int64_t)es;
   }
   FSDPCall(FSDPViewerASCIIPrintf(v, "FSDPContext: %d unit%s, %d parameter tensor%s, %lld elements\n", ctx->nunits,
                                  ctx->nunits == 1 ? "" : "s", nparams, nparams == 1 ? "" : "s", (long long)numel));
@@ -485,7 +522,14 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   human_bytes((double)max_bytes, b, sizeof b);
   human_bytes((double)(shard_bytes + max_bytes), c, sizeof c);
   FSDPCall(FSDPViewerASCIIPrintf(v, "memory per rank: parameter shards %s, gradient shards %s\n", a, a));
-  if (ctx->factor == 1)
+  if (ctx->factor > 1 && (ctx->strategy == FSDP_SHARD_GRAD_OP || ctx->strategy == FSDP_HYBRID_SHARD_ZERO2)) {
+    human_bytes((double)all_bytes, b, sizeof b);
+    human_bytes((double)(shard_bytes + all_bytes), c, sizeof c);
+    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: sum(psi_i)/F + sum(psi_i) = %s + %s = %s (%s keeps every "
+                                   "unit unsharded from its forward to its backward); backward adds up to two units' "
+                                   "unsharded gradients\n",
+                                   a, b, c, strategy_names[ctx->strategy]));
+  } else if (ctx->factor == 1)
     FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: %s (F = 1: the shards are the units); backward adds up to "
                                    "two units' unsharded gradients, %s each at most\n", a, b));
   else

@@ -55,9 +55,10 @@ struct FSDPContext_s {
   FSDPDeviceType device;
   FSDPUnitInitFn unit_init;
   FSDPShardInitFn shard_init;
-  void *init_user;
+  void *unit_init_user, *shard_init_user;
   bool sync_params, view_at_setup, grad_sync, replicate_grad_sync;
-  bool laid_out; /* units have their layout and shards (SetUp under way or done) */
+  bool laid_out;     /* units have their layout and shards (SetUp under way, done, or failed) */
+  bool initializing; /* SetUp is running an initializer */
   bool setup;
   FlatParam *units;
   int nunits, capacity;
@@ -76,6 +77,10 @@ bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the
    replicate group when an all-reduce follows.  Called in start order. */
 FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit);
+/* At the end of backward, with gradient sync on: reduces a gradient
+   accumulated without sync that no FlatParamReduceGrad reduced since, and
+   all-reduces a shard reduced in the shard group only.  Collective. */
+FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit);
 /* Completes every reduction in flight, in start order. */
 FSDPErrorCode FSDPContextCompleteReductions_Private(FSDPContext ctx);
 /* Frees a buffer kept by SHARD_GRAD_OP. */

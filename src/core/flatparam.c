@@ -11,16 +11,33 @@ static const char *const state_names[] = {"sharded", "gathering", "unsharded", "
 
 const char *FlatParamStateName(FlatParamState state)
 {
-  if ((int)state < 0 || state > FLATPARAM_REDUCING) return "unknown state";
+  if ((int)state < 0 || state > FSDP_FLATPARAM_REDUCING) return "unknown state";
   return state_names[state];
 }
 
 #define CHECK_UNIT(u) FSDPCheck(u, MPI_COMM_SELF, FSDP_ERR_ARG, "unit must not be NULL")
+/* Whether the unit can be used: its layout exists (views and getters work
+   inside initializers too), or, for `running`, the context is fully set up. */
+static FSDPErrorCode check_ready(FlatParam u, bool running, const char *caller)
+{
+  FSDPContext ctx = u->ctx;
+  FSDPCheck(!running || !ctx->initializing, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "%s: unit '%s' is being initialized: an initializer may only fill parameters", caller, u->name);
+  FSDPCheck(!ctx->laid_out || ctx->setup || ctx->initializing, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "%s: unit '%s': FSDPContextSetUp failed on this context; destroy it", caller, u->name);
+  FSDPCheck(ctx->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: unit '%s' is not set up: call FSDPContextSetUp first",
+            caller, u->name);
+  return FSDP_SUCCESS;
+}
 #define CHECK_UNIT_SETUP(u)                                                                                      \
   do {                                                                                                           \
     CHECK_UNIT(u);                                                                                               \
-    FSDPCheck((u)->ctx->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: unit '%s' is not set up: call FSDPContextSetUp first", \
-              __func__, (u)->name);                                                                              \
+    FSDPCall(check_ready(u, false, __func__));                                                                   \
+  } while (0)
+#define CHECK_UNIT_RUNNING(u)                                                                                    \
+  do {                                                                                                           \
+    CHECK_UNIT(u);                                                                                               \
+    FSDPCall(check_ready(u, true, __func__));                                                                    \
   } while (0)
 #define CHECK_ID(u, id)                                                                                          \
   FSDPCheck((id) >= 0 && (id) < (u)->nparams, MPI_COMM_SELF, FSDP_ERR_ARG,                                      \
@@ -99,6 +116,8 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
 {
   size_t es = esize(unit);
 
+  FSDPCheck(unit->numel <= INT64_MAX - factor, MPI_COMM_SELF, FSDP_ERR_ARG, "unit '%s' is too large to pad",
+            unit->name);
   unit->padded = (unit->numel + factor - 1) / factor * factor;
   unit->shard_numel = unit->padded / factor;
   /* MPI counts are int: a bigger shard must be a smaller unit. */
@@ -136,32 +155,28 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit)
 FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name)
 {
   CHECK_UNIT(unit);
-  FSDPCheck(name, MPI_COMM_SELF, FSDP_ERR_ARG, "name must not be NULL");
-  *name = unit->name;
+  if (name) *name = unit->name;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state)
 {
   CHECK_UNIT(unit);
-  FSDPCheck(state, MPI_COMM_SELF, FSDP_ERR_ARG, "state must not be NULL");
-  *state = unit->state;
+  if (state) *state = unit->state;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype)
 {
   CHECK_UNIT(unit);
-  FSDPCheck(dtype, MPI_COMM_SELF, FSDP_ERR_ARG, "dtype must not be NULL");
-  *dtype = unit->dtype;
+  if (dtype) *dtype = unit->dtype;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams)
 {
   CHECK_UNIT(unit);
-  FSDPCheck(nparams, MPI_COMM_SELF, FSDP_ERR_ARG, "nparams must not be NULL");
-  *nparams = unit->nparams;
+  if (nparams) *nparams = unit->nparams;
   return FSDP_SUCCESS;
 }
 
@@ -189,6 +204,8 @@ FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_
 FSDPErrorCode FlatParamGetShard(FlatParam unit, void **values, int64_t *numel)
 {
   CHECK_UNIT_SETUP(unit);
+  /* The caller may write the shard: a copy kept from forward would go stale. */
+  FSDPCall(FlatParamDropKept_Private(unit));
   if (values) *values = unit->shard;
   if (numel) *numel = unit->shard_numel;
   return FSDP_SUCCESS;
@@ -224,7 +241,7 @@ FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *be
 
 static FSDPErrorCode check_unsharded(FlatParam unit, FSDPParamId id, const char *what)
 {
-  FSDPCheck(unit->state == FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPCheck(unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "the %s of parameter '%s' of unit '%s' is not available while the unit is %s: views exist only "
             "between FlatParamUnshard and FlatParamReshard or FlatParamReduceGrad",
             what, unit->params[id].name, unit->name, FlatParamStateName(unit->state));
@@ -243,7 +260,7 @@ FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values)
 
 FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values)
 {
-  CHECK_UNIT_SETUP(unit);
+  CHECK_UNIT_RUNNING(unit);
   CHECK_ID(unit, id);
   FSDPCheck(values, MPI_COMM_SELF, FSDP_ERR_ARG, "values must not be NULL");
   FSDPCall(check_unsharded(unit, id, "gradient"));
@@ -266,7 +283,7 @@ static FSDPErrorCode release_params(FlatParam unit, bool keep)
   if (unit->unsharded == unit->shard) unit->unsharded = NULL;
   else if (keep) unit->kept = true;
   else FSDPCall(FSDPFree(&unit->unsharded));
-  unit->state = FLATPARAM_SHARDED;
+  unit->state = FSDP_FLATPARAM_SHARDED;
   return FSDP_SUCCESS;
 }
 
@@ -285,13 +302,13 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
   size_t es;
   int mpierr;
 
-  CHECK_UNIT_SETUP(unit);
+  CHECK_UNIT_RUNNING(unit);
   ctx = unit->ctx;
-  FSDPCheck(unit->state != FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPCheck(unit->state != FSDP_FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamUnshard: unit '%s' is reducing its gradient: call FSDPContextFinishBackward before unsharding "
             "it again",
             unit->name);
-  FSDPCheck(unit->state == FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPCheck(unit->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamUnshard: unit '%s' is %s, not sharded: call FlatParamReshard or FlatParamReduceGrad first",
             unit->name, FlatParamStateName(unit->state));
   if (ctx->factor == 1) {
@@ -301,25 +318,25 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
   } else {
     es = esize(unit);
     FSDPCall(FSDPMalloc((size_t)unit->padded * es, FSDP_MEM_UNSHARDED, &unit->unsharded));
-    unit->state = FLATPARAM_GATHERING;
-    FSDPCall(FSDPLogEventBegin(ctx->ev_allgather));
+    (void)FSDPLogEventBegin(ctx->ev_allgather);
+    unit->state = FSDP_FLATPARAM_GATHERING;
     mpierr = MPI_Allgather(unit->shard, (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), unit->unsharded,
                            (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), ctx->shard_comm);
-    FSDPCall(FSDPLogEventEnd(ctx->ev_allgather, (int64_t)((size_t)unit->padded * es)));
+    unit->state = FSDP_FLATPARAM_SHARDED;
+    (void)FSDPLogEventEnd(ctx->ev_allgather, (int64_t)((size_t)unit->padded * es));
     if (mpierr != MPI_SUCCESS) {
-      unit->state = FLATPARAM_SHARDED;
       FSDPCall(FSDPFree(&unit->unsharded));
       FSDPCallMPI(mpierr);
     }
   }
-  unit->state = FLATPARAM_UNSHARDED;
+  unit->state = FSDP_FLATPARAM_UNSHARDED;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamReshard(FlatParam unit)
 {
-  CHECK_UNIT_SETUP(unit);
-  FSDPCheck(unit->state == FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+  CHECK_UNIT_RUNNING(unit);
+  FSDPCheck(unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReshard: unit '%s' is %s, not unsharded", unit->name, FlatParamStateName(unit->state));
   FSDPCall(release_params(unit, keeps_params_for_backward(unit->ctx->strategy)));
   return FSDP_SUCCESS;
@@ -360,7 +377,7 @@ static FSDPErrorCode start_reduction(FlatParam unit)
   FSDPContext ctx = unit->ctx;
   MPI_Datatype type = FSDPDataTypeMPI_Private(unit->dtype);
   bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1;
-  int count = (int)unit->shard_numel;
+  int count = (int)unit->shard_numel, mpierr;
 
   if (unit->grad == GRAD_NONE) {
     unit->target = unit->grad_shard; /* nothing to keep: reduce straight into the gradient shard */
@@ -371,45 +388,54 @@ static FSDPErrorCode start_reduction(FlatParam unit)
   if (ctx->factor == 1 && replicate && unit->grad != GRAD_PARTIAL) {
     unit->reduced_all = true;
     unit->replicate_now = false;
-    FSDPCallMPI(MPI_Iallreduce(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->replicate_comm, &unit->request));
+    mpierr = MPI_Iallreduce(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->replicate_comm, &unit->request);
   } else {
     unit->reduced_all = ctx->nreplicas == 1;
     unit->replicate_now = replicate;
-    FSDPCallMPI(
-      MPI_Ireduce_scatter_block(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->shard_comm, &unit->request));
+    mpierr =
+      MPI_Ireduce_scatter_block(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->shard_comm, &unit->request);
   }
-  unit->state = FLATPARAM_REDUCING;
+  if (mpierr != MPI_SUCCESS) {
+    unit->target = NULL;
+    FSDPCall(FSDPFree(&unit->staging));
+    FSDPCallMPI(mpierr);
+  }
+  unit->state = FSDP_FLATPARAM_REDUCING;
   ctx->pending[ctx->npending++] = unit;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
 {
-  CHECK_UNIT_SETUP(unit);
-  FSDPCheck(unit->state != FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPContext ctx;
+  CHECK_UNIT_RUNNING(unit);
+  ctx = unit->ctx;
+  FSDPCheck(unit->state != FSDP_FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReduceGrad: unit '%s' is already reducing its gradient", unit->name);
-  FSDPCheck(unit->ugrad, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPCheck(unit->ugrad || unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReduceGrad: unit '%s' has no gradient to reduce (it is %s): unshard it for its backward pass "
-            "and take its gradients with FlatParamGetGrad first",
+            "first",
             unit->name, FlatParamStateName(unit->state));
-  FSDPCheck(!unit->ctx->grad_sync || unit->ctx->replicate_grad_sync || unit->ctx->nreplicas == 1 ||
-              unit->grad != GRAD_SYNCED,
+  FSDPCheck(!ctx->grad_sync || ctx->replicate_grad_sync || ctx->nreplicas == 1 || unit->grad != GRAD_SYNCED,
             MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReduceGrad: unit '%s' holds gradients already averaged across replicas: call "
             "FSDPContextZeroGrad before accumulating with replicate gradient sync off",
             unit->name);
+  /* A unit unsharded for backward whose parameters got no gradient on this
+     rank (an unused branch) reduces zeros, as the other ranks expect it to. */
+  if (!unit->ugrad) FSDPCall(FSDPCalloc((size_t)unit->padded, esize(unit), FSDP_MEM_UNSHARDED, &unit->ugrad));
   /* Resharded after backward under every strategy. */
-  if (unit->state == FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
+  if (unit->state == FSDP_FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
   FSDPCall(FlatParamDropKept_Private(unit));
-  if (!unit->ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
-  /* One reduction in flight, overlapping the next unit's backward: the
+  if (!ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
+  /* One reduce-scatter in flight, overlapping the next unit's backward: the
      unsharded gradients held are that one's and the current unit's. */
-  FSDPCall(FSDPContextCompleteReductions_Private(unit->ctx));
+  FSDPCall(FSDPContextCompleteReductions_Private(ctx));
   FSDPCall(start_reduction(unit));
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit)
+static FSDPErrorCode complete_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
   MPI_Datatype type = FSDPDataTypeMPI_Private(unit->dtype);
@@ -430,6 +456,7 @@ FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit)
     if (unit->grad == GRAD_PARTIAL) { /* the whole accumulated shard crosses the replicas now */
       add_into(unit, unit->grad_shard, unit->staging);
       sum = unit->grad_shard;
+      unit->grad = GRAD_SYNCED; /* whatever happens next, the staging is in */
     }
     FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
     FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, sum, count, type, MPI_SUM, ctx->replicate_comm));
@@ -441,10 +468,39 @@ FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit)
     if (unit->target == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
     unit->grad = GRAD_PARTIAL;
   }
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit)
+{
+  FSDPErrorCode ierr = complete_reduction(unit);
+  /* Done or failed, the unit leaves REDUCING: a failed reduction is not retried. */
+  unit->request = MPI_REQUEST_NULL;
+  unit->target = NULL;
+  unit->state = FSDP_FLATPARAM_SHARDED;
   FSDPCall(FSDPFree(&unit->staging));
   FSDPCall(FSDPFree(&unit->ugrad));
-  unit->target = NULL;
-  unit->state = FLATPARAM_SHARDED;
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit)
+{
+  FSDPContext ctx = unit->ctx;
+  if (!ctx->grad_sync) return FSDP_SUCCESS;
+  if (unit->ugrad && unit->state == FSDP_FLATPARAM_SHARDED) { /* accumulated without sync, never reduced since */
+    FSDPCall(start_reduction(unit));
+    ctx->npending--; /* completed here, not by the queue */
+    FSDPCall(FlatParamCompleteReduction_Private(unit));
+  }
+  if (unit->grad == GRAD_PARTIAL && ctx->replicate_grad_sync) { /* reduced in the shard group only */
+    FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
+    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, unit->grad_shard, (int)unit->shard_numel,
+                              FSDPDataTypeMPI_Private(unit->dtype), MPI_SUM, ctx->replicate_comm));
+    FSDPCall(FSDPLogEventEnd(ctx->ev_allreduce, (int64_t)((size_t)unit->shard_numel * esize(unit))));
+    divide(unit, unit->grad_shard, ctx->size);
+    unit->grad = GRAD_SYNCED;
+  }
   return FSDP_SUCCESS;
 }
 
@@ -457,8 +513,8 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
 
   if (unit->ctx->factor == 1) unit->unsharded = unit->shard;
   else FSDPCall(FSDPCalloc((size_t)unit->padded, es, FSDP_MEM_UNSHARDED, &unit->unsharded));
-  unit->state = FLATPARAM_UNSHARDED;
-  ierr = init(unit, user);
+  unit->state = FSDP_FLATPARAM_UNSHARDED;
+  ierr = init(unit, user); /* runtime calls are refused inside: the unit stays unsharded */
   if (!ierr && unit->unsharded != unit->shard)
     memcpy(unit->shard, at(unit, unit->unsharded, (int64_t)unit->ctx->shard_index * unit->shard_numel),
            (size_t)unit->shard_numel * es);
