@@ -215,7 +215,6 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
   }
   ctx->units[ctx->nunits++] = u;
   u->ctx = ctx;
-  u->index = ctx->nunits - 1;
   u->dtype = FSDP_FLOAT32;
   u->request = MPI_REQUEST_NULL;
   *unit = u;
@@ -311,10 +310,13 @@ static FSDPErrorCode initialize_unit(FSDPContext ctx, FlatParam unit)
    rank must go on to the next unit's collectives while another has failed. */
 static FSDPErrorCode initialize(FSDPContext ctx)
 {
+  FSDPErrorCode ierr = FSDP_SUCCESS;
   if (!ctx->unit_init && !ctx->shard_init) return FSDP_SUCCESS;
   FSDPCall(FSDPLogEventBegin(ctx->ev_init));
-  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FSDPErrorAgree_Private(ctx->comm, initialize_unit(ctx, ctx->units[i])));
-  FSDPCall(FSDPLogEventEnd(ctx->ev_init, 0));
+  for (int i = 0; i < ctx->nunits && !ierr; i++)
+    ierr = FSDPErrorAgree_Private(ctx->comm, initialize_unit(ctx, ctx->units[i]));
+  FSDPCall(FSDPLogEventEnd(ctx->ev_init, 0)); /* balanced, failed or not */
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }
 

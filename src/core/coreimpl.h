@@ -26,7 +26,6 @@ typedef enum {
 struct FlatParam_s {
   FSDPContext ctx;
   char *name;
-  int index; /* in the context's units */
   FSDPDataType dtype;
   ParamInfo *params;
   int nparams, capacity;
