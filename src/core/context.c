@@ -472,17 +472,6 @@ FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shar
 
 /* ------------------------------------------------------------------ view */
 
-static void human_bytes(double bytes, char *text, size_t len)
-{
-  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    u++;
-  }
-  snprintf(text, len, u ? "%.2f %s" : "%.0f %s", bytes, unit[u]);
-}
-
 static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 {
   FSDPContext ctx = arg;
@@ -520,13 +509,13 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                    u->nparams, (long long)u->numel, (long long)u->padded, (long long)u->shard_numel,
                                    (long long)(u->padded - u->numel)));
   }
-  human_bytes((double)shard_bytes, a, sizeof a);
-  human_bytes((double)max_bytes, b, sizeof b);
-  human_bytes((double)(shard_bytes + max_bytes), c, sizeof c);
+  FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
+  FSDPFormatBytes_Private(b, sizeof b, (double)max_bytes);
+  FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + max_bytes));
   FSDPCall(FSDPViewerASCIIPrintf(v, "memory per rank: parameter shards %s, gradient shards %s\n", a, a));
   if (ctx->factor > 1 && (ctx->strategy == FSDP_SHARD_GRAD_OP || ctx->strategy == FSDP_HYBRID_SHARD_ZERO2)) {
-    human_bytes((double)all_bytes, b, sizeof b);
-    human_bytes((double)(shard_bytes + all_bytes), c, sizeof c);
+    FSDPFormatBytes_Private(b, sizeof b, (double)all_bytes);
+    FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + all_bytes));
     FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: sum(psi_i)/F + sum(psi_i) = %s + %s = %s (%s keeps every "
                                    "unit unsharded from its forward to its backward); backward adds up to two units' "
                                    "unsharded gradients\n",

@@ -29,6 +29,9 @@ FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErro
    quotes the lowest failed rank's message.  No rank is left waiting. */
 FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
 
+/* "512 B", "1.50 KiB", ... "2.00 TiB" into buf[len]. */
+void FSDPFormatBytes_Private(char *buf, size_t len, double bytes);
+
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
