@@ -71,13 +71,10 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
 {
   FSDPContext c;
   FSDPErrorCode ierr;
-  int up = 0;
 
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
   *ctx = NULL;
-  MPI_Initialized(&up);
-  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPContextCreate needs MPI: call FSDPInitialize or MPI_Init first");
-  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "comm must not be MPI_COMM_NULL");
+  FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
   FSDPCall(FSDPCalloc(1, sizeof *c, FSDP_MEM_OTHER, &c));
   c->comm = c->shard_comm = c->replicate_comm = MPI_COMM_NULL;
   c->strategy = FSDP_FULL_SHARD;

@@ -29,6 +29,10 @@ FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErro
    quotes the lowest failed rank's message.  No rank is left waiting. */
 FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
 
+/* What every XCreate(comm, ...) checks first: MPI is running and comm is a
+   communicator.  `caller` names the function in the message. */
+FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller);
+
 /* "512 B", "1.50 KiB", ... "2.00 TiB" into buf[len]. */
 void FSDPFormatBytes_Private(char *buf, size_t len, double bytes);
 

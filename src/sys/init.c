@@ -118,3 +118,12 @@ FSDPErrorCode FSDPFinalize(void)
   }
   return FSDP_SUCCESS;
 }
+
+FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller)
+{
+  int up = 0;
+  MPI_Initialized(&up);
+  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "%s needs MPI: call FSDPInitialize or MPI_Init first", caller);
+  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: comm must not be MPI_COMM_NULL", caller);
+  return FSDP_SUCCESS;
+}

@@ -119,13 +119,10 @@ FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
 {
   ShardGroup g;
   FSDPErrorCode ierr;
-  int up = 0;
 
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
   *group = NULL;
-  MPI_Initialized(&up);
-  FSDPCheck(up, MPI_COMM_SELF, FSDP_ERR_STATE, "ShardGroupCreate needs MPI: call FSDPInitialize or MPI_Init first");
-  FSDPCheck(comm != MPI_COMM_NULL, MPI_COMM_SELF, FSDP_ERR_ARG, "comm must not be MPI_COMM_NULL");
+  FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
   FSDPCall(FSDPCalloc(1, sizeof *g, FSDP_MEM_OTHER, &g));
   g->shard_comm = g->replicate_comm = MPI_COMM_NULL;
   FSDPCallMPI(MPI_Comm_dup(comm, &g->comm));
