@@ -76,9 +76,9 @@ static void test_state_machine(void)
   TEST_CODE(FSDP_ERR_STATE, FlatParamGetParam(a, 0, (void **)&x));
   TEST_MESSAGE_HAS("while the unit is reducing");
   TEST_CODE(FSDP_ERR_STATE, FSDPContextZeroGrad(ctx));
-  TEST_MESSAGE_HAS("1 gradient reductions are in flight (unit 'encoder' first)");
+  TEST_MESSAGE_HAS("FSDPContextZeroGrad: the gradient reduction of unit 'encoder' is in flight");
   TEST_CODE(FSDP_ERR_STATE, FSDPContextDestroy(&ctx));
-  TEST_MESSAGE_HAS("1 gradient reduction is in flight (unit 'encoder' first)");
+  TEST_MESSAGE_HAS("FSDPContextDestroy: the gradient reduction of unit 'encoder' is in flight");
   TEST_ASSERT(ctx != NULL, "a refused FSDPContextDestroy cleared the handle");
   TEST_OK(FSDPContextFinishBackward(ctx)); /* the context still works */
   TEST_OK(FlatParamUnshard(a));

@@ -93,13 +93,12 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPContext c;
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
   if (!(c = *ctx)) return FSDP_SUCCESS;
-  FSDPCheck(c->npending == 0, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "FSDPContextDestroy: %d gradient reduction%s in flight (unit '%s' first): call "
-            "FSDPContextFinishBackward first; the context is left as it was",
-            c->npending, c->npending == 1 ? " is" : "s are", c->pending[0]->name);
+  FSDPCheck(!c->reducing, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextDestroy: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
+            "first; the context is left as it was",
+            c->reducing ? c->reducing->name : "");
   for (int i = 0; i < c->nunits; i++) FSDPCall(FlatParamDestroy_Private(&c->units[i]));
   FSDPCall(FSDPFree(&c->units));
-  FSDPCall(FSDPFree(&c->pending));
   FSDPCall(ShardGroupDestroy(&c->group));
   if (c->comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&c->comm));
   FSDPCall(FSDPFree(ctx));
@@ -320,7 +319,6 @@ static FSDPErrorCode initialize(FSDPContext ctx)
 static FSDPErrorCode lay_out(FSDPContext ctx)
 {
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamSetUp_Private(ctx->units[i], ctx->factor));
-  if (ctx->nunits) FSDPCall(FSDPMalloc((size_t)ctx->nunits * sizeof *ctx->pending, FSDP_MEM_OTHER, &ctx->pending));
   return FSDP_SUCCESS;
 }
 
@@ -351,18 +349,18 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
 
 /* ------------------------------------------------------------------ the runtime */
 
-FSDPErrorCode FSDPContextCompleteReductions_Private(FSDPContext ctx)
+FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx)
 {
-  /* In start order: every rank issues the replicate all-reduces alike. */
-  for (int i = 0; i < ctx->npending; i++) FSDPCall(FlatParamCompleteReduction_Private(ctx->pending[i]));
-  ctx->npending = 0;
+  FlatParam unit = ctx->reducing;
+  ctx->reducing = NULL; /* done or failed, it is not in flight any more */
+  if (unit) FSDPCall(FlatParamCompleteReduction_Private(unit));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
-  FSDPCall(FSDPContextCompleteReductions_Private(ctx));
+  FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   /* Gradients left behind by accumulation reach every rank now, unit by unit. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamFlushGrad_Private(ctx->units[i]));
   /* Parameters kept for a backward pass that did not come must not outlive the step. */
@@ -373,10 +371,10 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
-  FSDPCheck(ctx->npending == 0, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "FSDPContextZeroGrad: %d gradient reductions are in flight (unit '%s' first): call "
-            "FSDPContextFinishBackward first",
-            ctx->npending, ctx->npending ? ctx->pending[0]->name : "");
+  FSDPCheck(!ctx->reducing, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextZeroGrad: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
+            "first",
+            ctx->reducing ? ctx->reducing->name : "");
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype);

@@ -64,9 +64,7 @@ struct FSDPContext_s {
   /* from the ShardGroup, after SetUp */
   MPI_Comm shard_comm, replicate_comm;
   int factor, shard_index, nreplicas, replica_index;
-  /* reductions in flight, in the order they started (the same on every rank) */
-  FlatParam *pending;
-  int npending;
+  FlatParam reducing; /* the unit whose reduction is in flight (one at a time), or NULL */
   FSDPLogEvent ev_allgather, ev_reduce_scatter, ev_allreduce, ev_init, ev_broadcast;
 };
 
@@ -74,14 +72,14 @@ MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
 /* Whether a parameter called `name` exists (raises nothing). */
 bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the
-   replicate group when an all-reduce follows.  Called in start order. */
+   replicate group when an all-reduce follows. */
 FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit);
 /* At the end of backward, with gradient sync on: reduces a gradient
    accumulated without sync that no FlatParamReduceGrad reduced since, and
    all-reduces a shard reduced in the shard group only.  Collective. */
 FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit);
-/* Completes every reduction in flight, in start order. */
-FSDPErrorCode FSDPContextCompleteReductions_Private(FSDPContext ctx);
+/* Completes the reduction in flight, if any. */
+FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx);
 /* Frees a buffer kept by SHARD_GRAD_OP. */
 FSDPErrorCode FlatParamDropKept_Private(FlatParam unit);
 FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit);

@@ -401,7 +401,7 @@ static FSDPErrorCode start_reduction(FlatParam unit)
     FSDPCallMPI(mpierr);
   }
   unit->state = FSDP_FLATPARAM_REDUCING;
-  ctx->pending[ctx->npending++] = unit;
+  ctx->reducing = unit;
   return FSDP_SUCCESS;
 }
 
@@ -430,16 +430,26 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   if (!ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
   /* One reduce-scatter in flight, overlapping the next unit's backward: the
      unsharded gradients held are that one's and the current unit's. */
-  FSDPCall(FSDPContextCompleteReductions_Private(ctx));
+  FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   FSDPCall(start_reduction(unit));
+  return FSDP_SUCCESS;
+}
+
+/* Sum `shard` (shard-sized) over the replicas in place, then divide by W. */
+static FSDPErrorCode allreduce_average(FlatParam unit, void *shard)
+{
+  FSDPContext ctx = unit->ctx;
+  FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, shard, (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), MPI_SUM,
+                            ctx->replicate_comm));
+  FSDPCall(FSDPLogEventEnd(ctx->ev_allreduce, (int64_t)((size_t)unit->shard_numel * esize(unit))));
+  divide(unit, shard, ctx->size);
   return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode complete_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  MPI_Datatype type = FSDPDataTypeMPI_Private(unit->dtype);
-  int count = (int)unit->shard_numel, w = ctx->size;
   int64_t bytes = (int64_t)((size_t)unit->padded * esize(unit));
   FSDPLogEvent first = unit->reduced_all && ctx->factor == 1 && ctx->nreplicas > 1 ? ctx->ev_allreduce
                                                                                   : ctx->ev_reduce_scatter;
@@ -448,7 +458,7 @@ static FSDPErrorCode complete_reduction(FlatParam unit)
   FSDPCallMPI(MPI_Wait(&unit->request, MPI_STATUS_IGNORE));
   FSDPCall(FSDPLogEventEnd(first, bytes));
   if (unit->reduced_all) {
-    divide(unit, unit->target, w);
+    divide(unit, unit->target, ctx->size);
     if (unit->target == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
     unit->grad = GRAD_SYNCED;
   } else if (unit->replicate_now) {
@@ -458,10 +468,7 @@ static FSDPErrorCode complete_reduction(FlatParam unit)
       sum = unit->grad_shard;
       unit->grad = GRAD_SYNCED; /* whatever happens next, the staging is in */
     }
-    FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
-    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, sum, count, type, MPI_SUM, ctx->replicate_comm));
-    FSDPCall(FSDPLogEventEnd(ctx->ev_allreduce, (int64_t)((size_t)count * esize(unit))));
-    divide(unit, sum, w);
+    FSDPCall(allreduce_average(unit, sum));
     if (sum == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
     unit->grad = GRAD_SYNCED;
   } else { /* replicate sync off: a partial sum, divided when the replicas are reached */
@@ -490,15 +497,10 @@ FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit)
   if (!ctx->grad_sync) return FSDP_SUCCESS;
   if (unit->ugrad && unit->state == FSDP_FLATPARAM_SHARDED) { /* accumulated without sync, never reduced since */
     FSDPCall(start_reduction(unit));
-    ctx->npending--; /* completed here, not by the queue */
-    FSDPCall(FlatParamCompleteReduction_Private(unit));
+    FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   }
   if (unit->grad == GRAD_PARTIAL && ctx->replicate_grad_sync) { /* reduced in the shard group only */
-    FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
-    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, unit->grad_shard, (int)unit->shard_numel,
-                              FSDPDataTypeMPI_Private(unit->dtype), MPI_SUM, ctx->replicate_comm));
-    FSDPCall(FSDPLogEventEnd(ctx->ev_allreduce, (int64_t)((size_t)unit->shard_numel * esize(unit))));
-    divide(unit, unit->grad_shard, ctx->size);
+    FSDPCall(allreduce_average(unit, unit->grad_shard));
     unit->grad = GRAD_SYNCED;
   }
   return FSDP_SUCCESS;
