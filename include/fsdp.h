@@ -343,6 +343,8 @@ FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync);
 /* Collective: broadcast every shard from the first replica to the others
    (what -fsdp_sync_params does at SetUp). */
 FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx);
+/* The context's own duplicate of the communicator it was created on. */
+FSDPErrorCode FSDPContextGetComm(FSDPContext ctx, MPI_Comm *comm);
 FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
 FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit);
 /* The unit holding the parameter called `name`; FSDP_ERR_ARG when there is none. */
@@ -350,6 +352,11 @@ FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam 
 /* Per rank, in elements: all original parameters, this rank's shards (padding
    included), and the largest unit unsharded (padding included). */
 FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
+/* Collective, after SetUp: every parameter by name from the dataset
+   /params/<name> of an HDF5 file, of the parameter's shape (converted to the
+   unit's data type).  Missing, extra and mis-shaped parameters are listed in
+   the error, and nothing is loaded then.  FSDP_ERR_UNSUPPORTED without HDF5. */
+FSDPErrorCode FSDPContextLoadParams(FSDPContext ctx, const char *path);
 /* Collective: strategy, ShardGroup, units and the memory they take. */
 FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
 /* Collective; an error, with the context left intact, while reductions are in flight. */
@@ -360,6 +367,13 @@ FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
 /* Register a parameter of shape[0] x ... x shape[ndim-1] (ndim 0: a scalar;
    a zero extent: an empty tensor).  Names are unique in the context. */
 FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[], FSDPParamId *id);
+
+/* Trainable (the default) or frozen, like requires_grad in PyTorch: a frozen
+   parameter keeps its value and has no optimizer state, while the other
+   parameters of its unit train.  Set it the same on every rank, before
+   FSDPOptimizerSetUp. */
+FSDPErrorCode FlatParamSetTrainable(FlatParam unit, FSDPParamId id, bool trainable);
+FSDPErrorCode FlatParamGetTrainable(FlatParam unit, FSDPParamId id, bool *trainable);
 
 /* Collective on the shard group: all-gather the unit (state UNSHARDED). */
 FSDPErrorCode FlatParamUnshard(FlatParam unit);
@@ -396,6 +410,61 @@ FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char *
                                     const int64_t **shape, int64_t *numel);
 /* Elements: the original parameters, padded to a multiple of F, and one shard (padded / F). */
 FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel, int64_t *shard_numel);
+
+/* ------------------------------------------------------------------ optimizers */
+
+/* Sharded SGD and AdamW (doc/optim.md): each rank updates only its own
+   shards, with the update rules and defaults of torch.optim.SGD and
+   torch.optim.AdamW; state exists only for the trainable elements of its
+   shards.  Global gradient-norm clipping counts each distinct shard once. */
+typedef struct FSDPOptimizer_s *FSDPOptimizer;
+typedef enum { FSDP_OPTIMIZER_SGD = 0, FSDP_OPTIMIZER_ADAMW } FSDPOptimizerType;
+/* Constant, or linear warmup then cosine decay to zero. */
+typedef enum { FSDP_LR_CONSTANT = 0, FSDP_LR_COSINE } FSDPLRSchedule;
+const char *FSDPOptimizerTypeName(FSDPOptimizerType type);
+const char *FSDPLRScheduleName(FSDPLRSchedule schedule);
+
+/* Default AdamW: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01.
+   SGD: lr 1e-3, momentum 0, weight decay 0, no nesterov. */
+FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt);
+FSDPErrorCode FSDPOptimizerSetType(FSDPOptimizer opt, FSDPOptimizerType type);
+FSDPErrorCode FSDPOptimizerSetLearningRate(FSDPOptimizer opt, double lr);
+FSDPErrorCode FSDPOptimizerSetWeightDecay(FSDPOptimizer opt, double weight_decay);
+/* SGD only. */
+FSDPErrorCode FSDPOptimizerSetMomentum(FSDPOptimizer opt, double momentum, bool nesterov);
+/* AdamW only. */
+FSDPErrorCode FSDPOptimizerSetBetas(FSDPOptimizer opt, double beta1, double beta2);
+FSDPErrorCode FSDPOptimizerSetEps(FSDPOptimizer opt, double eps);
+/* Cosine: the rate rises linearly over warmup_steps steps, then decays to
+   zero at step total_steps. */
+FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedule, int64_t warmup_steps,
+                                       int64_t total_steps);
+/* Clip the global gradient norm to max_norm in every FSDPOptimizerStep (0: off, the default). */
+FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
+/* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
+   -fsdp_beta1, -fsdp_beta2, -fsdp_eps, -fsdp_lr_schedule, -fsdp_warmup_steps,
+   -fsdp_lr_decay_steps, -fsdp_clip_grad_norm. */
+FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
+/* Collective, after FSDPContextSetUp: checks that every rank froze the same
+   parameters and allocates the state. */
+FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt);
+/* Collective: completes the backward pass (FSDPContextFinishBackward), clips
+   if asked, and updates every trainable element of this rank's shards. */
+FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt);
+/* Collective: the global L2 norm of the gradients of trainable parameters,
+   each distinct shard counted once and padding excluded; with max_norm > 0
+   the gradient shards are scaled by max_norm / (norm + 1e-6) when that is
+   below 1, as torch.nn.utils.clip_grad_norm_ does.  total_norm may be NULL. */
+FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm);
+/* Steps taken, the rate the next step will use, and the norm the last step
+   measured (NaN when it did not clip). */
+FSDPErrorCode FSDPOptimizerGetStep(FSDPOptimizer opt, int64_t *step);
+FSDPErrorCode FSDPOptimizerGetLearningRate(FSDPOptimizer opt, double *lr);
+FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *norm);
+/* Elements of state this rank holds (all state tensors together). */
+FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel);
+FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer);
+FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt);
 
 /* ------------------------------------------------------------------ memory */
 

@@ -413,6 +413,14 @@ FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
 
 /* ------------------------------------------------------------------ queries */
 
+FSDPErrorCode FSDPContextGetComm(FSDPContext ctx, MPI_Comm *comm)
+{
+  CHECK_CTX(ctx);
+  FSDPCheck(comm, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetComm: comm must not be NULL");
+  *comm = ctx->comm;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits)
 {
   CHECK_CTX(ctx);

@@ -14,6 +14,7 @@ typedef struct {
   int64_t *shape; /* [ndim] */
   int64_t numel;
   int64_t offset; /* first element in the unit's flat buffer */
+  bool frozen;    /* not trainable: the optimizer leaves it alone */
 } ParamInfo;
 
 /* What the gradient shard holds. */
@@ -64,6 +65,7 @@ struct FSDPContext_s {
   /* from the ShardGroup, after SetUp */
   MPI_Comm shard_comm, replicate_comm;
   int factor, shard_index, nreplicas, replica_index;
+  int64_t trainable_changes; /* bumped by FlatParamSetTrainable: optimizers notice late changes */
   FlatParam reducing; /* the unit whose reduction is in flight (one at a time), or NULL */
   FSDPLogEvent ev_allgather, ev_reduce_scatter, ev_allreduce, ev_init, ev_broadcast;
 };

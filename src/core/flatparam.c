@@ -112,6 +112,25 @@ FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, cons
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FlatParamSetTrainable(FlatParam unit, FSDPParamId id, bool trainable)
+{
+  CHECK_UNIT(unit);
+  CHECK_ID(unit, id);
+  if (unit->params[id].frozen == !trainable) return FSDP_SUCCESS;
+  unit->params[id].frozen = !trainable;
+  unit->ctx->trainable_changes++;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamGetTrainable(FlatParam unit, FSDPParamId id, bool *trainable)
+{
+  CHECK_UNIT(unit);
+  CHECK_ID(unit, id);
+  FSDPCheck(trainable, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamGetTrainable: trainable must not be NULL");
+  *trainable = !unit->params[id].frozen;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
 {
   size_t es = esize(unit);

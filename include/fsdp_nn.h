@@ -1,0 +1,98 @@
+/* fsdp_nn.h: libfsdp's layer library, for fsdp-train, the examples, and C or
+   Fortran codes that want a sharded MLP without writing one.
+
+   Kernels work on float32, row-major, batch first, on the host (OpenBLAS
+   GEMMs).  Backward kernels ADD into weight and bias gradients, as autograd
+   accumulates, and overwrite input gradients.  A model built from a spec
+   string registers its parameters in an FSDPContext, one unit per block by
+   default, and runs forward and backward with just-in-time all-gathers and
+   reduce-scatters.  doc/nn.md describes the layers, the spec and the
+   initialization exactly. */
+#ifndef FSDP_NN_H
+#define FSDP_NN_H
+
+#include "fsdp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ random numbers */
+
+/* Counter-based: element i of `stream` under `seed` is a function of
+   (seed, stream, i) alone, so any range can be generated on its own, on any
+   rank, in any order.  Fills values[0 .. end-begin) with elements
+   [begin, end), uniform in [low, high). */
+FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
+                                double high, float *values);
+
+/* ------------------------------------------------------------------ kernels */
+
+typedef enum { FSDP_ACT_RELU = 0, FSDP_ACT_TANH, FSDP_ACT_GELU, FSDP_ACT_IDENTITY } FSDPActivation;
+const char *FSDPActivationName(FSDPActivation act);
+
+/* y[n, out] = x[n, in] weight[out, in]^T + bias[out] (bias may be NULL). */
+FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
+                                const float *bias, float *y);
+/* dweight += dy^T x, dbias += column sums of dy, dx = dy weight.  Any of dx,
+   dweight, dbias may be NULL (not wanted). */
+FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
+                                 const float *dy, float *dx, float *dweight, float *dbias);
+
+/* Elementwise over n values; GELU is the exact, erf-based one.  dx may alias dy. */
+FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y);
+FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy, float *dx);
+
+/* Over the last dimension h of x[n, h], eps 1e-5, with affine weight and bias
+   (each may be NULL: ones, zeros).  mean[n] and rstd[n] are saved for backward. */
+FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
+                                   float *y, float *mean, float *rstd);
+FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
+                                    const float *rstd, const float *dy, float *dx, float *dweight, float *dbias);
+
+/* Losses: the mean, and (dy not NULL) its gradient with respect to y.
+   MSE averages over all n*m elements; cross-entropy over the n rows, with
+   labels in [0, classes) and a stable log-sum-exp. */
+FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy);
+FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
+                                   double *loss, float *dlogits);
+
+/* ------------------------------------------------------------------ models */
+
+typedef struct FSDPModel_s *FSDPModel;
+
+/* Which parameters form one FlatParam: one unit per block with the head in
+   the root unit (the default), one unit for everything, or greedy units of
+   at least min_numel elements in model order, the rest in the root unit. */
+typedef enum { FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL, FSDP_WRAP_SIZE } FSDPWrapPolicy;
+
+/* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]".
+   Parsed now; an unknown key or a bad value is FSDP_ERR_ARG.  The model adds
+   its units to ctx at FSDPModelSetUp; destroy it before the context. */
+FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *model);
+FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy policy, int64_t min_numel);
+/* Seed of the default initialization (default 0). */
+FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
+/* -fsdp_wrap block|model|size:N, -fsdp_seed S. */
+FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
+/* Collective: adds the units and parameters to the context, installs the
+   default initialization (PyTorch's, from FSDPRandomUniform: a parameter's
+   values depend on the seed and its name only, not on W, F or the wrapping)
+   and sets the context up. */
+FSDPErrorCode FSDPModelSetUp(FSDPModel model);
+FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+/* Collective: runs the model on x[n, in]; *y points to the model's output
+   [n, out], valid until the next forward.  x must stay unchanged until
+   FSDPModelBackward, which uses it. */
+FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y);
+/* Collective: backward of the last forward from dy[n, out], reducing each
+   unit's gradient as soon as it is complete.  Frozen parameters get none. */
+FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
+FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
+FSDPErrorCode FSDPModelDestroy(FSDPModel *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSDP_NN_H */

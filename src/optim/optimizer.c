@@ -1,0 +1,489 @@
+/* FSDPOptimizer: SGD and AdamW on shards (doc/optim.md).  Each unit's
+   trainable elements in this rank's shard form a few segments (frozen
+   parameters and padding are the gaps); state is allocated for the segments
+   only, packed, and every update walks the segments. */
+#include <math.h>
+#include <string.h>
+
+#include "../core/coreimpl.h"
+
+#define FSDP_PI 3.14159265358979323846
+
+typedef struct {
+  int64_t offset, numel; /* in the shard */
+} Segment;
+
+typedef struct {
+  FlatParam unit;
+  Segment *segments;
+  int nsegments, capacity;
+  int64_t numel;  /* trainable elements in the shard */
+  void *state[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
+} OptUnit;
+
+struct FSDPOptimizer_s {
+  FSDPContext ctx;
+  FSDPOptimizerType type;
+  double lr, weight_decay, momentum, beta1, beta2, eps, max_norm;
+  bool nesterov, weight_decay_set;
+  FSDPLRSchedule schedule;
+  int64_t warmup, total;
+  int64_t step;
+  double last_norm;
+  bool setup;
+  int64_t trainable_changes; /* the context's count at SetUp */
+  OptUnit *units;
+  int nunits;
+  int nstates;
+  int64_t state_numel;
+};
+
+static const char *const type_names[] = {"sgd", "adamw", NULL};
+static const char *const schedule_names[] = {"constant", "cosine", NULL};
+
+const char *FSDPOptimizerTypeName(FSDPOptimizerType type)
+{
+  if ((int)type < 0 || type > FSDP_OPTIMIZER_ADAMW) return "unknown optimizer";
+  return type_names[type];
+}
+
+const char *FSDPLRScheduleName(FSDPLRSchedule schedule)
+{
+  if ((int)schedule < 0 || schedule > FSDP_LR_COSINE) return "unknown schedule";
+  return schedule_names[schedule];
+}
+
+#define CHECK_OPT(o) FSDPCheck(o, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: opt must not be NULL", __func__)
+#define CHECK_NOT_SETUP(o)                                                                                       \
+  do {                                                                                                           \
+    CHECK_OPT(o);                                                                                                \
+    FSDPCheck(!(o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is set up: its %s settings are fixed", \
+              __func__, type_names[(o)->type]);                                                                  \
+  } while (0)
+#define CHECK_SETUP(o)                                                                                           \
+  do {                                                                                                           \
+    CHECK_OPT(o);                                                                                                \
+    FSDPCheck((o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is not set up: call FSDPOptimizerSetUp", \
+              __func__);                                                                                         \
+  } while (0)
+#define CHECK_HYPER(cond, what, value)                                                                           \
+  FSDPCheck(cond, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: %s %g is out of range", __func__, what, (double)(value))
+
+FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt)
+{
+  FSDPOptimizer o;
+  FSDPCheck(opt, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPOptimizerCreate: opt must not be NULL");
+  *opt = NULL;
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPOptimizerCreate: ctx must not be NULL");
+  FSDPCall(FSDPCalloc(1, sizeof *o, FSDP_MEM_OTHER, &o));
+  o->ctx = ctx;
+  o->type = FSDP_OPTIMIZER_ADAMW;
+  o->lr = 1e-3;
+  o->weight_decay = 0.01;
+  o->beta1 = 0.9;
+  o->beta2 = 0.999;
+  o->eps = 1e-8;
+  o->last_norm = NAN;
+  *opt = o;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetType(FSDPOptimizer opt, FSDPOptimizerType type)
+{
+  CHECK_NOT_SETUP(opt);
+  FSDPCheck((int)type >= 0 && type <= FSDP_OPTIMIZER_ADAMW, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetType: type %d is not sgd or adamw", (int)type);
+  opt->type = type;
+  /* Each type's own default, unless the user chose one. */
+  if (!opt->weight_decay_set) opt->weight_decay = type == FSDP_OPTIMIZER_ADAMW ? 0.01 : 0.0;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetLearningRate(FSDPOptimizer opt, double lr)
+{
+  CHECK_OPT(opt);
+  CHECK_HYPER(lr >= 0 && isfinite(lr), "learning rate", lr);
+  opt->lr = lr; /* may change between steps, as param_groups[0]["lr"] does */
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetWeightDecay(FSDPOptimizer opt, double weight_decay)
+{
+  CHECK_OPT(opt);
+  CHECK_HYPER(weight_decay >= 0 && isfinite(weight_decay), "weight decay", weight_decay);
+  opt->weight_decay = weight_decay;
+  opt->weight_decay_set = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetMomentum(FSDPOptimizer opt, double momentum, bool nesterov)
+{
+  CHECK_NOT_SETUP(opt);
+  CHECK_HYPER(momentum >= 0 && momentum < INFINITY, "momentum", momentum);
+  FSDPCheck(!nesterov || momentum > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetMomentum: nesterov momentum needs a momentum above 0, not %g", momentum);
+  opt->momentum = momentum;
+  opt->nesterov = nesterov;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetBetas(FSDPOptimizer opt, double beta1, double beta2)
+{
+  CHECK_OPT(opt);
+  CHECK_HYPER(beta1 >= 0 && beta1 < 1, "beta1", beta1);
+  CHECK_HYPER(beta2 >= 0 && beta2 < 1, "beta2", beta2);
+  opt->beta1 = beta1;
+  opt->beta2 = beta2;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetEps(FSDPOptimizer opt, double eps)
+{
+  CHECK_OPT(opt);
+  CHECK_HYPER(eps >= 0 && isfinite(eps), "eps", eps);
+  opt->eps = eps;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedule, int64_t warmup_steps,
+                                       int64_t total_steps)
+{
+  CHECK_OPT(opt);
+  FSDPCheck((int)schedule >= 0 && schedule <= FSDP_LR_COSINE, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetSchedule: schedule %d is not constant or cosine", (int)schedule);
+  FSDPCheck(warmup_steps >= 0 && total_steps >= 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetSchedule: warmup_steps %lld and total_steps %lld must not be negative",
+            (long long)warmup_steps, (long long)total_steps);
+  FSDPCheck(schedule != FSDP_LR_COSINE || total_steps > warmup_steps, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetSchedule: the cosine schedule needs more total steps (%lld) than warmup steps (%lld)",
+            (long long)total_steps, (long long)warmup_steps);
+  opt->schedule = schedule;
+  opt->warmup = warmup_steps;
+  opt->total = total_steps;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm)
+{
+  CHECK_OPT(opt);
+  CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
+  opt->max_norm = max_norm;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
+{
+  int choice;
+  double v, v2;
+  bool set, set2, nesterov;
+  int64_t warmup, total;
+
+  CHECK_OPT(opt);
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_optimizer", "optimizer", type_names, (int)opt->type, &choice, &set));
+  if (set && !opt->setup) FSDPCall(FSDPOptimizerSetType(opt, (FSDPOptimizerType)choice));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_lr", "learning rate (peak rate of a schedule)", opt->lr, &v, &set));
+  if (set) FSDPCall(FSDPOptimizerSetLearningRate(opt, v));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_weight_decay", "weight decay (decoupled for adamw)", opt->weight_decay, &v, &set));
+  if (set) FSDPCall(FSDPOptimizerSetWeightDecay(opt, v));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_momentum", "sgd momentum", opt->momentum, &v, &set));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_nesterov", "sgd nesterov momentum", opt->nesterov, &nesterov, &set2));
+  if (set || set2) FSDPCall(FSDPOptimizerSetMomentum(opt, v, nesterov));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_beta1", "adamw beta1", opt->beta1, &v, &set));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_beta2", "adamw beta2", opt->beta2, &v2, &set2));
+  if (set || set2) FSDPCall(FSDPOptimizerSetBetas(opt, v, v2));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_eps", "adamw eps", opt->eps, &v, &set));
+  if (set) FSDPCall(FSDPOptimizerSetEps(opt, v));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_lr_schedule", "learning-rate schedule", schedule_names, (int)opt->schedule,
+                              &choice, &set));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_warmup_steps", "linear warmup steps of the cosine schedule", opt->warmup, 0,
+                             INT64_MAX, &warmup, &set2));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_lr_decay_steps", "step at which the cosine schedule reaches zero", opt->total, 0,
+                             INT64_MAX, &total, &set2));
+  FSDPCall(FSDPOptimizerSetSchedule(opt, set ? (FSDPLRSchedule)choice : opt->schedule, warmup, total));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_clip_grad_norm", "clip the global gradient norm to this (0: off)", opt->max_norm,
+                              &v, &set));
+  if (set) FSDPCall(FSDPOptimizerSetClipGradNorm(opt, v));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ set up */
+
+static FSDPErrorCode build_segments(OptUnit *ou)
+{
+  FlatParam u = ou->unit;
+  for (int i = 0; i < u->nparams; i++) {
+    int64_t begin, end, offset;
+    if (u->params[i].frozen) continue;
+    FSDPCall(FlatParamGetShardRange(u, i, &begin, &end, &offset));
+    if (begin == end) continue;
+    /* Parameters are contiguous: neighbours merge into one segment. */
+    if (ou->nsegments > 0 && ou->segments[ou->nsegments - 1].offset + ou->segments[ou->nsegments - 1].numel == offset) {
+      ou->segments[ou->nsegments - 1].numel += end - begin;
+    } else {
+      FSDPCall(FSDPGrowArray_Private(&ou->segments, sizeof *ou->segments, ou->nsegments + 1, &ou->capacity,
+                                     FSDP_MEM_OTHER));
+      ou->segments[ou->nsegments].offset = offset;
+      ou->segments[ou->nsegments].numel = end - begin;
+      ou->nsegments++;
+    }
+    ou->numel += end - begin;
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Which parameters are frozen must agree: a rank that updated a parameter
+   the others froze would silently fork the replicas. */
+static FSDPErrorCode agree_on_frozen(FSDPOptimizer opt)
+{
+  FSDPContext ctx = opt->ctx;
+  uint64_t h = 0xCBF29CE484222325ull, minmax[2];
+  for (int u = 0; u < ctx->nunits; u++)
+    for (int i = 0; i < ctx->units[u]->nparams; i++) h = (h ^ (uint64_t)(ctx->units[u]->params[i].frozen + 1)) * 0x100000001B3ull;
+  minmax[0] = h;
+  minmax[1] = ~h;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
+  FSDPCheck(minmax[0] == h && ~minmax[1] == h, ctx->comm, FSDP_ERR_ARG,
+            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable): every rank must freeze the "
+            "same ones");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
+{
+  FSDPContext ctx;
+  CHECK_NOT_SETUP(opt);
+  ctx = opt->ctx;
+  FSDPCheck(ctx->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPOptimizerSetUp: the context is not set up: call FSDPContextSetUp (or FSDPModelSetUp) first");
+  FSDPCheck(opt->schedule != FSDP_LR_COSINE || opt->total > opt->warmup, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
+            (long long)opt->total, (long long)opt->warmup);
+  FSDPCall(agree_on_frozen(opt));
+  opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;
+  FSDPCall(FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
+  opt->nunits = ctx->nunits;
+  for (int u = 0; u < ctx->nunits; u++) {
+    OptUnit *ou = &opt->units[u];
+    ou->unit = ctx->units[u];
+    FSDPCall(build_segments(ou));
+    for (int s = 0; s < opt->nstates; s++)
+      FSDPCall(FSDPCalloc((size_t)ou->numel, FSDPDataTypeSize(ou->unit->dtype), FSDP_MEM_OPTIM_STATE, &ou->state[s]));
+    opt->state_numel += (int64_t)opt->nstates * ou->numel;
+  }
+  opt->trainable_changes = ctx->trainable_changes;
+  opt->setup = true;
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the schedule */
+
+static double current_lr(const FSDPOptimizer opt)
+{
+  int64_t t = opt->step;
+  if (opt->schedule == FSDP_LR_CONSTANT) return opt->lr;
+  if (t < opt->warmup) return opt->lr * (double)(t + 1) / (double)opt->warmup;
+  if (t >= opt->total) return 0.0;
+  return opt->lr * 0.5 * (1.0 + cos(FSDP_PI * (double)(t - opt->warmup) / (double)(opt->total - opt->warmup)));
+}
+
+/* ------------------------------------------------------------------ clipping */
+
+FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm)
+{
+  FSDPContext ctx;
+  double sumsq = 0, norm, coef;
+
+  CHECK_SETUP(opt);
+  CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
+  ctx = opt->ctx;
+  /* The first replica speaks for its shard: replicas hold the same one. */
+  if (ctx->replica_index == 0)
+    for (int u = 0; u < opt->nunits; u++) {
+      OptUnit *ou = &opt->units[u];
+      for (int s = 0; s < ou->nsegments; s++) {
+        int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
+        if (ou->unit->dtype == FSDP_FLOAT64) {
+          const double *g = (const double *)ou->unit->grad_shard + off;
+          for (int64_t i = 0; i < n; i++) sumsq += g[i] * g[i];
+        } else {
+          const float *g = (const float *)ou->unit->grad_shard + off;
+          for (int64_t i = 0; i < n; i++) sumsq += (double)g[i] * g[i];
+        }
+      }
+    }
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, ctx->comm));
+  norm = sqrt(sumsq);
+  if (total_norm) *total_norm = norm;
+  if (max_norm <= 0) return FSDP_SUCCESS;
+  coef = max_norm / (norm + 1e-6);
+  if (!(coef < 1.0) && !isnan(coef)) return FSDP_SUCCESS; /* NaN spreads, as in PyTorch */
+  for (int u = 0; u < opt->nunits; u++) {
+    OptUnit *ou = &opt->units[u];
+    for (int s = 0; s < ou->nsegments; s++) {
+      int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
+      if (ou->unit->dtype == FSDP_FLOAT64) {
+        double *g = (double *)ou->unit->grad_shard + off;
+        for (int64_t i = 0; i < n; i++) g[i] *= coef;
+      } else {
+        float *g = (float *)ou->unit->grad_shard + off;
+        for (int64_t i = 0; i < n; i++) g[i] *= (float)coef;
+      }
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the step */
+
+/* torch.optim.SGD with dampening 0: d = g + wd p; buf = d on the first step,
+   momentum buf + d after; d = d + momentum buf (nesterov) or buf; p -= lr d. */
+#define DEFINE_SGD(T, suffix)                                                                                    \
+  static void sgd_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *buf, int64_t n)              \
+  {                                                                                                              \
+    const T wd = (T)o->weight_decay, mom = (T)o->momentum, rate = (T)lr;                                         \
+    for (int64_t i = 0; i < n; i++) {                                                                            \
+      T d = g[i];                                                                                                \
+      if (wd != 0) d += wd * p[i];                                                                               \
+      if (buf) {                                                                                                 \
+        buf[i] = o->step == 0 ? d : mom * buf[i] + d;                                                            \
+        d = o->nesterov ? d + mom * buf[i] : buf[i];                                                             \
+      }                                                                                                          \
+      p[i] -= rate * d;                                                                                          \
+    }                                                                                                            \
+  }
+DEFINE_SGD(float, f32)
+DEFINE_SGD(double, f64)
+
+/* torch.optim.AdamW: p *= 1 - lr wd; m = m + (1 - b1)(g - m); v = b2 v + (1 - b2) g^2;
+   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+#define DEFINE_ADAMW(T, suffix)                                                                                  \
+  static void adamw_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *m, T *v, int64_t n)         \
+  {                                                                                                              \
+    double t = (double)(o->step + 1);                                                                            \
+    const T decay = (T)(1.0 - lr * o->weight_decay), b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps;        \
+    const T step_size = (T)(lr / (1.0 - pow(o->beta1, t))), bc2_sqrt = (T)sqrt(1.0 - pow(o->beta2, t));          \
+    for (int64_t i = 0; i < n; i++) {                                                                            \
+      p[i] *= decay;                                                                                             \
+      m[i] += (1 - b1) * (g[i] - m[i]);                                                                          \
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];                                                                 \
+      p[i] -= step_size * m[i] / (sqrt(v[i]) / bc2_sqrt + eps);                                                  \
+    }                                                                                                            \
+  }
+DEFINE_ADAMW(float, f32)
+DEFINE_ADAMW(double, f64)
+
+FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
+{
+  double lr;
+  CHECK_SETUP(opt);
+  FSDPCheck(opt->trainable_changes == opt->ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPOptimizerStep: parameters were frozen or unfrozen after FSDPOptimizerSetUp: set trainability "
+            "before it (a new optimizer picks up the change)");
+  FSDPCall(FSDPContextFinishBackward(opt->ctx));
+  lr = current_lr(opt);
+  if (opt->max_norm > 0) FSDPCall(FSDPOptimizerClipGradNorm(opt, opt->max_norm, &opt->last_norm));
+  else opt->last_norm = NAN;
+  for (int u = 0; u < opt->nunits; u++) {
+    OptUnit *ou = &opt->units[u];
+    int64_t packed = 0;
+    bool f64 = ou->unit->dtype == FSDP_FLOAT64;
+    for (int s = 0; s < ou->nsegments; s++) {
+      int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
+      if (f64) {
+        double *p = (double *)ou->unit->shard + off, *g = (double *)ou->unit->grad_shard + off;
+        double *s0 = ou->state[0] ? (double *)ou->state[0] + packed : NULL;
+        double *s1 = ou->state[1] ? (double *)ou->state[1] + packed : NULL;
+        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f64(opt, lr, p, g, s0, s1, n);
+        else sgd_f64(opt, lr, p, g, s0, n);
+      } else {
+        float *p = (float *)ou->unit->shard + off, *g = (float *)ou->unit->grad_shard + off;
+        float *s0 = ou->state[0] ? (float *)ou->state[0] + packed : NULL;
+        float *s1 = ou->state[1] ? (float *)ou->state[1] + packed : NULL;
+        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f32(opt, lr, p, g, s0, s1, n);
+        else sgd_f32(opt, lr, p, g, s0, n);
+      }
+      packed += n;
+    }
+  }
+  opt->step++;
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ queries, view, destroy */
+
+FSDPErrorCode FSDPOptimizerGetStep(FSDPOptimizer opt, int64_t *step)
+{
+  CHECK_OPT(opt);
+  if (step) *step = opt->step;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetLearningRate(FSDPOptimizer opt, double *lr)
+{
+  CHECK_OPT(opt);
+  if (lr) *lr = current_lr(opt);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *norm)
+{
+  CHECK_OPT(opt);
+  if (norm) *norm = opt->last_norm;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel)
+{
+  CHECK_OPT(opt);
+  if (numel) *numel = opt->state_numel;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode optimizer_view(FSDPViewer viewer, void *arg)
+{
+  FSDPOptimizer o = arg;
+  int64_t minmax[2] = {o->state_numel, -o->state_numel};
+
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_INT64_T, MPI_MIN, o->ctx->comm));
+  FSDPCall(FSDPViewerASCIIPrintf(viewer, "FSDPOptimizer %s\n", type_names[o->type]));
+  FSDPCall(FSDPViewerASCIIPushTab(viewer));
+  if (o->type == FSDP_OPTIMIZER_ADAMW)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "lr %g, betas (%g, %g), eps %g, weight decay %g\n", o->lr, o->beta1,
+                                   o->beta2, o->eps, o->weight_decay));
+  else
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "lr %g, momentum %g%s, weight decay %g\n", o->lr, o->momentum,
+                                   o->nesterov ? " (nesterov)" : "", o->weight_decay));
+  if (o->schedule == FSDP_LR_COSINE)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: %lld warmup steps, cosine decay to 0 at step %lld\n",
+                                   (long long)o->warmup, (long long)o->total));
+  else FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: constant\n"));
+  if (o->max_norm > 0) FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient clipping: global norm %g\n", o->max_norm));
+  if (o->setup)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "state per rank: %lld to %lld elements (%d tensors per element)\n",
+                                   (long long)minmax[0], (long long)-minmax[1], o->nstates));
+  FSDPCall(FSDPViewerASCIIPopTab(viewer));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer)
+{
+  CHECK_OPT(opt);
+  FSDPCall(FSDPViewerApply_Private(viewer, opt->ctx->comm, optimizer_view, opt));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt)
+{
+  FSDPOptimizer o;
+  FSDPCheck(opt, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPOptimizerDestroy: opt must not be NULL");
+  o = *opt;
+  if (!o) return FSDP_SUCCESS;
+  for (int u = 0; u < o->nunits; u++) {
+    FSDPCall(FSDPFree(&o->units[u].segments));
+    FSDPCall(FSDPFree(&o->units[u].state[0]));
+    FSDPCall(FSDPFree(&o->units[u].state[1]));
+  }
+  FSDPCall(FSDPFree(&o->units));
+  FSDPCall(FSDPFree(opt));
+  return FSDP_SUCCESS;
+}
