@@ -1,0 +1,636 @@
+/* fsdp-train: train an MLP with libfsdp on an HDF5 data set (or a synthetic
+   one), the way a batch job does: progress lines, a loss log, and a summary
+   of time, throughput and memory against the FSDP formula.
+     mpiexec -n 4 fsdp-train -model mlp:in=16,hidden=256,depth=4,out=4 \
+       -data synthetic -steps 200 -batch 64 -fsdp_sharding_strategy hybrid
+   doc/fsdp-train.md describes every option. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsdp_config.h"
+#include "fsdp_nn.h"
+
+#ifdef FSDP_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
+#define TRAIN_ERR(code, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, code, __VA_ARGS__)
+#define TRAIN_CHECK(cond, code, ...)                                                                             \
+  do {                                                                                                           \
+    if (!(cond)) return TRAIN_ERR(code, __VA_ARGS__);                                                            \
+  } while (0)
+
+/* ------------------------------------------------------------------ command line */
+
+typedef enum { ARG_STRING, ARG_INT, ARG_REAL, ARG_FLAG } ArgType;
+
+typedef struct {
+  char model[512], data[1024], init[1024], loss_log[1024], optimizer[16], lr_schedule[16];
+  int64_t steps, batch, warmup_steps, grad_accum, seed, log_every;
+  double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm;
+  bool nesterov;
+} Args;
+
+typedef struct {
+  const char *name;
+  ArgType type;
+  size_t offset, size;
+  const char *help;
+  bool set;
+} ArgSpec;
+
+#define ARG(name, type, field, help) {name, type, offsetof(Args, field), sizeof(((Args *)0)->field), help, false}
+
+static ArgSpec arg_specs[] = {
+  ARG("-model", ARG_STRING, model, "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]"),
+  ARG("-data", ARG_STRING, data, "HDF5 file with /x [N,in] and /y [N,out] (float) or [N] (integer labels); or synthetic[:n=N,seed=S]"),
+  ARG("-steps", ARG_INT, steps, "optimizer steps"),
+  ARG("-batch", ARG_INT, batch, "global batch size B (rows per micro-batch, all ranks together; B % W == 0)"),
+  ARG("-optimizer", ARG_STRING, optimizer, "sgd or adamw"),
+  ARG("-lr", ARG_REAL, lr, "learning rate (peak rate of the cosine schedule)"),
+  ARG("-weight_decay", ARG_REAL, weight_decay, "weight decay (default: adamw 0.01, sgd 0)"),
+  ARG("-momentum", ARG_REAL, momentum, "sgd momentum"),
+  ARG("-nesterov", ARG_FLAG, nesterov, "sgd nesterov momentum"),
+  ARG("-beta1", ARG_REAL, beta1, "adamw beta1"),
+  ARG("-beta2", ARG_REAL, beta2, "adamw beta2"),
+  ARG("-eps", ARG_REAL, eps, "adamw eps"),
+  ARG("-lr_schedule", ARG_STRING, lr_schedule, "constant or cosine (linear warmup, cosine decay to 0 at the last step)"),
+  ARG("-warmup_steps", ARG_INT, warmup_steps, "warmup steps of the cosine schedule"),
+  ARG("-clip_grad_norm", ARG_REAL, clip_grad_norm, "clip the global gradient norm to this (0: off)"),
+  ARG("-grad_accum", ARG_INT, grad_accum, "micro-batches per step, their gradients averaged"),
+  ARG("-seed", ARG_INT, seed, "seed of the parameter initialization"),
+  ARG("-init", ARG_STRING, init, "HDF5 file with the initial parameters as /params/<name>"),
+  ARG("-loss_log", ARG_STRING, loss_log, "CSV file: step,loss for every step"),
+  ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
+};
+#define NARGS ((int)(sizeof arg_specs / sizeof arg_specs[0]))
+
+static bool is_key(const char *s)
+{
+  char *end;
+  if (s[0] != '-') return false;
+  (void)strtod(s, &end);
+  return *end != '\0';
+}
+
+static ArgSpec *find_arg(const char *name)
+{
+  for (int i = 0; i < NARGS; i++)
+    if (!strcmp(arg_specs[i].name, name)) return &arg_specs[i];
+  return NULL;
+}
+
+static bool arg_set(const char *name) { return find_arg(name)->set; }
+
+/* The program's own options; -fsdp_* and -help belong to the library. */
+static FSDPErrorCode parse_args(int argc, char **argv, Args *a, bool *help)
+{
+  *help = false;
+  for (int i = 1; i < argc; i++) {
+    const char *t = argv[i], *value;
+    ArgSpec *s;
+    char *end, *field;
+    if (!strcmp(t, "-help") || !strncmp(t, "-fsdp_", 6)) {
+      if (!strcmp(t, "-help")) *help = true;
+      if (!strchr(t, '=') && i + 1 < argc && !is_key(argv[i + 1])) i++;
+      continue;
+    }
+    s = find_arg(t);
+    TRAIN_CHECK(s, FSDP_ERR_OPTION, "fsdp-train: unknown option '%s' (fsdp-train -help lists them)", t);
+    field = (char *)a + s->offset;
+    s->set = true;
+    if (s->type == ARG_FLAG) {
+      bool v = true;
+      if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) v = !strcmp(argv[++i], "true");
+      *(bool *)field = v;
+      continue;
+    }
+    TRAIN_CHECK(i + 1 < argc, FSDP_ERR_OPTION, "fsdp-train: option %s needs a value", t);
+    value = argv[++i];
+    errno = 0;
+    switch (s->type) {
+    case ARG_STRING:
+      TRAIN_CHECK(strlen(value) < s->size, FSDP_ERR_OPTION, "fsdp-train: %s: the value is longer than %zu characters", t,
+                  s->size - 1);
+      strcpy(field, value);
+      break;
+    case ARG_INT:
+      *(int64_t *)field = strtoll(value, &end, 10);
+      TRAIN_CHECK(*value && !*end && !errno, FSDP_ERR_OPTION, "fsdp-train: %s %s is not an integer", t, value);
+      break;
+    case ARG_REAL:
+      *(double *)field = strtod(value, &end);
+      TRAIN_CHECK(*value && !*end && !errno, FSDP_ERR_OPTION, "fsdp-train: %s %s is not a number", t, value);
+      break;
+    case ARG_FLAG:
+      break;
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+static void print_help(const Args *d)
+{
+  printf("fsdp-train options (defaults in brackets):\n");
+  for (int i = 0; i < NARGS; i++) {
+    const ArgSpec *s = &arg_specs[i];
+    const char *field = (const char *)d + s->offset;
+    printf("  %s <", s->name);
+    switch (s->type) {
+    case ARG_STRING: printf("%s", *field ? field : "none"); break;
+    case ARG_INT: printf("%lld", (long long)*(const int64_t *)field); break;
+    case ARG_REAL: printf("%g", *(const double *)field); break;
+    case ARG_FLAG: printf("%s", *(const bool *)field ? "true" : "false"); break;
+    }
+    printf(">: %s\n", s->help);
+  }
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ data */
+
+typedef struct {
+  int64_t n, in, out; /* rows, input width, output width (classes for labels) */
+  float *x, *y;       /* [n, in], [n, out] for regression */
+  int64_t *labels;    /* [n] for classification */
+  char description[128];
+} Dataset;
+
+static FSDPErrorCode dataset_free(Dataset *d)
+{
+  FSDPCall(FSDPFree(&d->x));
+  FSDPCall(FSDPFree(&d->y));
+  FSDPCall(FSDPFree(&d->labels));
+  return FSDP_SUCCESS;
+}
+
+/* synthetic[:n=N,seed=S]: x uniform in [-1, 1]^in, and each output
+   y_k = sin(a_k . x) + 0.5 (b_k . x)^2 - 0.25 with random unit-scale a_k, b_k:
+   smooth, nonlinear, learnable by an MLP. */
+static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Dataset *d)
+{
+  int64_t n = 4096, seed = 1;
+  const char *p = spec + strlen("synthetic");
+  float *a, *b;
+
+  TRAIN_CHECK(*p == '\0' || *p == ':', FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S]", spec);
+  while (*p) {
+    char key[16];
+    long long v;
+    int used = 0;
+    p++;
+    TRAIN_CHECK(sscanf(p, "%15[a-z]=%lld%n", key, &v, &used) == 2 && used > 0 && (p[used] == ',' || !p[used]) &&
+                  ((!strcmp(key, "n") && v > 0) || (!strcmp(key, "seed") && v >= 0)),
+                FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S] with N > 0", spec);
+    if (!strcmp(key, "n")) n = v;
+    else seed = v;
+    p += used;
+  }
+  d->n = n;
+  d->in = in;
+  d->out = out;
+  snprintf(d->description, sizeof d->description, "synthetic (n=%lld, seed=%lld)", (long long)n, (long long)seed);
+  FSDPCall(FSDPMalloc((size_t)(n * in) * sizeof(float), FSDP_MEM_OTHER, &d->x));
+  FSDPCall(FSDPMalloc((size_t)(n * out) * sizeof(float), FSDP_MEM_OTHER, &d->y));
+  FSDPCall(FSDPMalloc((size_t)(2 * out * in) * sizeof(float), FSDP_MEM_OTHER, &a));
+  b = a + out * in;
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.x", 0, n * in, -1.0, 1.0, d->x));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.a", 0, out * in, -2.0 / sqrt((double)in), 2.0 / sqrt((double)in), a));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.b", 0, out * in, -1.0 / sqrt((double)in), 1.0 / sqrt((double)in), b));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < out; k++) {
+      double s = 0, t = 0;
+      for (int64_t j = 0; j < in; j++) {
+        s += (double)a[k * in + j] * d->x[i * in + j];
+        t += (double)b[k * in + j] * d->x[i * in + j];
+      }
+      d->y[i * out + k] = (float)(sin(s) + 0.5 * t * t - 0.25);
+    }
+  FSDPCall(FSDPFree(&a));
+  return FSDP_SUCCESS;
+}
+
+#ifdef FSDP_HAVE_HDF5
+/* Dimensions of a dataset, or an error naming it. */
+static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2], H5T_class_t *cls)
+{
+  hid_t ds, space, type;
+  TRAIN_CHECK(H5Lexists(file, name, H5P_DEFAULT) > 0, FSDP_ERR_ARG, "fsdp-train: data file '%s' has no dataset /%s",
+              path, name);
+  ds = H5Dopen2(file, name, H5P_DEFAULT);
+  TRAIN_CHECK(ds >= 0, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
+  space = H5Dget_space(ds);
+  type = H5Dget_type(ds);
+  *ndim = H5Sget_simple_extent_ndims(space);
+  if (*ndim >= 1 && *ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  *cls = H5Tget_class(type);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(ds);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid_t memtype, void *buf)
+{
+  hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+  herr_t status = ds >= 0 ? H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
+  if (ds >= 0) H5Dclose(ds);
+  TRAIN_CHECK(status >= 0, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset *d)
+{
+  hid_t file;
+  int ndx, ndy;
+  hsize_t dx[2] = {0, 0}, dy[2] = {0, 0};
+  H5T_class_t cx, cy;
+  FSDPErrorCode ierr;
+
+  file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  TRAIN_CHECK(file >= 0, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
+              access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
+  ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
+  if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
+  if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0))
+    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
+                     "not %s [%llu%s%llu]", path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float",
+                     (unsigned long long)dx[0], ndx == 2 ? ", " : "", ndx == 2 ? (unsigned long long)dx[1] : 0ull);
+  if (!ierr && !((ndy == 2 && cy == H5T_FLOAT && dy[0] == dx[0] && (int64_t)dy[1] == out) ||
+                 (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0])))
+    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
+                     "[%llu] (class labels) for /x [%llu, %lld] and a model with out=%lld, not %s [%llu%s]", path,
+                     (unsigned long long)dx[0], (long long)out, (unsigned long long)dx[0], (unsigned long long)dx[0],
+                     (long long)in, (long long)out, cy == H5T_FLOAT ? "float" : cy == H5T_INTEGER ? "integer" : "other",
+                     (unsigned long long)dy[0], ndy == 2 ? ", ..." : "");
+  if (!ierr) {
+    d->n = (int64_t)dx[0];
+    d->in = in;
+    d->out = out;
+    ierr = FSDPMalloc((size_t)(d->n * in) * sizeof(float), FSDP_MEM_OTHER, &d->x);
+    if (!ierr) ierr = h5_read(file, path, "x", H5T_NATIVE_FLOAT, d->x);
+    if (!ierr && ndy == 2) {
+      ierr = FSDPMalloc((size_t)(d->n * out) * sizeof(float), FSDP_MEM_OTHER, &d->y);
+      if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_FLOAT, d->y);
+    } else if (!ierr) {
+      ierr = FSDPMalloc((size_t)d->n * sizeof(int64_t), FSDP_MEM_OTHER, &d->labels);
+      if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_INT64, d->labels);
+      for (int64_t i = 0; !ierr && i < d->n; i++)
+        if (d->labels[i] < 0 || d->labels[i] >= out)
+          ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': label /y[%lld] = %lld is not a class in [0, %lld)",
+                           path, (long long)i, (long long)d->labels[i], (long long)out);
+    }
+  }
+  H5Fclose(file);
+  snprintf(d->description, sizeof d->description, "%.80s (n=%lld, %s)", path, (long long)d->n,
+           d->labels ? "classification" : "regression");
+  return ierr;
+}
+#endif
+
+static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Dataset *d)
+{
+  memset(d, 0, sizeof *d);
+  if (!strncmp(spec, "synthetic", 9)) return synthetic(spec, in, out, d);
+#ifdef FSDP_HAVE_HDF5
+  {
+    H5E_auto2_t func;
+    void *data;
+    FSDPErrorCode ierr;
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message says what went wrong, once */
+    ierr = load_h5(spec, in, out, d);
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+    return ierr;
+  }
+#else
+  return TRAIN_ERR(FSDP_ERR_UNSUPPORTED, "fsdp-train: -data %s: this libfsdp was built without HDF5; use -data synthetic",
+                   spec);
+#endif
+}
+
+/* Rows (b*B + j) mod N for this rank's j in [r*B/W, (r+1)*B/W). */
+static void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels)
+{
+  int64_t per = B / size;
+  for (int64_t j = 0; j < per; j++) {
+    int64_t row = (int64_t)(((uint64_t)b * (uint64_t)B + (uint64_t)(rank * per + j)) % (uint64_t)d->n);
+    memcpy(x + j * d->in, d->x + row * d->in, (size_t)d->in * sizeof *x);
+    if (d->labels) labels[j] = d->labels[row];
+    else memcpy(y + j * d->out, d->y + row * d->out, (size_t)d->out * sizeof *y);
+  }
+}
+
+/* ------------------------------------------------------------------ progress */
+
+typedef struct {
+  FSDPLogEvent events[3];
+  double comm_time, t0;
+  int64_t comm_bytes;
+} Meter;
+
+static FSDPErrorCode meter_comm(Meter *m, double *time, int64_t *bytes)
+{
+  *time = 0;
+  *bytes = 0;
+  for (int i = 0; i < 3; i++) {
+    FSDPLogEventInfo info;
+    FSDPCall(FSDPLogEventGetInfo(m->events[i], &info));
+    *time += info.time;
+    *bytes += info.bytes;
+  }
+  return FSDP_SUCCESS;
+}
+
+static double max_over_ranks(double v)
+{
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
+static void format_bytes(char *buf, size_t len, double bytes)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, len, "%.0f B", bytes);
+  else snprintf(buf, len, "%.2f %s", bytes, units[u]);
+}
+
+/* Peak bytes per category, the largest over ranks, next to what the FSDP
+   formula says a rank needs. */
+static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, double seconds, int64_t steps,
+                                   int64_t samples, double last_loss, double comm_time, int64_t comm_bytes)
+{
+  FSDPMemoryStats st;
+  double peak[FSDP_MEM_NUM_CATEGORIES + 1];
+  int64_t numel, shard, maxunit, state;
+  char b1[32], b2[32];
+  const char *formula[FSDP_MEM_NUM_CATEGORIES];
+  double expect[FSDP_MEM_NUM_CATEGORIES];
+
+  FSDPCall(FSDPGetMemoryStats(&st));
+  for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) peak[c] = (double)st.peak[c];
+  peak[FSDP_MEM_NUM_CATEGORIES] = (double)st.total_peak;
+  MPI_Allreduce(MPI_IN_PLACE, peak, FSDP_MEM_NUM_CATEGORIES + 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  FSDPCall(FSDPContextGetSizes(ctx, &numel, &shard, &maxunit));
+  FSDPCall(FSDPOptimizerGetStateSize(opt, &state));
+  {
+    double s = (double)state;
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    state = (int64_t)s;
+  }
+  if (rank) return FSDP_SUCCESS;
+  formula[FSDP_MEM_PARAMS] = "sum(psi_i)/F";
+  expect[FSDP_MEM_PARAMS] = 4.0 * (double)shard;
+  formula[FSDP_MEM_GRADS] = "sum(psi_i)/F";
+  expect[FSDP_MEM_GRADS] = 4.0 * (double)shard;
+  formula[FSDP_MEM_OPTIM_STATE] = "k * trainable/F";
+  expect[FSDP_MEM_OPTIM_STATE] = 4.0 * (double)state;
+  formula[FSDP_MEM_UNSHARDED] = "max(psi_i), per buffer";
+  expect[FSDP_MEM_UNSHARDED] = 4.0 * (double)maxunit;
+  formula[FSDP_MEM_COMM_STAGING] = "";
+  expect[FSDP_MEM_COMM_STAGING] = -1;
+  formula[FSDP_MEM_OTHER] = "(activations, data)";
+  expect[FSDP_MEM_OTHER] = -1;
+  printf("fsdp-train: %lld steps in %.3f s: %.2f ms/step, %.1f samples/s, final loss %.6g\n", (long long)steps, seconds,
+         steps ? 1e3 * seconds / (double)steps : 0.0, seconds > 0 ? (double)samples / seconds : 0.0, last_loss);
+  printf("fsdp-train: communication %.3f s on rank 0, %.3f GB/s\n", comm_time,
+         comm_time > 0 ? (double)comm_bytes / comm_time / 1e9 : 0.0);
+  printf("fsdp-train: peak memory per rank (largest over ranks)   FSDP formula\n");
+  for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
+    format_bytes(b1, sizeof b1, peak[c]);
+    if (expect[c] >= 0) format_bytes(b2, sizeof b2, expect[c]);
+    else b2[0] = '\0';
+    printf("  %-22s %12s   %12s %s\n", FSDPMemCategoryName((FSDPMemCategory)c), b1, b2, formula[c]);
+  }
+  format_bytes(b1, sizeof b1, peak[FSDP_MEM_NUM_CATEGORIES]);
+  printf("  %-22s %12s\n", "total", b1);
+  fflush(stdout);
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ training */
+
+static FSDPErrorCode configure_optimizer(FSDPOptimizer opt, const Args *a)
+{
+  if (!strcmp(a->optimizer, "sgd")) FSDPCall(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_SGD));
+  else if (!strcmp(a->optimizer, "adamw")) FSDPCall(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_ADAMW));
+  else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -optimizer %s is not sgd or adamw", a->optimizer);
+  FSDPCall(FSDPOptimizerSetLearningRate(opt, a->lr));
+  if (arg_set("-weight_decay")) FSDPCall(FSDPOptimizerSetWeightDecay(opt, a->weight_decay));
+  if (arg_set("-momentum") || arg_set("-nesterov")) FSDPCall(FSDPOptimizerSetMomentum(opt, a->momentum, a->nesterov));
+  FSDPCall(FSDPOptimizerSetBetas(opt, a->beta1, a->beta2));
+  FSDPCall(FSDPOptimizerSetEps(opt, a->eps));
+  if (!strcmp(a->lr_schedule, "constant")) FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_CONSTANT, 0, 0));
+  else if (!strcmp(a->lr_schedule, "cosine")) {
+    TRAIN_CHECK(a->warmup_steps >= 0 && a->warmup_steps < a->steps, FSDP_ERR_OPTION,
+                "fsdp-train: -warmup_steps %lld must be in [0, -steps %lld) for the cosine schedule",
+                (long long)a->warmup_steps, (long long)a->steps);
+    FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, a->warmup_steps, a->steps));
+  } else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -lr_schedule %s is not constant or cosine", a->lr_schedule);
+  FSDPCall(FSDPOptimizerSetClipGradNorm(opt, a->clip_grad_norm));
+  FSDPCall(FSDPOptimizerSetFromOptions(opt));
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode train(const Args *a)
+{
+  FSDPContext ctx = NULL;
+  FSDPModel model = NULL;
+  FSDPOptimizer opt = NULL;
+  ShardGroup group;
+  Dataset data;
+  int rank, size, factor, nreplicas;
+  int64_t in, out, numel, per, K = a->grad_accum;
+  float *x = NULL, *yt = NULL, *dy = NULL, *pred;
+  int64_t *labels = NULL;
+  FILE *log = NULL;
+  Meter meter;
+  double t_start, t_last, loss = NAN, comm_time, comm_last = 0;
+  int64_t comm_bytes, bytes_last = 0;
+  FSDPShardingStrategy strategy;
+
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TRAIN_CHECK(a->steps >= 0, FSDP_ERR_OPTION, "fsdp-train: -steps %lld is negative", (long long)a->steps);
+  TRAIN_CHECK(a->batch > 0, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive", (long long)a->batch);
+  TRAIN_CHECK(a->batch % size == 0, FSDP_ERR_OPTION,
+              "fsdp-train: -batch %lld is not divisible by the %d ranks: each rank takes B/W rows of every batch",
+              (long long)a->batch, size);
+  TRAIN_CHECK(K > 0, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive", (long long)K);
+  TRAIN_CHECK(a->log_every >= 0, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
+  per = a->batch / size;
+
+  FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  FSDPCall(FSDPContextSetFromOptions(ctx));
+  FSDPCall(FSDPModelCreate(ctx, a->model, &model));
+  FSDPCall(FSDPModelSetSeed(model, (uint64_t)a->seed));
+  FSDPCall(FSDPModelSetFromOptions(model));
+  FSDPCall(FSDPModelGetSizes(model, &in, &out, &numel));
+  FSDPCall(load_data(a->data, in, out, &data));
+  FSDPCall(FSDPModelSetUp(model));
+  if (a->init[0]) FSDPCall(FSDPContextLoadParams(ctx, a->init));
+  FSDPCall(FSDPOptimizerCreate(ctx, &opt));
+  FSDPCall(configure_optimizer(opt, a));
+  FSDPCall(FSDPOptimizerSetUp(opt));
+
+  FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
+  FSDPCall(FSDPContextGetShardGroup(ctx, &group));
+  FSDPCall(ShardGroupGetShardComm(group, NULL, NULL, &factor));
+  FSDPCall(ShardGroupGetReplicateComm(group, NULL, NULL, &nreplicas));
+  if (rank == 0 && a->log_every > 0) {
+    int nunits;
+    FSDPCall(FSDPContextGetNumUnits(ctx, &nunits));
+    printf("fsdp-train: %s, %lld parameters in %d units\n", a->model, (long long)numel, nunits);
+    printf("fsdp-train: %d ranks, %s sharding, F = %d, %d replicas; %s\n", size,
+           FSDPShardingStrategyName(strategy), factor, nreplicas, data.description);
+    printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
+           (long long)a->steps, (long long)a->batch, (long long)per, (long long)K, a->optimizer, a->lr, a->lr_schedule);
+    fflush(stdout);
+  }
+
+  if (a->loss_log[0]) {
+    FSDPErrorCode ierr = FSDP_SUCCESS;
+    int ok;
+    if (rank == 0) {
+      log = fopen(a->loss_log, "w");
+      if (!log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
+      else fprintf(log, "step,loss\n");
+    }
+    ok = !ierr;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    FSDPCall(ierr);
+    TRAIN_CHECK(ok, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
+  }
+
+  FSDPCall(FSDPMalloc((size_t)(per * in) * sizeof(float), FSDP_MEM_OTHER, &x));
+  FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &dy));
+  if (data.labels) FSDPCall(FSDPMalloc((size_t)per * sizeof(int64_t), FSDP_MEM_OTHER, &labels));
+  else FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &yt));
+
+  FSDPCall(FSDPLogSetActive(true)); /* for the communication rate of the progress lines */
+  FSDPCall(FSDPLogEventRegister("AllGather", &meter.events[0]));
+  FSDPCall(FSDPLogEventRegister("ReduceScatter", &meter.events[1]));
+  FSDPCall(FSDPLogEventRegister("AllReduce", &meter.events[2]));
+  FSDPCall(meter_comm(&meter, &comm_last, &bytes_last));
+  MPI_Barrier(MPI_COMM_WORLD);
+  t_start = t_last = MPI_Wtime();
+
+  for (int64_t s = 0; s < a->steps; s++) {
+    double local = 0, step_loss;
+    FSDPCall(FSDPContextZeroGrad(ctx));
+    for (int64_t k = 0; k < K; k++) {
+      double l;
+      take_batch(&data, s * K + k, a->batch, rank, size, x, yt, labels);
+      /* Like no_sync(): only the last micro-batch communicates gradients. */
+      FSDPCall(FSDPContextSetGradSync(ctx, k == K - 1));
+      FSDPCall(FSDPModelForward(model, per, x, &pred));
+      if (labels) FSDPCall(FSDPCrossEntropyLoss(per, out, pred, labels, &l, dy));
+      else FSDPCall(FSDPMSELoss(per, out, pred, yt, &l, dy));
+      if (K > 1)
+        for (int64_t i = 0; i < per * out; i++) dy[i] /= (float)K;
+      FSDPCall(FSDPModelBackward(model, dy));
+      local += l;
+    }
+    FSDPCall(FSDPOptimizerStep(opt));
+    /* Every rank's rows count the same: the global mean is the mean of the ranks' means. */
+    MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    loss = step_loss / (double)size / (double)K;
+    if (log) fprintf(log, "%lld,%.9g\n", (long long)(s + 1), loss);
+    if (a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps)) {
+      FSDPMemoryStats st;
+      double now = MPI_Wtime(), dt = now - t_last, peak, lr;
+      int64_t nsteps = (s + 1) % a->log_every ? (s + 1) % a->log_every : a->log_every;
+      char b1[32];
+      FSDPCall(meter_comm(&meter, &comm_time, &comm_bytes));
+      FSDPCall(FSDPGetMemoryStats(&st));
+      FSDPCall(FSDPOptimizerGetLearningRate(opt, &lr));
+      peak = max_over_ranks((double)st.total_peak);
+      format_bytes(b1, sizeof b1, peak);
+      if (rank == 0) {
+        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s/rank  comm %.3f GB/s\n",
+               (long long)(s + 1), (long long)a->steps, loss, (double)(nsteps * a->batch * K) / dt, 1e3 * dt / (double)nsteps,
+               b1, comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0);
+        fflush(stdout);
+      }
+      (void)lr;
+      comm_last = comm_time;
+      bytes_last = comm_bytes;
+      t_last = MPI_Wtime();
+    }
+  }
+  {
+    double seconds = MPI_Wtime() - t_start;
+    FSDPCall(meter_comm(&meter, &comm_time, &comm_bytes));
+    if (a->log_every > 0)
+      FSDPCall(print_summary(ctx, opt, rank, seconds, a->steps, a->steps * a->batch * K, loss, comm_time, comm_bytes));
+  }
+  if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
+  FSDPCall(FSDPFree(&x));
+  FSDPCall(FSDPFree(&dy));
+  FSDPCall(FSDPFree(&yt));
+  FSDPCall(FSDPFree(&labels));
+  FSDPCall(dataset_free(&data));
+  FSDPCall(FSDPOptimizerDestroy(&opt));
+  FSDPCall(FSDPModelDestroy(&model));
+  FSDPCall(FSDPContextDestroy(&ctx));
+  return FSDP_SUCCESS;
+}
+
+/* With -help: the program's options, then the library's as each object reads them. */
+static FSDPErrorCode help(const Args *defaults)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt;
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) print_help(defaults);
+  FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  FSDPCall(FSDPContextSetFromOptions(ctx));
+  FSDPCall(FSDPModelCreate(ctx, defaults->model, &model));
+  FSDPCall(FSDPModelSetFromOptions(model));
+  FSDPCall(FSDPOptimizerCreate(ctx, &opt));
+  FSDPCall(FSDPOptimizerSetFromOptions(opt));
+  FSDPCall(FSDPOptimizerDestroy(&opt));
+  FSDPCall(FSDPModelDestroy(&model));
+  FSDPCall(FSDPContextDestroy(&ctx));
+  return FSDP_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+  Args a = {.model = "mlp:in=16,hidden=128,depth=4,out=4,act=gelu,norm=layernorm",
+            .data = "synthetic",
+            .optimizer = "adamw",
+            .lr_schedule = "constant",
+            .steps = 100,
+            .batch = 64,
+            .grad_accum = 1,
+            .log_every = 10,
+            .lr = 1e-3,
+            .weight_decay = 0.01,
+            .beta1 = 0.9,
+            .beta2 = 0.999,
+            .eps = 1e-8};
+  Args defaults = a;
+  bool want_help;
+  FSDPErrorCode ierr;
+
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
+  ierr = parse_args(argc, argv, &a, &want_help);
+  if (!ierr) ierr = want_help ? help(&defaults) : train(&a);
+  /* Every rank that failed has printed why; take the job down, whatever the others are doing. */
+  if (ierr) FSDPErrorAbort(MPI_COMM_WORLD, ierr);
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
+  return 0;
+}
