@@ -1,0 +1,209 @@
+/* FSDPOptimizer on shards against updates computed here by hand, in double,
+   from the documented rules of torch.optim.SGD and torch.optim.AdamW: three
+   steps with momentum, nesterov, weight decay and bias correction, under
+   every sharding strategy; global-norm clipping (each distinct shard once,
+   replicas and padding excluded); frozen parameters (unchanged, no state);
+   the warmup + cosine schedule; and the errors.
+   mpitest: -n 4
+   mpitest: -n 3
+   mpitest: -n 1 */
+#include <math.h>
+
+#include "fsdptest.h"
+
+enum { NA = 5, NB = 3, STEPS = 3 };
+#define LR 0.1
+
+static float p0(int param, int64_t e) { return test_value(100 + (uint64_t)param, e); }
+static float grad_of(int param, int64_t e, int step) { return 0.5f * test_value(200 + 10 * (uint64_t)param + (uint64_t)step, e); }
+
+static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
+{
+  (void)unit;
+  (void)user;
+  for (int64_t e = begin; e < end; e++) ((float *)values)[e - begin] = p0(id, e);
+  return FSDP_SUCCESS;
+}
+
+typedef struct {
+  FSDPOptimizerType type;
+  bool nesterov, freeze_b;
+  double momentum, weight_decay, clip;
+} Case;
+
+/* The reference: both parameters as one vector [a | b], W = 1, in double. */
+static void reference(const Case *c, double p[NA + NB], double norms[STEPS])
+{
+  double buf[NA + NB] = {0}, m[NA + NB] = {0}, v[NA + NB] = {0};
+  for (int i = 0; i < NA + NB; i++) p[i] = i < NA ? p0(0, i) : p0(1, i - NA);
+  for (int t = 0; t < STEPS; t++) {
+    double g[NA + NB], sumsq = 0, coef = 1;
+    for (int i = 0; i < NA + NB; i++) {
+      bool frozen = c->freeze_b && i >= NA;
+      g[i] = frozen ? 0 : (i < NA ? grad_of(0, i, t) : grad_of(1, i - NA, t));
+      sumsq += g[i] * g[i];
+    }
+    norms[t] = sqrt(sumsq);
+    if (c->clip > 0 && c->clip / (norms[t] + 1e-6) < 1) coef = c->clip / (norms[t] + 1e-6);
+    for (int i = 0; i < NA + NB; i++) {
+      double d;
+      if (c->freeze_b && i >= NA) continue;
+      d = g[i] * coef;
+      if (c->type == FSDP_OPTIMIZER_SGD) {
+        d += c->weight_decay * p[i];
+        if (c->momentum > 0) {
+          buf[i] = t == 0 ? d : c->momentum * buf[i] + d;
+          d = c->nesterov ? d + c->momentum * buf[i] : buf[i];
+        }
+        p[i] -= LR * d;
+      } else {
+        double b1 = 0.9, b2 = 0.999;
+        p[i] *= 1 - LR * c->weight_decay;
+        m[i] = b1 * m[i] + (1 - b1) * d;
+        v[i] = b2 * v[i] + (1 - b2) * d * d;
+        p[i] -= LR / (1 - pow(b1, t + 1)) * m[i] / (sqrt(v[i]) / sqrt(1 - pow(b2, t + 1)) + 1e-8);
+      }
+    }
+  }
+}
+
+static void run_case(FSDPShardingStrategy strategy, const Case *c)
+{
+  int size;
+  FSDPContext ctx;
+  FlatParam unit;
+  FSDPParamId a, b;
+  FSDPOptimizer opt;
+  double want[NA + NB], norms[STEPS], norm;
+  int64_t state, begin, end, offset, trainable_in_shard = 0;
+  float *shard;
+  const char *sname = FSDPShardingStrategyName(strategy), *oname = FSDPOptimizerTypeName(c->type);
+
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ctx = test_context(MPI_COMM_WORLD, strategy, size % 2 == 0 ? 2 : 1);
+  TEST_OK(FSDPContextAddUnit(ctx, "u", &unit));
+  TEST_OK(FlatParamAddParam(unit, "a", 1, (int64_t[]){NA}, &a));
+  TEST_OK(FlatParamAddParam(unit, "b", 1, (int64_t[]){NB}, &b));
+  TEST_OK(FSDPContextSetShardInit(ctx, init_shard, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  if (c->freeze_b) TEST_OK(FlatParamSetTrainable(unit, b, false));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetType(opt, c->type));
+  TEST_OK(FSDPOptimizerSetLearningRate(opt, LR));
+  TEST_OK(FSDPOptimizerSetWeightDecay(opt, c->weight_decay));
+  if (c->type == FSDP_OPTIMIZER_SGD) TEST_OK(FSDPOptimizerSetMomentum(opt, c->momentum, c->nesterov));
+  TEST_OK(FSDPOptimizerSetClipGradNorm(opt, c->clip));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+
+  /* State exists for the trainable elements of this rank's shard only. */
+  for (int i = 0; i < 2; i++) {
+    TEST_OK(FlatParamGetShardRange(unit, i, &begin, &end, NULL));
+    if (!(c->freeze_b && i == b)) trainable_in_shard += end - begin;
+  }
+  TEST_OK(FSDPOptimizerGetStateSize(opt, &state));
+  {
+    int nstates = c->type == FSDP_OPTIMIZER_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    TEST_ASSERT(state == nstates * trainable_in_shard, "%s %s: %lld state elements, expected %d x %lld", sname, oname,
+                (long long)state, nstates, (long long)trainable_in_shard);
+  }
+
+  reference(c, want, norms);
+  for (int t = 0; t < STEPS; t++) {
+    float *ga, *gb;
+    TEST_OK(FSDPContextZeroGrad(ctx));
+    TEST_OK(FlatParamUnshard(unit));
+    TEST_OK(FlatParamGetGrad(unit, a, (void **)&ga));
+    for (int i = 0; i < NA; i++) ga[i] = grad_of(0, i, t);
+    if (!c->freeze_b) { /* a frozen parameter gets no gradient, as in the layer library */
+      TEST_OK(FlatParamGetGrad(unit, b, (void **)&gb));
+      for (int i = 0; i < NB; i++) gb[i] = grad_of(1, i, t);
+    }
+    TEST_OK(FlatParamReduceGrad(unit));
+    TEST_OK(FSDPOptimizerStep(opt));
+    TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
+    if (c->clip > 0)
+      TEST_ASSERT(fabs(norm - norms[t]) < 1e-6 * norms[t], "%s %s step %d: gradient norm %.9g, expected %.9g", sname,
+                  oname, t, norm, norms[t]);
+    else TEST_ASSERT(isnan(norm), "no clipping, but a norm %g", norm);
+  }
+  TEST_OK(FlatParamGetShard(unit, (void **)&shard, NULL));
+  for (int i = 0; i < 2; i++) {
+    TEST_OK(FlatParamGetShardRange(unit, i, &begin, &end, &offset));
+    for (int64_t e = begin; e < end; e++) {
+      double w = want[(i == a ? 0 : NA) + e];
+      TEST_ASSERT(fabs(shard[offset + e - begin] - w) <= 2e-6 * (1 + fabs(w)), "%s %s: %s[%lld] = %.9g, expected %.9g",
+                  sname, oname, i == a ? "a" : "b", (long long)e, shard[offset + e - begin], w);
+      if (c->freeze_b && i == b)
+        TEST_ASSERT(shard[offset + e - begin] == p0(1, e), "frozen b[%lld] changed", (long long)e);
+    }
+  }
+  /* Freezing after SetUp is refused at the next step, not silently ignored. */
+  TEST_OK(FlatParamSetTrainable(unit, a, false));
+  TEST_CODE(FSDP_ERR_STATE, FSDPOptimizerStep(opt));
+  TEST_MESSAGE_HAS("after FSDPOptimizerSetUp");
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_schedule(void)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  FSDPOptimizer opt;
+  FlatParam unit;
+  double lr, want[10];
+  TEST_OK(FSDPContextAddUnit(ctx, "u", &unit));
+  TEST_OK(FlatParamAddParam(unit, "w", 1, (int64_t[]){4}, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  /* Defaults are PyTorch's: AdamW with lr 1e-3 and weight decay 0.01; SGD's decay is 0. */
+  TEST_OK(FSDPOptimizerGetLearningRate(opt, &lr));
+  TEST_ASSERT(lr == 1e-3, "default lr %g", lr);
+  TEST_OK(FSDPOptimizerSetLearningRate(opt, 2.0));
+  TEST_OK(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, 2, 10));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  /* Warmup (t+1)/2, then 0.5 (1 + cos(pi (t-2)/8)). */
+  for (int t = 0; t < 10; t++) want[t] = t < 2 ? 2.0 * (t + 1) / 2 : 2.0 * 0.5 * (1 + cos(3.14159265358979323846 * (t - 2) / 8.0));
+  for (int t = 0; t < 10; t++) {
+    TEST_OK(FSDPOptimizerGetLearningRate(opt, &lr));
+    TEST_ASSERT(fabs(lr - want[t]) < 1e-12, "lr at step %d is %.12g, expected %.12g", t, lr, want[t]);
+    TEST_OK(FSDPOptimizerStep(opt));
+  }
+  TEST_ASSERT(want[0] == 1.0 && fabs(want[6] - 1.0) < 1e-12, "the expected schedule itself is off");
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+
+  /* Errors name the value. */
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetMomentum(opt, 0, true));
+  TEST_MESSAGE_HAS("nesterov momentum needs a momentum above 0");
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetBetas(opt, 0.9, 1.0));
+  TEST_MESSAGE_HAS("beta2 1 is out of range");
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetLearningRate(opt, -1));
+  TEST_MESSAGE_HAS("learning rate -1");
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, 5, 5));
+  TEST_MESSAGE_HAS("more total steps (5) than warmup steps (5)");
+  TEST_CODE(FSDP_ERR_STATE, FSDPOptimizerStep(opt));
+  TEST_MESSAGE_HAS("not set up");
+  TEST_OK(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_SGD));
+  TEST_OK(FSDPOptimizerView(opt, NULL));
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+int main(int argc, char **argv)
+{
+  const Case cases[] = {
+    {FSDP_OPTIMIZER_SGD, false, false, 0.0, 0.0, 0.0},    /* plain SGD */
+    {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.0},    /* momentum and weight decay */
+    {FSDP_OPTIMIZER_SGD, true, true, 0.9, 0.1, 0.3},      /* nesterov, frozen b, clipped */
+    {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0}, /* the defaults but lr */
+    {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3},   /* frozen b, clipped */
+    {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100},  /* a clip that does not bite */
+  };
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  for (int s = 0; s < TEST_NUM_STRATEGIES; s++)
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(test_strategies[s], &cases[c]);
+  test_schedule();
+  TEST_OK(FSDPFinalize());
+  return 0;
+}
