@@ -367,9 +367,10 @@ static void format_bytes(char *buf, size_t len, double bytes)
 
 /* Peak bytes per category, the largest over ranks, next to what the FSDP
    formula says a rank needs. */
-static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, double seconds, int64_t steps,
-                                   int64_t samples, double last_loss, double comm_time, int64_t comm_bytes)
+static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, double seconds,
+                                   int64_t steps, int64_t samples, double last_loss, double comm_time, int64_t comm_bytes)
 {
+  FSDPShardingStrategy strategy;
   FSDPMemoryStats st;
   double peak[FSDP_MEM_NUM_CATEGORIES + 1];
   int64_t numel, shard, maxunit, state;
@@ -395,8 +396,18 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   expect[FSDP_MEM_GRADS] = 4.0 * (double)shard;
   formula[FSDP_MEM_OPTIM_STATE] = "k * trainable/F";
   expect[FSDP_MEM_OPTIM_STATE] = 4.0 * (double)state;
-  formula[FSDP_MEM_UNSHARDED] = "max(psi_i), per buffer";
-  expect[FSDP_MEM_UNSHARDED] = 4.0 * (double)maxunit;
+  /* One unit's parameters and two units' gradients (the one computing, the
+     one reducing); grad_op keeps every unit's parameters from forward to
+     backward, each freed as its gradient is reduced, so the peak is all of
+     them and one gradient; with F = 1 the parameters are the shard itself. */
+  FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
+  if (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2) {
+    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? "sum(psi_i) + max(psi_i)" : "2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * (factor > 1 ? (double)shard * factor + (double)maxunit : 2.0 * (double)maxunit);
+  } else {
+    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? "3 max(psi_i)" : "2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * (factor > 1 ? 3.0 : 2.0) * (double)maxunit;
+  }
   formula[FSDP_MEM_COMM_STAGING] = "";
   expect[FSDP_MEM_COMM_STAGING] = -1;
   formula[FSDP_MEM_OTHER] = "(activations, data)";
@@ -572,7 +583,7 @@ static FSDPErrorCode train(const Args *a)
     double seconds = MPI_Wtime() - t_start;
     FSDPCall(meter_comm(&meter, &comm_time, &comm_bytes));
     if (a->log_every > 0)
-      FSDPCall(print_summary(ctx, opt, rank, seconds, a->steps, a->steps * a->batch * K, loss, comm_time, comm_bytes));
+      FSDPCall(print_summary(ctx, opt, rank, factor, seconds, a->steps, a->steps * a->batch * K, loss, comm_time, comm_bytes));
   }
   if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&x));

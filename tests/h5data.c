@@ -1,0 +1,98 @@
+/* h5data: writes the HDF5 files tests/fsdp-train.sh feeds fsdp-train, with
+   the HDF5 C library alone (no libfsdp), as a user's own script would.
+     h5data data FILE N IN OUT         /x float [N,IN], /y float [N,OUT]
+     h5data labels FILE N IN CLASSES   /x float [N,IN], /y int64 [N]
+     h5data init FILE IN HID DEPTH OUT [omit=NAME] [reshape=NAME]
+                                       /params/<name> of mlp:...,norm=none
+   Exits 77 when libfsdp was built without HDF5. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_config.h"
+#include "fsdptest.h"
+
+#ifdef FSDP_HAVE_HDF5
+#include <hdf5.h>
+
+static void h5write(hid_t loc, const char *name, hid_t type, int ndim, hsize_t d0, hsize_t d1, const void *data)
+{
+  hsize_t dims[2] = {d0, d1};
+  hid_t space = H5Screate_simple(ndim, dims, NULL);
+  hid_t ds = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (ds < 0 || H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    fprintf(stderr, "h5data: cannot write %s\n", name);
+    exit(1);
+  }
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+static float *values(uint64_t key, size_t n, float scale)
+{
+  float *v = malloc(n * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = scale * test_value(key, (int64_t)i);
+  return v;
+}
+
+int main(int argc, char **argv)
+{
+  hid_t file;
+  if (argc < 3) {
+    fprintf(stderr, "usage: h5data data|labels|init FILE ...\n");
+    return 2;
+  }
+  file = H5Fcreate(argv[2], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) return 1;
+  if (!strcmp(argv[1], "data") || !strcmp(argv[1], "labels")) {
+    long n = atol(argv[3]), in = atol(argv[4]), out = atol(argv[5]);
+    float *x = values(1, (size_t)(n * in), 1.0f);
+    h5write(file, "x", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)in, x);
+    if (!strcmp(argv[1], "data")) {
+      float *y = malloc((size_t)(n * out) * sizeof *y);
+      for (long i = 0; i < n; i++) /* a smooth target of x */
+        for (long k = 0; k < out; k++) y[i * out + k] = x[i * in + k % in] * x[i * in + (k + 1) % in] + 0.5f * x[i * in];
+      h5write(file, "y", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)out, y);
+      free(y);
+    } else {
+      int64_t *y = malloc((size_t)n * sizeof *y);
+      for (long i = 0; i < n; i++) y[i] = (x[i * in] > 0) + 2 * (x[i * in + 1] > 0.3f); /* classes from x */
+      for (long i = 0; i < n; i++) y[i] %= out;
+      h5write(file, "y", H5T_NATIVE_INT64, 1, (hsize_t)n, 0, y);
+      free(y);
+    }
+    free(x);
+  } else if (!strcmp(argv[1], "init")) {
+    long in = atol(argv[3]), hid = atol(argv[4]), depth = atol(argv[5]), out = atol(argv[6]);
+    const char *omit = "", *reshape = "";
+    hid_t group = H5Gcreate2(file, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    for (int i = 7; i < argc; i++) {
+      if (!strncmp(argv[i], "omit=", 5)) omit = argv[i] + 5;
+      if (!strncmp(argv[i], "reshape=", 8)) reshape = argv[i] + 8;
+    }
+    for (long b = 0; b <= depth; b++) {
+      char w[64], bias[64];
+      long rows = b < depth ? hid : out, cols = b == 0 ? in : hid;
+      float *v = values(50 + (uint64_t)b, (size_t)((rows + 1) * cols), 0.3f);
+      if (b < depth) {
+        snprintf(w, sizeof w, "blocks.%ld.fc.weight", b);
+        snprintf(bias, sizeof bias, "blocks.%ld.fc.bias", b);
+      } else {
+        snprintf(w, sizeof w, "head.weight");
+        snprintf(bias, sizeof bias, "head.bias");
+      }
+      if (strcmp(w, omit)) h5write(group, w, H5T_NATIVE_FLOAT, 2, (hsize_t)(rows + !strcmp(w, reshape)), (hsize_t)cols, v);
+      if (strcmp(bias, omit)) h5write(group, bias, H5T_NATIVE_FLOAT, 1, (hsize_t)rows, 0, v);
+      free(v);
+    }
+    H5Gclose(group);
+  } else {
+    fprintf(stderr, "h5data: unknown command %s\n", argv[1]);
+    return 2;
+  }
+  H5Fclose(file);
+  return 0;
+}
+#else
+int main(void) { return 77; }
+#endif
