@@ -119,6 +119,10 @@ static void run_case(FSDPShardingStrategy strategy, const Case *c)
       for (int i = 0; i < NB; i++) gb[i] = grad_of(1, i, t);
     }
     TEST_OK(FlatParamReduceGrad(unit));
+    /* Measuring alone (max_norm 0) finishes the reduction in flight first. */
+    TEST_OK(FSDPOptimizerClipGradNorm(opt, 0, &norm));
+    TEST_ASSERT(fabs(norm - norms[t]) < 1e-6 * norms[t], "%s %s step %d: measured norm %.9g, expected %.9g", sname,
+                oname, t, norm, norms[t]);
     TEST_OK(FSDPOptimizerStep(opt));
     TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
     if (c->clip > 0)

@@ -178,7 +178,6 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
   const char *p = spec + strlen("synthetic");
   float *a, *b;
 
-  TRAIN_CHECK(*p == '\0' || *p == ':', FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S]", spec);
   while (*p) {
     char key[16];
     long long v;
@@ -257,10 +256,14 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
               access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
   ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
   if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
-  if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0))
+  if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0)) {
+    char shape[64];
+    if (ndx == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)dx[0]);
+    else if (ndx == 2) snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dx[0], (unsigned long long)dx[1]);
+    else snprintf(shape, sizeof shape, "%d-dimensional", ndx);
     ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
-                     "not %s [%llu%s%llu]", path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float",
-                     (unsigned long long)dx[0], ndx == 2 ? ", " : "", ndx == 2 ? (unsigned long long)dx[1] : 0ull);
+                     "not %s %s", path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", shape);
+  }
   if (!ierr && !((ndy == 2 && cy == H5T_FLOAT && dy[0] == dx[0] && (int64_t)dy[1] == out) ||
                  (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0])))
     ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
@@ -296,7 +299,7 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
 static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Dataset *d)
 {
   memset(d, 0, sizeof *d);
-  if (!strncmp(spec, "synthetic", 9)) return synthetic(spec, in, out, d);
+  if (!strcmp(spec, "synthetic") || !strncmp(spec, "synthetic:", 10)) return synthetic(spec, in, out, d);
 #ifdef FSDP_HAVE_HDF5
   {
     H5E_auto2_t func;

@@ -74,7 +74,8 @@ static FSDPErrorCode check_file(FSDPContext ctx, hid_t file, const char *path)
       ds = H5Dopen2(group, p->name, H5P_DEFAULT);
       space = ds >= 0 ? H5Dget_space(ds) : -1;
       ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-      same = ndim == p->ndim && ndim <= 16 && H5Sget_simple_extent_dims(space, dims, NULL) == ndim;
+      if (ndim < 0 || ndim > 16 || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) ndim = 0; /* printed as [] */
+      same = space >= 0 && ndim == p->ndim;
       for (int d = 0; same && d < ndim; d++) same = (int64_t)dims[d] == p->shape[d];
       if (!same) {
         size_t len = 0;

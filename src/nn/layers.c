@@ -23,6 +23,11 @@ void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
   if (m == 0 || n == 0) return;
+  if (k == 0) { /* BLAS wants leading dimensions of at least 1: an empty product needs no call */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
 #ifdef FSDP_HAVE_BLAS
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
               alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
@@ -50,7 +55,6 @@ FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float 
   CHECK_BLAS_DIM("out", out);
   CHECK_DIMS((x || !n) && (weight || !out) && (y || !n), "FSDPLinearForward: x, weight and y must not be NULL");
   FSDPGemm_Private(false, true, n, out, in, 1.0f, x, in, weight, in, 0.0f, y, out);
-  if (in == 0) memset(y, 0, (size_t)(n * out) * sizeof *y);
   if (bias)
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < out; j++) y[i * out + j] += bias[j];

@@ -296,6 +296,7 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
   CHECK_SETUP(opt);
   CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
   ctx = opt->ctx;
+  FSDPCall(FSDPContextFinishBackward(ctx)); /* the gradient shards must be final */
   /* The first replica speaks for its shard: replicas hold the same one. */
   if (ctx->replica_index == 0)
     for (int u = 0; u < opt->nunits; u++) {
