@@ -260,6 +260,18 @@ static void test_random(void)
   TEST_ASSERT(memcmp(all, other, sizeof all), "two streams gave the same values");
   TEST_OK(FSDPRandomUniform(43, "blocks.0.fc.weight", 0, R, -0.5, 0.5, other));
   TEST_ASSERT(memcmp(all, other, sizeof all), "two seeds gave the same values");
+  /* The formula doc/nn.md gives, so that the values can be reproduced outside libfsdp. */
+  {
+    const char *name = "blocks.0.fc.weight";
+    uint64_t h = 14695981039346656037ULL, key;
+    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    key = test_mix(42 ^ h);
+    for (int e = 0; e < R; e += 111) {
+      uint64_t bits = test_mix(key + (uint64_t)(e + 1) * 0x9E3779B97F4A7C15ULL);
+      float v = (float)(-0.5 + 1.0 * ((double)(bits >> 40) * 0x1p-24));
+      TEST_ASSERT(all[e] == v, "element %d is %.9g, the documented formula gives %.9g", e, all[e], v);
+    }
+  }
   TEST_CODE(FSDP_ERR_ARG, FSDPRandomUniform(1, "s", 5, 4, 0, 1, all));
   TEST_MESSAGE_HAS("range [5, 4)");
 }

@@ -219,30 +219,23 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
 
 /* ------------------------------------------------------------------ SetUp */
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
-{
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL; /* FNV-1a */
-  return h;
-}
-
 /* Everything that must be the same on every rank, in one number. */
 static uint64_t model_hash(FSDPContext ctx, int *nparams)
 {
-  uint64_t h = 14695981039346656037ULL;
+  uint64_t h = FSDP_HASH_INIT;
   int settings[] = {(int)ctx->strategy, ctx->sync_params,   ctx->view_at_setup,
                     ctx->nunits,         !!ctx->unit_init, !!ctx->shard_init};
   *nparams = 0;
-  h = hash_bytes(h, settings, sizeof settings);
+  h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    h = hash_bytes(h, u->name, strlen(u->name) + 1);
-    h = hash_bytes(h, &u->dtype, sizeof u->dtype);
-    h = hash_bytes(h, &u->nparams, sizeof u->nparams);
+    h = FSDPHashBytes_Private(h, u->name, strlen(u->name) + 1);
+    h = FSDPHashBytes_Private(h, &u->dtype, sizeof u->dtype);
+    h = FSDPHashBytes_Private(h, &u->nparams, sizeof u->nparams);
     for (int j = 0; j < u->nparams; j++) {
-      h = hash_bytes(h, u->params[j].name, strlen(u->params[j].name) + 1);
-      h = hash_bytes(h, &u->params[j].ndim, sizeof u->params[j].ndim);
-      h = hash_bytes(h, u->params[j].shape, (size_t)u->params[j].ndim * sizeof(int64_t));
+      h = FSDPHashBytes_Private(h, u->params[j].name, strlen(u->params[j].name) + 1);
+      h = FSDPHashBytes_Private(h, &u->params[j].ndim, sizeof u->params[j].ndim);
+      h = FSDPHashBytes_Private(h, u->params[j].shape, (size_t)u->params[j].ndim * sizeof(int64_t));
     }
     *nparams += u->nparams;
   }

@@ -37,6 +37,10 @@ FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller);
 void FSDPFormatBytes_Private(char *buf, size_t len, double bytes);
 
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
+/* FNV-1a, 64 bits: h = FSDPHashBytes_Private(FSDP_HASH_INIT, data, n), and
+   chained for more data.  For agreement checks and the generator's streams. */
+#define FSDP_HASH_INIT 14695981039346656037ULL
+uint64_t FSDPHashBytes_Private(uint64_t h, const void *data, size_t n);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
 

@@ -3,6 +3,7 @@
    and its top 24 bits make a float in [0, 1).  No state, so every shard of
    a parameter can be filled on its own and equal the unsharded fill. */
 #include <math.h>
+#include <string.h>
 
 #include "nnimpl.h"
 
@@ -12,13 +13,6 @@ static uint64_t splitmix64(uint64_t z)
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-static uint64_t fnv1a64(const char *s)
-{
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-  return h;
 }
 
 FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
@@ -32,7 +26,7 @@ FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin
   FSDPCheck(values || begin == end, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: values must not be NULL");
   FSDPCheck(low <= high, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: stream '%s': low %g is above high %g",
             stream, low, high);
-  key = splitmix64(seed ^ fnv1a64(stream));
+  key = splitmix64(seed ^ FSDPHashBytes_Private(FSDP_HASH_INIT, stream, strlen(stream)));
   for (int64_t i = begin; i < end; i++) {
     uint64_t bits = splitmix64(key + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
     double u = (double)(bits >> 40) * 0x1p-24;

@@ -236,9 +236,10 @@ static FSDPErrorCode build_segments(OptUnit *ou)
 static FSDPErrorCode agree_on_frozen(FSDPOptimizer opt)
 {
   FSDPContext ctx = opt->ctx;
-  uint64_t h = 0xCBF29CE484222325ull, minmax[2];
+  uint64_t h = FSDP_HASH_INIT, minmax[2];
   for (int u = 0; u < ctx->nunits; u++)
-    for (int i = 0; i < ctx->units[u]->nparams; i++) h = (h ^ (uint64_t)(ctx->units[u]->params[i].frozen + 1)) * 0x100000001B3ull;
+    for (int i = 0; i < ctx->units[u]->nparams; i++)
+      h = FSDPHashBytes_Private(h, &ctx->units[u]->params[i].frozen, sizeof(bool));
   minmax[0] = h;
   minmax[1] = ~h;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));

@@ -127,6 +127,13 @@ FSDPErrorCode FSDPMemoryResetPeak(void)
   return FSDP_SUCCESS;
 }
 
+uint64_t FSDPHashBytes_Private(uint64_t h, const void *data, size_t n)
+{
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
 FSDPErrorCode FSDPStrdup(const char *s, char **copy)
 {
   size_t n;
