@@ -12,18 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fsdp_config.h"
+#include "fsdpimpl.h" /* in-tree tool: the library's byte formatter */
 #include "fsdp_nn.h"
 
 #ifdef FSDP_HAVE_HDF5
 #include <hdf5.h>
 #endif
 
+/* An error raised where a value, not a return, is wanted (FSDPCheck returns). */
 #define TRAIN_ERR(code, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, code, __VA_ARGS__)
-#define TRAIN_CHECK(cond, code, ...)                                                                             \
-  do {                                                                                                           \
-    if (!(cond)) return TRAIN_ERR(code, __VA_ARGS__);                                                            \
-  } while (0)
 
 /* ------------------------------------------------------------------ command line */
 
@@ -101,7 +98,7 @@ static FSDPErrorCode parse_args(int argc, char **argv, Args *a, bool *help)
       continue;
     }
     s = find_arg(t);
-    TRAIN_CHECK(s, FSDP_ERR_OPTION, "fsdp-train: unknown option '%s' (fsdp-train -help lists them)", t);
+    FSDPCheck(s, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: unknown option '%s' (fsdp-train -help lists them)", t);
     field = (char *)a + s->offset;
     s->set = true;
     if (s->type == ARG_FLAG) {
@@ -110,22 +107,22 @@ static FSDPErrorCode parse_args(int argc, char **argv, Args *a, bool *help)
       *(bool *)field = v;
       continue;
     }
-    TRAIN_CHECK(i + 1 < argc, FSDP_ERR_OPTION, "fsdp-train: option %s needs a value", t);
+    FSDPCheck(i + 1 < argc, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: option %s needs a value", t);
     value = argv[++i];
     errno = 0;
     switch (s->type) {
     case ARG_STRING:
-      TRAIN_CHECK(strlen(value) < s->size, FSDP_ERR_OPTION, "fsdp-train: %s: the value is longer than %zu characters", t,
+      FSDPCheck(strlen(value) < s->size, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s: the value is longer than %zu characters", t,
                   s->size - 1);
       strcpy(field, value);
       break;
     case ARG_INT:
       *(int64_t *)field = strtoll(value, &end, 10);
-      TRAIN_CHECK(*value && !*end && !errno, FSDP_ERR_OPTION, "fsdp-train: %s %s is not an integer", t, value);
+      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not an integer", t, value);
       break;
     case ARG_REAL:
       *(double *)field = strtod(value, &end);
-      TRAIN_CHECK(*value && !*end && !errno, FSDP_ERR_OPTION, "fsdp-train: %s %s is not a number", t, value);
+      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not a number", t, value);
       break;
     case ARG_FLAG:
       break;
@@ -183,9 +180,9 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
     long long v;
     int used = 0;
     p++;
-    TRAIN_CHECK(sscanf(p, "%15[a-z]=%lld%n", key, &v, &used) == 2 && used > 0 && (p[used] == ',' || !p[used]) &&
+    FSDPCheck(sscanf(p, "%15[a-z]=%lld%n", key, &v, &used) == 2 && used > 0 && (p[used] == ',' || !p[used]) &&
                   ((!strcmp(key, "n") && v > 0) || (!strcmp(key, "seed") && v >= 0)),
-                FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S] with N > 0", spec);
+              MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S] with N > 0", spec);
     if (!strcmp(key, "n")) n = v;
     else seed = v;
     p += used;
@@ -219,10 +216,10 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
 static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2], H5T_class_t *cls)
 {
   hid_t ds, space, type;
-  TRAIN_CHECK(H5Lexists(file, name, H5P_DEFAULT) > 0, FSDP_ERR_ARG, "fsdp-train: data file '%s' has no dataset /%s",
+  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "fsdp-train: data file '%s' has no dataset /%s",
               path, name);
   ds = H5Dopen2(file, name, H5P_DEFAULT);
-  TRAIN_CHECK(ds >= 0, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
+  FSDPCheck(ds >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
   space = H5Dget_space(ds);
   type = H5Dget_type(ds);
   *ndim = H5Sget_simple_extent_ndims(space);
@@ -239,7 +236,7 @@ static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid
   hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
   herr_t status = ds >= 0 ? H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
   if (ds >= 0) H5Dclose(ds);
-  TRAIN_CHECK(status >= 0, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
+  FSDPCheck(status >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
   return FSDP_SUCCESS;
 }
 
@@ -252,7 +249,7 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
   FSDPErrorCode ierr;
 
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  TRAIN_CHECK(file >= 0, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
+  FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
               access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
   ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
   if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
@@ -331,19 +328,14 @@ static void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int siz
 
 /* ------------------------------------------------------------------ progress */
 
-typedef struct {
-  FSDPLogEvent events[3];
-  double comm_time, t0;
-  int64_t comm_bytes;
-} Meter;
-
-static FSDPErrorCode meter_comm(Meter *m, double *time, int64_t *bytes)
+/* Time in, and bytes moved by, the all-gathers, reduce-scatters and all-reduces so far. */
+static FSDPErrorCode comm_totals(const FSDPLogEvent events[3], double *time, int64_t *bytes)
 {
   *time = 0;
   *bytes = 0;
   for (int i = 0; i < 3; i++) {
     FSDPLogEventInfo info;
-    FSDPCall(FSDPLogEventGetInfo(m->events[i], &info));
+    FSDPCall(FSDPLogEventGetInfo(events[i], &info));
     *time += info.time;
     *bytes += info.bytes;
   }
@@ -354,18 +346,6 @@ static double max_over_ranks(double v)
 {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return v;
-}
-
-static void format_bytes(char *buf, size_t len, double bytes)
-{
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, len, "%.0f B", bytes);
-  else snprintf(buf, len, "%.2f %s", bytes, units[u]);
 }
 
 /* Peak bytes per category, the largest over ranks, next to what the FSDP
@@ -387,11 +367,7 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   MPI_Allreduce(MPI_IN_PLACE, peak, FSDP_MEM_NUM_CATEGORIES + 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   FSDPCall(FSDPContextGetSizes(ctx, &numel, &shard, &maxunit));
   FSDPCall(FSDPOptimizerGetStateSize(opt, &state));
-  {
-    double s = (double)state;
-    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    state = (int64_t)s;
-  }
+  MPI_Allreduce(MPI_IN_PLACE, &state, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (rank) return FSDP_SUCCESS;
   formula[FSDP_MEM_PARAMS] = "sum(psi_i)/F";
   expect[FSDP_MEM_PARAMS] = 4.0 * (double)shard;
@@ -421,12 +397,12 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
          comm_time > 0 ? (double)comm_bytes / comm_time / 1e9 : 0.0);
   printf("fsdp-train: peak memory per rank (largest over ranks)   FSDP formula\n");
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
-    format_bytes(b1, sizeof b1, peak[c]);
-    if (expect[c] >= 0) format_bytes(b2, sizeof b2, expect[c]);
+    FSDPFormatBytes_Private(b1, sizeof b1, peak[c]);
+    if (expect[c] >= 0) FSDPFormatBytes_Private(b2, sizeof b2, expect[c]);
     else b2[0] = '\0';
     printf("  %-22s %12s   %12s %s\n", FSDPMemCategoryName((FSDPMemCategory)c), b1, b2, formula[c]);
   }
-  format_bytes(b1, sizeof b1, peak[FSDP_MEM_NUM_CATEGORIES]);
+  FSDPFormatBytes_Private(b1, sizeof b1, peak[FSDP_MEM_NUM_CATEGORIES]);
   printf("  %-22s %12s\n", "total", b1);
   fflush(stdout);
   return FSDP_SUCCESS;
@@ -446,7 +422,7 @@ static FSDPErrorCode configure_optimizer(FSDPOptimizer opt, const Args *a)
   FSDPCall(FSDPOptimizerSetEps(opt, a->eps));
   if (!strcmp(a->lr_schedule, "constant")) FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_CONSTANT, 0, 0));
   else if (!strcmp(a->lr_schedule, "cosine")) {
-    TRAIN_CHECK(a->warmup_steps >= 0 && a->warmup_steps < a->steps, FSDP_ERR_OPTION,
+    FSDPCheck(a->warmup_steps >= 0 && a->warmup_steps < a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION,
                 "fsdp-train: -warmup_steps %lld must be in [0, -steps %lld) for the cosine schedule",
                 (long long)a->warmup_steps, (long long)a->steps);
     FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, a->warmup_steps, a->steps));
@@ -468,20 +444,20 @@ static FSDPErrorCode train(const Args *a)
   float *x = NULL, *yt = NULL, *dy = NULL, *pred;
   int64_t *labels = NULL;
   FILE *log = NULL;
-  Meter meter;
+  FSDPLogEvent comm_events[3];
   double t_start, t_last, loss = NAN, comm_time, comm_last = 0;
   int64_t comm_bytes, bytes_last = 0;
   FSDPShardingStrategy strategy;
 
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  TRAIN_CHECK(a->steps >= 0, FSDP_ERR_OPTION, "fsdp-train: -steps %lld is negative", (long long)a->steps);
-  TRAIN_CHECK(a->batch > 0, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive", (long long)a->batch);
-  TRAIN_CHECK(a->batch % size == 0, FSDP_ERR_OPTION,
+  FSDPCheck(a->steps >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -steps %lld is negative", (long long)a->steps);
+  FSDPCheck(a->batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive", (long long)a->batch);
+  FSDPCheck(a->batch % size == 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
               "fsdp-train: -batch %lld is not divisible by the %d ranks: each rank takes B/W rows of every batch",
               (long long)a->batch, size);
-  TRAIN_CHECK(K > 0, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive", (long long)K);
-  TRAIN_CHECK(a->log_every >= 0, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
+  FSDPCheck(K > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive", (long long)K);
+  FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
   per = a->batch / size;
 
   FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
@@ -523,7 +499,7 @@ static FSDPErrorCode train(const Args *a)
     ok = !ierr;
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     FSDPCall(ierr);
-    TRAIN_CHECK(ok, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
+    FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
   }
 
   FSDPCall(FSDPMalloc((size_t)(per * in) * sizeof(float), FSDP_MEM_OTHER, &x));
@@ -531,16 +507,18 @@ static FSDPErrorCode train(const Args *a)
   if (data.labels) FSDPCall(FSDPMalloc((size_t)per * sizeof(int64_t), FSDP_MEM_OTHER, &labels));
   else FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &yt));
 
-  FSDPCall(FSDPLogSetActive(true)); /* for the communication rate of the progress lines */
-  FSDPCall(FSDPLogEventRegister("AllGather", &meter.events[0]));
-  FSDPCall(FSDPLogEventRegister("ReduceScatter", &meter.events[1]));
-  FSDPCall(FSDPLogEventRegister("AllReduce", &meter.events[2]));
-  FSDPCall(meter_comm(&meter, &comm_last, &bytes_last));
+  /* The context's own events, by name; timed only when a progress line will use them. */
+  if (a->log_every > 0) FSDPCall(FSDPLogSetActive(true));
+  FSDPCall(FSDPLogEventRegister("AllGather", &comm_events[0]));
+  FSDPCall(FSDPLogEventRegister("ReduceScatter", &comm_events[1]));
+  FSDPCall(FSDPLogEventRegister("AllReduce", &comm_events[2]));
+  FSDPCall(comm_totals(comm_events, &comm_last, &bytes_last));
   MPI_Barrier(MPI_COMM_WORLD);
   t_start = t_last = MPI_Wtime();
 
   for (int64_t s = 0; s < a->steps; s++) {
     double local = 0, step_loss;
+    bool progress;
     FSDPCall(FSDPContextZeroGrad(ctx));
     for (int64_t k = 0; k < K; k++) {
       double l;
@@ -556,27 +534,30 @@ static FSDPErrorCode train(const Args *a)
       local += l;
     }
     FSDPCall(FSDPOptimizerStep(opt));
-    /* Every rank's rows count the same: the global mean is the mean of the ranks' means. */
-    MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    loss = step_loss / (double)size / (double)K;
+    progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
+    /* The global loss costs an all-reduce: only for a step something prints.
+       Every rank's rows count the same: the global mean is the mean of the ranks' means.
+       (Only rank 0 holds the log file; every rank knows whether there is one.) */
+    if (a->loss_log[0] || progress) {
+      MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      loss = step_loss / (double)size / (double)K;
+    }
     if (log) fprintf(log, "%lld,%.9g\n", (long long)(s + 1), loss);
-    if (a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps)) {
+    if (progress) {
       FSDPMemoryStats st;
-      double now = MPI_Wtime(), dt = now - t_last, peak, lr;
+      double now = MPI_Wtime(), dt = now - t_last, peak;
       int64_t nsteps = (s + 1) % a->log_every ? (s + 1) % a->log_every : a->log_every;
       char b1[32];
-      FSDPCall(meter_comm(&meter, &comm_time, &comm_bytes));
+      FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
       FSDPCall(FSDPGetMemoryStats(&st));
-      FSDPCall(FSDPOptimizerGetLearningRate(opt, &lr));
       peak = max_over_ranks((double)st.total_peak);
-      format_bytes(b1, sizeof b1, peak);
+      FSDPFormatBytes_Private(b1, sizeof b1, peak);
       if (rank == 0) {
         printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s/rank  comm %.3f GB/s\n",
                (long long)(s + 1), (long long)a->steps, loss, (double)(nsteps * a->batch * K) / dt, 1e3 * dt / (double)nsteps,
                b1, comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0);
         fflush(stdout);
       }
-      (void)lr;
       comm_last = comm_time;
       bytes_last = comm_bytes;
       t_last = MPI_Wtime();
@@ -584,7 +565,7 @@ static FSDPErrorCode train(const Args *a)
   }
   {
     double seconds = MPI_Wtime() - t_start;
-    FSDPCall(meter_comm(&meter, &comm_time, &comm_bytes));
+    FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
     if (a->log_every > 0)
       FSDPCall(print_summary(ctx, opt, rank, factor, seconds, a->steps, a->steps * a->batch * K, loss, comm_time, comm_bytes));
   }
