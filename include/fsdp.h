@@ -496,6 +496,74 @@ FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
 FSDPErrorCode FSDPMemoryResetPeak(void);
 const char *FSDPMemCategoryName(FSDPMemCategory category);
 
+/* ------------------------------------------------------------------ overlap engine (doc/overlap.md) */
+
+/* Where the context's collectives run.  THREAD: a communication thread of the
+   context (needs MPI_THREAD_MULTIPLE; the default when MPI provides it).
+   NONBLOCKING: MPI_I* collectives, progressed inside the library's MPI calls
+   (the default otherwise).  SYNC: blocking collectives at the point of call. */
+typedef enum {
+  FSDP_COMM_ENGINE_THREAD = 0,
+  FSDP_COMM_ENGINE_NONBLOCKING,
+  FSDP_COMM_ENGINE_SYNC,
+  FSDP_NUM_COMM_ENGINES
+} FSDPCommEngine;
+
+/* When backward issues the next unit's all-gather: PRE, when the current
+   unit is unsharded for its backward (before its reduce-scatter); POST, after
+   the current unit's reduce-scatter is issued; NONE, when it is needed. */
+typedef enum {
+  FSDP_BACKWARD_PREFETCH_PRE = 0,
+  FSDP_BACKWARD_PREFETCH_POST,
+  FSDP_BACKWARD_PREFETCH_NONE,
+  FSDP_NUM_BACKWARD_PREFETCH
+} FSDPBackwardPrefetch;
+
+/* Before SetUp; the matching options are read by FSDPContextSetFromOptions. */
+FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
+FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
+FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
+/* At most `limit` units' parameters unsharded or being gathered at once; 0 = no limit. */
+FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
+/* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
+FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
+/* Before each collective, check that every rank issues the same one. */
+FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+
+/* Mark the passes of a training step, as autograd's hooks tell PyTorch FSDP.
+   The forward pass records the order in which units are unsharded; backward
+   prefetches in the reverse of that order, the next forward (with forward
+   prefetch) in that order.  Without these calls nothing is prefetched.
+   FSDPContextFinishBackward ends the step. */
+FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx);
+FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
+
+/* The memory plan of a set-up context, bytes per category on this rank: what
+   FSDPContextSetUp allocated for shards, unsharded buffers and staging. */
+typedef struct {
+  size_t bytes[FSDP_MEM_NUM_CATEGORIES];
+  size_t total;
+  int unsharded_buffers; /* parameter buffers of the largest unit's size (the limit L) */
+  int gradient_buffers;  /* unsharded gradient buffers of that size */
+} FSDPMemoryPlan;
+FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
+
+/* What the runtime did, since SetUp, on this rank. */
+typedef struct {
+  int64_t collectives;     /* collectives issued */
+  int64_t prefetches;      /* all-gathers issued before their FlatParamUnshard */
+  int64_t prefetch_hits;   /* FlatParamUnshard calls that found the all-gather under way or done */
+  int64_t cache_hits;      /* FlatParamUnshard calls that found the unit still unsharded from forward */
+  int64_t deferred;        /* prefetches the limiter held back until a buffer was released */
+  int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
+  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
+  int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
+  int grads_in_use;        /* unsharded gradient buffers held now */
+  double comm_time;        /* seconds in collectives */
+  double exposed_time;     /* seconds the calling thread waited for collectives */
+} FSDPCommStats;
+FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,8 @@ static void run(FSDPShardingStrategy strategy, int factor, Mode mode)
       bool last = k == K - 1, at_finish = mode == SYNC_AT_FINISH || mode == REPLICATE_AT_FINISH;
       bool no_sync = mode == SYNC_AT_FINISH || (mode == SYNC_LAST && !last);
       FSDPMemoryStats mem;
+      FSDPCommStats stats;
+      FSDPMemoryPlan plan;
       TEST_OK(FSDPContextSetGradSync(ctx, !no_sync));
       TEST_OK(FSDPContextSetReplicateGradSync(ctx, !(mode == REPLICATE_AT_FINISH || (mode == REPLICATE_LAST && !last))));
       for (int u = NUNITS - 1; u >= 0; u--) {
@@ -66,21 +68,18 @@ static void run(FSDPShardingStrategy strategy, int factor, Mode mode)
       }
       TEST_OK(FSDPContextFinishBackward(ctx));
       TEST_OK(FSDPGetMemoryStats(&mem));
-      if (no_sync && !last) { /* every unit's unsharded gradient is still held */
-        size_t held = 0;
-        for (int u = 0; u < NUNITS; u++) {
-          int64_t padded;
-          TEST_OK(FlatParamGetSizes(unit[u], NULL, &padded, NULL));
-          held += (size_t)padded * sizeof(float);
-        }
-        TEST_ASSERT(mem.current[FSDP_MEM_UNSHARDED] == held, "without sync %zu bytes unsharded, expected %zu",
-                    mem.current[FSDP_MEM_UNSHARDED], held);
-      } else {
-        TEST_ASSERT(mem.current[FSDP_MEM_UNSHARDED] == 0, "%zu bytes still unsharded after micro-batch %d",
-                    mem.current[FSDP_MEM_UNSHARDED], k);
-      }
-      TEST_ASSERT(mem.current[FSDP_MEM_COMM_STAGING] == 0, "%zu bytes of staging left",
-                  mem.current[FSDP_MEM_COMM_STAGING]);
+      TEST_OK(FSDPContextGetCommStats(ctx, &stats));
+      TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+      if (no_sync && !last) /* every unit's unsharded gradient is still held */
+        TEST_ASSERT(stats.grads_in_use == NUNITS, "without sync %d gradient buffers held, expected %d",
+                    stats.grads_in_use, NUNITS);
+      else
+        TEST_ASSERT(stats.grads_in_use == 0 && stats.params_in_use == 0,
+                    "%d gradient and %d parameter buffers still held after micro-batch %d", stats.grads_in_use,
+                    stats.params_in_use, k);
+      TEST_ASSERT(mem.current[FSDP_MEM_COMM_STAGING] == plan.bytes[FSDP_MEM_COMM_STAGING],
+                  "%zu bytes of staging, the plan has %zu", mem.current[FSDP_MEM_COMM_STAGING],
+                  plan.bytes[FSDP_MEM_COMM_STAGING]);
     }
     for (int u = 0; u < NUNITS; u++) {
       float *gs;

@@ -36,11 +36,19 @@ static int unit_index(const Model *m, FlatParam unit)
   return -1;
 }
 
-static size_t unsharded_now(void)
+/* Unsharded parameter and gradient buffers the context holds now. */
+static int params_held(FSDPContext ctx)
 {
-  FSDPMemoryStats s;
-  TEST_OK(FSDPGetMemoryStats(&s));
-  return s.current[FSDP_MEM_UNSHARDED];
+  FSDPCommStats s;
+  TEST_OK(FSDPContextGetCommStats(ctx, &s));
+  return s.params_in_use;
+}
+
+static int grads_held(FSDPContext ctx)
+{
+  FSDPCommStats s;
+  TEST_OK(FSDPContextGetCommStats(ctx, &s));
+  return s.grads_in_use;
 }
 
 static FSDPErrorCode init_unit(FlatParam unit, void *user)
@@ -66,7 +74,12 @@ static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
   int u = unit_index(m, unit);
   int64_t b, e, o;
   float *x = values, *shard;
-  TEST_ASSERT(unsharded_now() == 0, "sharded initialization with %zu bytes unsharded", unsharded_now());
+  for (int v = 0; v < NUNITS; v++) { /* nothing is materialized */
+    FlatParamState state;
+    FSDPCall(FlatParamGetState(m->unit[v], &state));
+    TEST_ASSERT(state == FSDP_FLATPARAM_SHARDED, "sharded initialization of unit %d, unit %d is %s", u, v,
+                FlatParamStateName(state));
+  }
   FSDPCall(FlatParamGetShardRange(unit, id, &b, &e, &o));
   FSDPCall(FlatParamGetShard(unit, (void **)&shard, NULL));
   TEST_ASSERT(id == 0 && begin == b && end == e && b < e && x == shard + o,
@@ -136,11 +149,17 @@ static void test_init(FSDPShardingStrategy strategy, int factor)
     }
     if (how == 0) {
       TEST_ASSERT(m.calls == NUNITS, "the unit initializer ran %d times for %d units", m.calls, NUNITS);
-      /* With F = 1 the shard is the unit: nothing else is materialized. */
-      size_t want = F == 1 ? 0 : (size_t)max_padded * sizeof(float);
-      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == want,
-                  "F = %d: unit-by-unit initialization peaked at %zu unsharded bytes; the largest unit is %zu", F,
-                  mem.peak[FSDP_MEM_UNSHARDED], want);
+      /* Units are materialized one at a time in the plan's parameter buffers
+         (none with F = 1: the shard is the unit): nothing beyond the plan. */
+      FSDPMemoryPlan plan;
+      TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+      TEST_ASSERT(F == 1 || plan.unsharded_buffers >= 1, "F = %d: the plan has no parameter buffer", F);
+      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == plan.bytes[FSDP_MEM_UNSHARDED],
+                  "F = %d: unit-by-unit initialization peaked at %zu unsharded bytes; the plan has %zu", F,
+                  mem.peak[FSDP_MEM_UNSHARDED], plan.bytes[FSDP_MEM_UNSHARDED]);
+      TEST_ASSERT(F == 1 || plan.bytes[FSDP_MEM_UNSHARDED] >= (size_t)max_padded * sizeof(float),
+                  "F = %d: the plan's unsharded buffers (%zu bytes) cannot hold the largest unit", F,
+                  plan.bytes[FSDP_MEM_UNSHARDED]);
     } else {
       MPI_Comm shard_comm;
       int64_t total = 0;
@@ -148,8 +167,11 @@ static void test_init(FSDPShardingStrategy strategy, int factor)
       MPI_Allreduce(&m.covered, &total, 1, MPI_INT64_T, MPI_SUM, shard_comm);
       TEST_ASSERT(total == sizes[0] + sizes[1] + sizes[2] + sizes[3], "the shard initializer filled %lld elements",
                   (long long)total);
-      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == 0, "sharded initialization allocated %zu unsharded bytes",
-                  mem.peak[FSDP_MEM_UNSHARDED]);
+      FSDPMemoryPlan plan;
+      TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+      TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == plan.bytes[FSDP_MEM_UNSHARDED],
+                  "sharded initialization peaked at %zu unsharded bytes, more than the plan's %zu",
+                  mem.peak[FSDP_MEM_UNSHARDED], plan.bytes[FSDP_MEM_UNSHARDED]);
     }
     check_shards(&m, m.world_rank);
     TEST_OK(FSDPContextDestroy(&ctx));
@@ -162,10 +184,11 @@ static void test_memory(FSDPShardingStrategy strategy)
   Model m = {0};
   FSDPContext ctx;
   FSDPMemoryStats mem;
-  int64_t padded[NUNITS], shard[NUNITS], sum_shards = 0;
+  int64_t padded[NUNITS], shard[NUNITS], sum_shards = 0, max_padded = 0;
   int F;
   ShardGroup group;
-  size_t es = sizeof(float), peak = 0;
+  FSDPMemoryPlan plan;
+  size_t es = sizeof(float);
 
   MPI_Comm_rank(MPI_COMM_WORLD, &m.world_rank);
   ctx = build(&m, strategy, 0, 0);
@@ -174,41 +197,44 @@ static void test_memory(FSDPShardingStrategy strategy)
   for (int u = 0; u < NUNITS; u++) {
     TEST_OK(FlatParamGetSizes(m.unit[u], NULL, &padded[u], &shard[u]));
     sum_shards += shard[u];
+    if (padded[u] > max_padded) max_padded = padded[u];
   }
   TEST_OK(FSDPGetMemoryStats(&mem));
   TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es &&
                 mem.current[FSDP_MEM_GRADS] == (size_t)sum_shards * es,
               "after SetUp: %zu bytes of parameters and %zu of gradients, the shards are %zu",
               mem.current[FSDP_MEM_PARAMS], mem.current[FSDP_MEM_GRADS], (size_t)sum_shards * es);
-  TEST_ASSERT(unsharded_now() == 0, "after SetUp %zu bytes are still unsharded", unsharded_now());
+  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0, "after SetUp %d parameter and %d gradient buffers are held",
+              params_held(ctx), grads_held(ctx));
   TEST_OK(FSDPMemoryResetPeak());
   for (int u = 0; u < NUNITS; u++) {
-    size_t want = F == 1 ? 0 : (size_t)padded[u] * es;
     TEST_OK(FlatParamUnshard(m.unit[u]));
-    TEST_ASSERT(unsharded_now() == want, "forward, unit %d: %zu bytes unsharded, expected %zu", u, unsharded_now(),
-                want);
-    if (want > peak) peak = want;
+    TEST_ASSERT(params_held(ctx) == (F == 1 ? 0 : 1) && grads_held(ctx) == 0,
+                "forward, unit %d: %d parameter and %d gradient buffers held", u, params_held(ctx), grads_held(ctx));
     TEST_OK(FlatParamReshard(m.unit[u]));
   }
   for (int u = NUNITS - 1; u >= 0; u--) {
     float *g;
     /* this unit's parameters and gradient, and the gradient of the unit whose reduction is in flight */
-    size_t want = (F == 1 ? 0 : (size_t)padded[u] * es) + (size_t)padded[u] * es +
-                  (u + 1 < NUNITS ? (size_t)padded[u + 1] * es : 0);
     TEST_OK(FlatParamUnshard(m.unit[u]));
     TEST_OK(FlatParamGetGrad(m.unit[u], 0, (void **)&g));
-    TEST_ASSERT(unsharded_now() == want, "backward, unit %d: %zu bytes unsharded, expected %zu", u, unsharded_now(),
-                want);
-    if (want > peak) peak = want;
+    TEST_ASSERT(params_held(ctx) == (F == 1 ? 0 : 1) && grads_held(ctx) == (u + 1 < NUNITS ? 2 : 1),
+                "backward, unit %d: %d parameter and %d gradient buffers held", u, params_held(ctx), grads_held(ctx));
     TEST_OK(FlatParamReduceGrad(m.unit[u]));
   }
   TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0, "after the step %d parameter and %d gradient buffers are held",
+              params_held(ctx), grads_held(ctx));
+  /* The step ran in the plan's buffers: nothing was allocated beyond them. */
   TEST_OK(FSDPGetMemoryStats(&mem));
-  TEST_ASSERT(mem.current[FSDP_MEM_UNSHARDED] == 0 && mem.current[FSDP_MEM_COMM_STAGING] == 0,
-              "after the step: %zu bytes unsharded, %zu staging", mem.current[FSDP_MEM_UNSHARDED],
-              mem.current[FSDP_MEM_COMM_STAGING]);
-  TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == peak, "the step peaked at %zu unsharded bytes, the units in use add up to %zu",
-              mem.peak[FSDP_MEM_UNSHARDED], peak);
+  TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+  for (int c = 0; c < FSDP_MEM_OTHER; c++)
+    TEST_ASSERT(mem.peak[c] == plan.bytes[c] && mem.current[c] == plan.bytes[c],
+                "%s: the step peaked at %zu bytes, holds %zu, the plan is %zu", FSDPMemCategoryName((FSDPMemCategory)c),
+                mem.peak[c], mem.current[c], plan.bytes[c]);
+  TEST_ASSERT(plan.bytes[FSDP_MEM_UNSHARDED] == (size_t)((F == 1 ? 0 : 2) + 2) * (size_t)max_padded * es,
+              "F = %d: the plan has %zu unsharded bytes, not (L + 2) units of %lld elements", F,
+              plan.bytes[FSDP_MEM_UNSHARDED], (long long)max_padded);
   TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es, "parameters grew to %zu bytes",
               mem.current[FSDP_MEM_PARAMS]);
   TEST_OK(FSDPContextDestroy(&ctx));

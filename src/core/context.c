@@ -5,6 +5,8 @@
 #include "coreimpl.h"
 
 static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid", "hybrid_zero2", NULL};
+static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
+static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16"};
 static const size_t dtype_sizes[] = {4, 8, 2, 2};
 
@@ -64,6 +66,9 @@ static FSDPErrorCode create(MPI_Comm comm, FSDPContext c)
   FSDPCall(FSDPLogEventRegister("AllReduce", &c->ev_allreduce));
   FSDPCall(FSDPLogEventRegister("ParamInit", &c->ev_init));
   FSDPCall(FSDPLogEventRegister("ParamBroadcast", &c->ev_broadcast));
+  FSDPCall(FSDPLogEventSetKind_Private(c->ev_allgather, FSDP_LOG_KIND_COMM));
+  FSDPCall(FSDPLogEventSetKind_Private(c->ev_reduce_scatter, FSDP_LOG_KIND_COMM));
+  FSDPCall(FSDPLogEventSetKind_Private(c->ev_allreduce, FSDP_LOG_KIND_COMM));
   return FSDP_SUCCESS;
 }
 
@@ -80,6 +85,10 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->strategy = FSDP_FULL_SHARD;
   c->device = FSDP_DEVICE_HOST;
   c->grad_sync = c->replicate_grad_sync = true;
+  c->stream_shard_comm = c->stream_replicate_comm = c->check_shard_comm = c->check_replicate_comm = MPI_COMM_NULL;
+  c->backward_prefetch = FSDP_BACKWARD_PREFETCH_PRE;
+  c->limit = 2;
+  c->timeout = 600;
   if ((ierr = create(comm, c))) {
     (void)FSDPContextDestroy(&c);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -97,8 +106,21 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
             "FSDPContextDestroy: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
             "first; the context is left as it was",
             c->reducing ? c->reducing->name : "");
+  /* Prefetches nobody used finish before their buffers go. */
+  FSDPCall(CommStreamDestroy(&c->stream));
   for (int i = 0; i < c->nunits; i++) FSDPCall(FlatParamDestroy_Private(&c->units[i]));
   FSDPCall(FSDPFree(&c->units));
+  FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
+  FSDPCall(BufferPoolDestroy_Private(&c->grads_pool));
+  FSDPCall(FSDPFree(&c->staging));
+  FSDPCall(FSDPFree(&c->order));
+  FSDPCall(FSDPFree(&c->prev_order));
+  FSDPCall(FSDPFree(&c->check_records));
+  FSDPCall(FSDPFree(&c->ev_unit));
+  MPI_Comm *comms[] = {&c->stream_shard_comm, &c->stream_replicate_comm, &c->check_shard_comm,
+                       &c->check_replicate_comm};
+  for (size_t k = 0; k < sizeof comms / sizeof comms[0]; k++)
+    if (*comms[k] != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comms[k]));
   FSDPCall(ShardGroupDestroy(&c->group));
   if (c->comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&c->comm));
   FSDPCall(FSDPFree(ctx));
@@ -171,9 +193,62 @@ FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck((int)engine >= 0 && engine < FSDP_NUM_COMM_ENGINES, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetCommEngine: %d is not an FSDPCommEngine (thread, nonblocking, sync)", (int)engine);
+  ctx->engine = engine;
+  ctx->engine_set = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck((int)mode >= 0 && mode < FSDP_NUM_BACKWARD_PREFETCH, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetBackwardPrefetch: %d is not an FSDPBackwardPrefetch (pre, post, none)", (int)mode);
+  ctx->backward_prefetch = mode;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->forward_prefetch = prefetch;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck(limit >= 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetLimitAllGathers: the limit is %d; it is a number of units, or 0 for no limit", limit);
+  ctx->limit = limit;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck(seconds >= 0 && seconds == seconds, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetCollectiveTimeout: %g seconds; the timeout is >= 0 (0 turns the watchdog off)", seconds);
+  ctx->timeout = seconds;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->debug_collectives = debug;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
   int choice;
+  int64_t limit;
+  bool set;
 
   CHECK_SETTABLE(ctx);
   FSDPCall(FSDPOptionsGetEnum("-fsdp_sharding_strategy",
@@ -185,6 +260,33 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               ctx->sync_params, &ctx->sync_params, NULL));
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the context and its process layout at SetUp", ctx->view_at_setup,
                               &ctx->view_at_setup, NULL));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_comm_engine",
+                              "where collectives run: thread (a communication thread; needs MPI_THREAD_MULTIPLE), "
+                              "nonblocking (MPI_I* collectives), sync (blocking, at the point of call)",
+                              engine_names, (int)ctx->engine, &choice, &set));
+  if (set) FSDPCall(FSDPContextSetCommEngine(ctx, (FSDPCommEngine)choice));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
+                              "when backward issues the next unit's all-gather: pre (before the current unit's "
+                              "reduce-scatter), post (after it), none",
+                              prefetch_names, (int)ctx->backward_prefetch, &choice, NULL));
+  ctx->backward_prefetch = (FSDPBackwardPrefetch)choice;
+  FSDPCall(FSDPOptionsGetBool("-fsdp_forward_prefetch",
+                              "issue the next unit's all-gather before the current unit's forward (static graphs)",
+                              ctx->forward_prefetch, &ctx->forward_prefetch, NULL));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_limit_all_gathers",
+                             "rate limiter: at most L units unsharded or being gathered at once (0: no limit)",
+                             ctx->limit, 0, 1 << 20, &limit, NULL));
+  ctx->limit = (int)limit;
+  FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout",
+                              "seconds a collective may take before the watchdog aborts the job (0: never)",
+                              ctx->timeout, &ctx->timeout, NULL));
+  FSDPCall(FSDPContextSetCollectiveTimeout(ctx, ctx->timeout));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_debug_collectives",
+                              "check before each collective that every rank runs the same one (costs a small "
+                              "all-gather per collective)",
+                              ctx->debug_collectives, &ctx->debug_collectives, NULL));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_log_view_units", "-fsdp_log_view: also one line per unit and collective",
+                              ctx->log_units, &ctx->log_units, NULL));
   FSDPCall(ShardGroupSetFromOptions(ctx->group));
   FSDPCall(ShardGroupSetViewAtSetUp_Private(ctx->group, false)); /* inside the context's view instead */
   return FSDP_SUCCESS;
@@ -209,10 +311,11 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
     (void)FSDPFree(&u);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
+  u->index = ctx->nunits;
   ctx->units[ctx->nunits++] = u;
   u->ctx = ctx;
+  u->fwd_pos = u->prev_pos = -1;
   u->dtype = FSDP_FLOAT32;
-  u->request = MPI_REQUEST_NULL;
   *unit = u;
   return FSDP_SUCCESS;
 }
@@ -223,8 +326,10 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
 static uint64_t model_hash(FSDPContext ctx, int *nparams)
 {
   uint64_t h = FSDP_HASH_INIT;
-  int settings[] = {(int)ctx->strategy, ctx->sync_params,   ctx->view_at_setup,
-                    ctx->nunits,         !!ctx->unit_init, !!ctx->shard_init};
+  /* The overlap settings decide which collectives run when: they must agree too. */
+  int settings[] = {(int)ctx->strategy,  ctx->sync_params,      ctx->view_at_setup, ctx->nunits,
+                    !!ctx->unit_init,    !!ctx->shard_init,     (int)ctx->engine,   (int)ctx->backward_prefetch,
+                    ctx->forward_prefetch, ctx->limit,          ctx->debug_collectives};
   *nparams = 0;
   h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -278,7 +383,8 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
                      "the context on this rank (%d units, %d parameters, strategy %s) differs from rank 0's (%d units, "
                      "%d parameters): every rank must register the same units and parameters, with the same names, "
                      "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
-                     "-fsdp_sync_params, -fsdp_view)",
+                     "-fsdp_sync_params, -fsdp_view, -fsdp_comm_engine, the prefetch and limiter options, "
+                     "-fsdp_debug_collectives)",
                      mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
@@ -309,9 +415,87 @@ static FSDPErrorCode initialize(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* The memory plan: every buffer a step needs, allocated now (doc/overlap.md). */
+static FSDPErrorCode plan_memory(FSDPContext ctx)
+{
+  size_t max_bytes = 0, max_shard = 0, shards = 0, own = 0;
+  int nparams = 0, ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
+  FSDPMemoryPlan *plan = &ctx->plan;
+
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t es = FSDPDataTypeSize(u->dtype);
+    if ((size_t)u->padded * es > max_bytes) max_bytes = (size_t)u->padded * es;
+    if ((size_t)u->shard_numel * es > max_shard) max_shard = (size_t)u->shard_numel * es;
+    shards += (size_t)u->shard_numel * es;
+    if (u->own) own += (size_t)u->padded * es;
+  }
+  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP) or the shards are the units (F = 1). */
+  if (ctx->factor > 1 && !own) nparams = ctx->limit > 0 ? ctx->limit : 2;
+  if (nparams > ctx->nunits) nparams = ctx->nunits;
+  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, nparams, ctx->nunits, max_bytes, FSDP_MEM_UNSHARDED));
+  /* The unit computing its gradient, and the one whose reduction is in flight. */
+  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ngrads, ctx->nunits, max_bytes, FSDP_MEM_UNSHARDED));
+  if (max_shard) FSDPCall(FSDPMalloc(max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
+  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->order));
+  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->prev_order));
+  FSDPCall(FSDPCalloc(4 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
+  memset(plan, 0, sizeof *plan);
+  plan->bytes[FSDP_MEM_PARAMS] = shards;
+  plan->bytes[FSDP_MEM_GRADS] = shards;
+  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)(nparams + ngrads) * max_bytes + own;
+  plan->bytes[FSDP_MEM_COMM_STAGING] = max_shard;
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) plan->total += plan->bytes[k];
+  plan->unsharded_buffers = nparams;
+  plan->gradient_buffers = ngrads;
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode lay_out(FSDPContext ctx)
 {
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamSetUp_Private(ctx->units[i], ctx->factor));
+  FSDPCall(plan_memory(ctx));
+  return FSDP_SUCCESS;
+}
+
+/* Which engine runs collectives: a thread needs MPI_THREAD_MULTIPLE. */
+static FSDPErrorCode choose_engine(FSDPContext ctx)
+{
+  int provided;
+  FSDPCallMPI(MPI_Query_thread(&provided));
+  if (!ctx->engine_set)
+    ctx->engine = provided == MPI_THREAD_MULTIPLE ? FSDP_COMM_ENGINE_THREAD : FSDP_COMM_ENGINE_NONBLOCKING;
+  FSDPCheck(ctx->engine != FSDP_COMM_ENGINE_THREAD || provided == MPI_THREAD_MULTIPLE, MPI_COMM_SELF,
+            FSDP_ERR_UNSUPPORTED,
+            "-fsdp_comm_engine thread needs MPI_THREAD_MULTIPLE, but MPI was initialized with a lower thread level: "
+            "call MPI_Init_thread with MPI_THREAD_MULTIPLE (FSDPInitialize does), or use -fsdp_comm_engine "
+            "nonblocking");
+  return FSDP_SUCCESS;
+}
+
+/* The stream's own communicators, so that nothing else can interleave with
+   its collectives, and the per-unit events of -fsdp_log_view_units. */
+static FSDPErrorCode start_engine(FSDPContext ctx)
+{
+  FSDPCallMPI(MPI_Comm_dup(ctx->shard_comm, &ctx->stream_shard_comm));
+  FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->stream_replicate_comm));
+  FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_shard_comm, MPI_ERRORS_RETURN));
+  FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_replicate_comm, MPI_ERRORS_RETURN));
+  if (ctx->debug_collectives) {
+    FSDPCallMPI(MPI_Comm_dup(ctx->shard_comm, &ctx->check_shard_comm));
+    FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->check_replicate_comm));
+  }
+  if (ctx->log_units) {
+    static const char *const abbrev[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
+    FSDPCall(FSDPCalloc((size_t)ctx->nunits * COMM_NUM_KINDS, sizeof(FSDPLogEvent), FSDP_MEM_OTHER, &ctx->ev_unit));
+    for (int i = 0; i < ctx->nunits; i++)
+      for (int k = 0; k < COMM_NUM_KINDS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s[%.40s]", abbrev[k], ctx->units[i]->name);
+        FSDPCall(FSDPLogEventRegister(name, &ctx->ev_unit[COMM_NUM_KINDS * i + k]));
+      }
+  }
+  FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, &ctx->stream));
   return FSDP_SUCCESS;
 }
 
@@ -320,6 +504,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   int factor = 0, requested, rank;
 
   CHECK_SETTABLE(ctx);
+  FSDPCall(choose_engine(ctx));
   FSDPCall(agree_on_model(ctx, &factor));
   FSDPCall(ShardGroupGetRequestedFactor_Private(ctx->group, &requested));
   if (factor && factor != requested) FSDPCall(ShardGroupSetShardingFactor(ctx->group, factor));
@@ -333,6 +518,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   ctx->laid_out = true;
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_engine(ctx)));
   FSDPCall(initialize(ctx));
   ctx->setup = true;
   if (ctx->sync_params) FSDPCall(FSDPContextBroadcastParams(ctx));
@@ -358,6 +544,62 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamFlushGrad_Private(ctx->units[i]));
   /* Parameters kept for a backward pass that did not come must not outlive the step. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
+  ctx->phase = PHASE_NONE;
+  ctx->deferred = NULL;
+  CommStreamSetStep(ctx->stream, ++ctx->step);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx)
+{
+  CHECK_SETUP(ctx);
+  /* Parameters kept since the last forward are not reused: the shards may
+     have been written since (a finite-difference loop does just that). */
+  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
+  if (ctx->norder > 0) { /* the last forward's order is what this one prefetches by */
+    int *t = ctx->prev_order;
+    ctx->prev_order = ctx->order;
+    ctx->order = t;
+    ctx->nprev = ctx->norder;
+    ctx->norder = 0;
+    for (int i = 0; i < ctx->nunits; i++) ctx->units[i]->prev_pos = -1;
+    for (int i = 0; i < ctx->nprev; i++) ctx->units[ctx->prev_order[i]]->prev_pos = i;
+  }
+  for (int i = 0; i < ctx->nunits; i++) ctx->units[i]->fwd_pos = -1;
+  ctx->phase = PHASE_FORWARD;
+  ctx->deferred = NULL;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx)
+{
+  CHECK_SETUP(ctx);
+  ctx->phase = PHASE_BACKWARD;
+  ctx->deferred = NULL;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan)
+{
+  CHECK_SETUP(ctx);
+  FSDPCheck(plan, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetMemoryPlan: plan must not be NULL");
+  *plan = ctx->plan;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats)
+{
+  CHECK_SETUP(ctx);
+  FSDPCheck(stats, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetCommStats: stats must not be NULL");
+  *stats = ctx->stats;
+  CommStreamGetTimes(ctx->stream, &stats->comm_time, &stats->exposed_time, &stats->collectives);
+  stats->buffer_growths = ctx->params_pool.growths + ctx->grads_pool.growths;
+  stats->params_in_use = ctx->params_pool.in_use;
+  stats->grads_in_use = ctx->grads_pool.in_use;
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    stats->params_in_use += u->own && (u->kept || u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED);
+  }
   return FSDP_SUCCESS;
 }
 
@@ -374,13 +616,17 @@ FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
     memset(u->grad_shard, 0, (size_t)u->shard_numel * es);
     u->grad = GRAD_NONE;
     if (u->ugrad && u->state == FSDP_FLATPARAM_UNSHARDED) memset(u->ugrad, 0, (size_t)u->padded * es);
-    else FSDPCall(FSDPFree(&u->ugrad));
+    else FSDPCall(FlatParamPutGrad_Private(u));
   }
   return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
 {
+  /* Prefetched and cached parameters would go stale when the shards change. */
+  for (int i = 0; i < ctx->nunits; i++)
+    if (ctx->units[i]->state == FSDP_FLATPARAM_GATHERING || ctx->units[i]->cached)
+      FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   for (int i = 0; i < ctx->nunits; i++)
     FSDPCheck(ctx->units[i]->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
               "%s: unit '%s' is %s: every unit must be sharded", caller, ctx->units[i]->name,

@@ -2,7 +2,7 @@
 #ifndef FSDP_COREIMPL_H
 #define FSDP_COREIMPL_H
 
-#include "fsdpimpl.h"
+#include "../comm/commimpl.h"
 
 /* Where a context's buffers live.  Only the host exists so far; the field is
    here so that device memory plugs in without changing the runtime. */
@@ -35,17 +35,35 @@ struct FlatParam_s {
   /* buffers */
   void *shard, *grad_shard; /* FSDP_MEM_PARAMS, FSDP_MEM_GRADS */
   void *unsharded;          /* NULL when released; the shard itself when F = 1 */
-  void *ugrad;              /* unsharded gradient, FSDP_MEM_UNSHARDED; NULL when none */
-  void *staging;            /* reduce-scatter output when the gradient shard already holds gradients */
+  void *ugrad;              /* unsharded gradient, from the context's gradient buffers; NULL when none */
   FlatParamState state;
   bool kept;                /* SHARD_GRAD_OP: the unsharded buffer is kept after Reshard */
   GradShardState grad;
+  int index;                /* in the context's units */
+  void *own;                /* SHARD_GRAD_OP strategies: this unit's own unsharded buffer */
+  bool cached;              /* resharded after forward, buffer still valid: backward may use it */
+  uint64_t gather;          /* the all-gather's ticket (state GATHERING) */
+  bool prefetched;          /* that all-gather was issued ahead of FlatParamUnshard */
+  int fwd_pos, prev_pos;    /* position in this forward's order and the previous one's, or -1 */
   /* the reduction in flight (state REDUCING) */
-  MPI_Request request;
+  uint64_t reduce_first, reduce; /* the tickets of its collectives (0: none) */
   void *target;       /* where the first collective writes: grad_shard or staging */
   bool replicate_now; /* an all-reduce across replicas follows the reduce-scatter */
   bool reduced_all;   /* the first collective already reduced over all W ranks */
 };
+
+/* Equal buffers of one size, allocated at SetUp and handed out and back
+   without allocating; grown only when more are held at once than planned. */
+typedef struct {
+  void **bufs;
+  bool *used;
+  int n, cap, in_use;
+  size_t bytes;
+  FSDPMemCategory category;
+  int64_t growths;
+} BufferPool;
+
+typedef enum { PHASE_NONE = 0, PHASE_FORWARD, PHASE_BACKWARD } StepPhase;
 
 struct FSDPContext_s {
   MPI_Comm comm; /* a duplicate of the user's: agreement at SetUp */
@@ -68,6 +86,29 @@ struct FSDPContext_s {
   int64_t trainable_changes; /* bumped by FlatParamSetTrainable: optimizers notice late changes */
   FlatParam reducing; /* the unit whose reduction is in flight (one at a time), or NULL */
   FSDPLogEvent ev_allgather, ev_reduce_scatter, ev_allreduce, ev_init, ev_broadcast;
+  FSDPLogEvent *ev_unit;  /* -fsdp_log_view_units: per unit, one per CommKind */
+  /* the overlap engine (doc/overlap.md) */
+  FSDPCommEngine engine;
+  bool engine_set;
+  FSDPBackwardPrefetch backward_prefetch;
+  bool forward_prefetch, debug_collectives, log_units;
+  int limit;      /* L; 0 = none */
+  double timeout; /* seconds; 0 = none */
+  CommStream stream;
+  MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
+  MPI_Comm check_shard_comm, check_replicate_comm;   /* -fsdp_debug_collectives */
+  int64_t *check_records;                            /* W records of the debug check */
+  /* the memory plan */
+  BufferPool params_pool, grads_pool;
+  void *staging;
+  FSDPMemoryPlan plan;
+  /* the step */
+  StepPhase phase;
+  int *order, norder, *prev_order, nprev; /* units in forward order: this forward's, the last one's */
+  FlatParam deferred;                     /* a prefetch the limiter holds back */
+  int unsharded_now;                      /* units unsharded, gathering or cached in the pool */
+  int64_t step;
+  FSDPCommStats stats;
 };
 
 MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
@@ -82,9 +123,15 @@ FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit);
 FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit);
 /* Completes the reduction in flight, if any. */
 FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx);
-/* Frees a buffer kept by SHARD_GRAD_OP. */
+/* Lets go of parameters kept after Reshard (SHARD_GRAD_OP, or cached after
+   forward), and of a prefetch not used: the shard may change now. */
 FSDPErrorCode FlatParamDropKept_Private(FlatParam unit);
 FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit);
+/* Gives the unsharded gradient back to the context's buffers. */
+FSDPErrorCode FlatParamPutGrad_Private(FlatParam unit);
+/* n buffers of `bytes` now, room for cap (a pool never holds more than one per unit). */
+FSDPErrorCode BufferPoolCreate_Private(BufferPool *pool, int n, int cap, size_t bytes, FSDPMemCategory category);
+FSDPErrorCode BufferPoolDestroy_Private(BufferPool *pool);
 /* Lays the unit out for F shards and allocates this rank's. */
 FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor);
 /* Initialization at SetUp: the unit materialized on this rank, or shard by shard. */

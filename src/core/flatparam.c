@@ -47,6 +47,11 @@ static FSDPErrorCode check_ready(FlatParam u, bool running, const char *caller)
 static size_t esize(const FlatParam u) { return FSDPDataTypeSize(u->dtype); }
 static void *at(const FlatParam u, void *base, int64_t element) { return (char *)base + (size_t)element * esize(u); }
 
+static bool keeps_params_for_backward(FSDPShardingStrategy s)
+{
+  return s == FSDP_SHARD_GRAD_OP || s == FSDP_HYBRID_SHARD_ZERO2;
+}
+
 /* ------------------------------------------------------------------ registration */
 
 FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype)
@@ -147,6 +152,9 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
             unit->name);
   FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_PARAMS, &unit->shard));
   FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_GRADS, &unit->grad_shard));
+  /* Parameters kept from forward to backward: every unit has a buffer of its own. */
+  if (factor > 1 && keeps_params_for_backward(unit->ctx->strategy))
+    FSDPCall(FSDPMalloc((size_t)unit->padded * es, FSDP_MEM_UNSHARDED, &unit->own));
   return FSDP_SUCCESS;
 }
 
@@ -159,9 +167,7 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit)
     FSDPCall(FSDPFree(&u->params[i].shape));
   }
   FSDPCall(FSDPFree(&u->params));
-  if (u->unsharded != u->shard) FSDPCall(FSDPFree(&u->unsharded));
-  FSDPCall(FSDPFree(&u->ugrad));
-  FSDPCall(FSDPFree(&u->staging));
+  FSDPCall(FSDPFree(&u->own)); /* pool buffers are the context's */
   FSDPCall(FSDPFree(&u->shard));
   FSDPCall(FSDPFree(&u->grad_shard));
   FSDPCall(FSDPFree(&u->name));
@@ -277,6 +283,8 @@ FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values)
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode take_grad(FlatParam u);
+
 FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values)
 {
   CHECK_UNIT_RUNNING(unit);
@@ -284,42 +292,275 @@ FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values)
   FSDPCheck(values, MPI_COMM_SELF, FSDP_ERR_ARG, "values must not be NULL");
   FSDPCall(check_unsharded(unit, id, "gradient"));
   /* Zeroed: the caller adds its contribution, as autograd accumulates. */
-  if (!unit->ugrad) FSDPCall(FSDPCalloc((size_t)unit->padded, esize(unit), FSDP_MEM_UNSHARDED, &unit->ugrad));
+  FSDPCall(take_grad(unit));
   *values = at(unit, unit->ugrad, unit->params[id].offset);
   return FSDP_SUCCESS;
 }
 
-/* ------------------------------------------------------------------ unshard and reshard */
+/* ------------------------------------------------------------------ buffers of the memory plan */
 
-static bool keeps_params_for_backward(FSDPShardingStrategy s)
+FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, int n, int cap, size_t bytes, FSDPMemCategory category)
 {
-  return s == FSDP_SHARD_GRAD_OP || s == FSDP_HYBRID_SHARD_ZERO2;
+  memset(p, 0, sizeof *p);
+  p->cap = cap > n ? cap : n;
+  p->bytes = bytes;
+  p->category = category;
+  if (p->cap == 0) return FSDP_SUCCESS;
+  FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->bufs, FSDP_MEM_OTHER, &p->bufs));
+  FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->used, FSDP_MEM_OTHER, &p->used));
+  for (; p->n < n; p->n++) FSDPCall(FSDPMalloc(bytes, category, &p->bufs[p->n]));
+  return FSDP_SUCCESS;
 }
 
-/* With F = 1 the shard is the whole unit: the unsharded view is the shard. */
+FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
+{
+  for (int i = 0; i < p->n; i++) FSDPCall(FSDPFree(&p->bufs[i]));
+  FSDPCall(FSDPFree(&p->bufs));
+  FSDPCall(FSDPFree(&p->used));
+  return FSDP_SUCCESS;
+}
+
+/* A free buffer; a new one when every planned one is held (counted). */
+static FSDPErrorCode pool_get(BufferPool *p, void **buf)
+{
+  for (int i = 0; i < p->n; i++)
+    if (!p->used[i]) {
+      p->used[i] = true;
+      p->in_use++;
+      *buf = p->bufs[i];
+      return FSDP_SUCCESS;
+    }
+  /* Each unit holds at most one buffer of a pool, so cap (the number of units) is never passed. */
+  FSDPCheck(p->n < p->cap, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "buffer pool of %d buffers is exhausted", p->cap);
+  FSDPCall(FSDPMalloc(p->bytes, p->category, &p->bufs[p->n]));
+  p->used[p->n] = true;
+  p->in_use++;
+  p->growths++;
+  *buf = p->bufs[p->n++];
+  return FSDP_SUCCESS;
+}
+
+static void pool_put(BufferPool *p, void *buf)
+{
+  for (int i = 0; i < p->n; i++)
+    if (p->bufs[i] == buf && p->used[i]) {
+      p->used[i] = false;
+      p->in_use--;
+      return;
+    }
+}
+
+/* ------------------------------------------------------------------ unshard and reshard */
+
+/* Units whose parameters take an unsharded buffer now: what the limiter counts. */
+static int units_in_flight(FSDPContext ctx)
+{
+  int n = 0;
+  if (ctx->factor == 1) return 0;
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    n += u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED || u->cached;
+  }
+  return n;
+}
+
+static void note_in_flight(FSDPContext ctx)
+{
+  int n = units_in_flight(ctx);
+  if (n > ctx->stats.max_unsharded) ctx->stats.max_unsharded = n;
+}
+
+/* Gives a parameter buffer back (F > 1). */
+static void put_params(FlatParam u)
+{
+  if (!u->own) pool_put(&u->ctx->params_pool, u->unsharded);
+  u->unsharded = NULL;
+}
+
+/* A unit cached after forward gives its buffer to one that needs it now. */
+static bool evict_cached(FSDPContext ctx, FlatParam except)
+{
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    if (u->cached && u != except && !u->own) {
+      u->cached = false;
+      put_params(u);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Before each collective with -fsdp_debug_collectives: every rank of comm
+   says what it is about to run; a difference is an error on all of them. */
+static FSDPErrorCode check_collective(FlatParam u, CommKind kind, MPI_Comm comm, MPI_Comm check, int count)
+{
+  FSDPContext ctx = u->ctx;
+  int64_t mine[4] = {kind, u->index, count, ctx->rank}, *all = ctx->check_records;
+  MPI_Request req;
+  int size, bad = -1;
+  char what[160];
+
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  FSDPCallMPI(MPI_Iallgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, check, &req));
+  snprintf(what, sizeof what, "the -fsdp_debug_collectives check before the %s of unit '%s'", CommKindName(kind),
+           u->name);
+  FSDPCall(CommStreamWaitRequest(ctx->stream, &req, what));
+  for (int r = 1; r < size && bad < 0; r++)
+    if (all[4 * r] != all[0] || all[4 * r + 1] != all[1] || all[4 * r + 2] != all[2]) bad = r;
+  if (bad < 0) return FSDP_SUCCESS;
+  {
+    const int64_t *a = all, *b = all + 4 * bad;
+    FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_STATE,
+              "collective mismatch at step %lld (-fsdp_debug_collectives): rank %lld is about to run the %s of unit "
+              "'%s' (%lld elements per rank) but rank %lld the %s of unit '%s' (%lld elements per rank), on the %s "
+              "communicator: every rank must unshard, reshard and reduce the same units in the same order",
+              (long long)ctx->step, (long long)a[3], CommKindName((CommKind)a[0]), ctx->units[a[1]]->name,
+              (long long)a[2], (long long)b[3], CommKindName((CommKind)b[0]), ctx->units[b[1]]->name, (long long)b[2],
+              comm == ctx->stream_shard_comm ? "shard" : "replicate");
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Queues a collective of unit u on the context's stream. */
+static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *recv, int count, bool after,
+                            uint64_t *ticket)
+{
+  FSDPContext ctx = u->ctx;
+  bool shard = kind != COMM_ALLREDUCE;
+  FSDPLogEvent events[COMM_NUM_KINDS] = {ctx->ev_allgather, ctx->ev_reduce_scatter, ctx->ev_allreduce};
+  CommOp op = {.kind = kind,
+               .send = send,
+               .recv = recv,
+               .count = count,
+               .type = FSDPDataTypeMPI_Private(u->dtype),
+               .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
+               .unit = u->name,
+               .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * esize(u)),
+               .event = events[kind],
+               .unit_event = ctx->ev_unit ? ctx->ev_unit[COMM_NUM_KINDS * u->index + kind] : -1,
+               .after_previous = after};
+  if (ctx->debug_collectives)
+    FSDPCall(check_collective(u, kind, op.comm, shard ? ctx->check_shard_comm : ctx->check_replicate_comm, count));
+  FSDPCall(CommStreamSubmit(ctx->stream, &op, ticket));
+  return FSDP_SUCCESS;
+}
+
+/* Starts the all-gather of u into its buffer (taken by the caller). */
+static FSDPErrorCode start_gather(FlatParam u)
+{
+  FSDPErrorCode ierr = submit(u, COMM_ALLGATHER, u->shard, u->unsharded, (int)u->shard_numel, false, &u->gather);
+  if (ierr) {
+    put_params(u);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  u->state = FSDP_FLATPARAM_GATHERING;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode finish_gather(FlatParam u)
+{
+  FSDPErrorCode ierr = CommStreamWait(u->ctx->stream, u->gather);
+  u->gather = 0;
+  u->prefetched = false;
+  if (ierr) {
+    put_params(u);
+    u->state = FSDP_FLATPARAM_SHARDED;
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  u->state = FSDP_FLATPARAM_UNSHARDED;
+  return FSDP_SUCCESS;
+}
+
+/* A buffer for u's parameters, for a FlatParamUnshard that needs it now:
+   a free one, else a cached unit's, else a prefetched unit's (its prefetch
+   was wasted), else a new one beyond the plan. */
+static FSDPErrorCode take_params(FlatParam u)
+{
+  FSDPContext ctx = u->ctx;
+  BufferPool *p = &ctx->params_pool;
+  if (u->own) {
+    u->unsharded = u->own;
+    return FSDP_SUCCESS;
+  }
+  if (p->in_use == p->n) (void)evict_cached(ctx, u);
+  for (int i = 0; i < ctx->nunits && p->in_use == p->n; i++) {
+    FlatParam v = ctx->units[i];
+    if (v != u && v->state == FSDP_FLATPARAM_GATHERING && !v->own) FSDPCall(FlatParamDropKept_Private(v));
+  }
+  FSDPCall(pool_get(p, &u->unsharded));
+  return FSDP_SUCCESS;
+}
+
+/* Issues v's all-gather ahead of its FlatParamUnshard, if the limiter lets
+   it; otherwise it waits for the next release of a buffer. */
+static FSDPErrorCode prefetch(FSDPContext ctx, FlatParam v)
+{
+  if (!v || ctx->factor == 1 || v->state != FSDP_FLATPARAM_SHARDED || v->cached || v->kept) return FSDP_SUCCESS;
+  if (ctx->limit > 0 && units_in_flight(ctx) >= ctx->limit && !evict_cached(ctx, v)) {
+    if (ctx->deferred != v) ctx->stats.deferred++;
+    ctx->deferred = v;
+    return FSDP_SUCCESS;
+  }
+  if (ctx->deferred == v) ctx->deferred = NULL;
+  if (v->own) v->unsharded = v->own;
+  else {
+    if (ctx->params_pool.in_use == ctx->params_pool.n) (void)evict_cached(ctx, v);
+    FSDPCall(pool_get(&ctx->params_pool, &v->unsharded));
+  }
+  FSDPCall(start_gather(v));
+  v->prefetched = true;
+  ctx->stats.prefetches++;
+  note_in_flight(ctx);
+  return FSDP_SUCCESS;
+}
+
+/* The unit after u in this step's order: the previous forward's in forward,
+   this forward's reversed in backward. */
+static FlatParam next_unit(FlatParam u)
+{
+  FSDPContext ctx = u->ctx;
+  if (ctx->phase == PHASE_FORWARD && u->prev_pos >= 0 && u->prev_pos + 1 < ctx->nprev)
+    return ctx->units[ctx->prev_order[u->prev_pos + 1]];
+  if (ctx->phase == PHASE_BACKWARD && u->fwd_pos > 0) return ctx->units[ctx->order[u->fwd_pos - 1]];
+  return NULL;
+}
+
+/* With F = 1 the shard is the whole unit: the unsharded view is the shard.
+   After forward, a unit's buffer stays with it (cached) until another unit
+   needs it: the last units of forward are then ready for backward (AG0). */
 static FSDPErrorCode release_params(FlatParam unit, bool keep)
 {
-  if (unit->unsharded == unit->shard) unit->unsharded = NULL;
-  else if (keep) unit->kept = true;
-  else FSDPCall(FSDPFree(&unit->unsharded));
+  FSDPContext ctx = unit->ctx;
+  if (ctx->factor == 1) unit->unsharded = NULL;
+  else if (keep && unit->own) unit->kept = true;
+  else if (ctx->phase == PHASE_FORWARD && !unit->own) unit->cached = true;
+  else put_params(unit);
   unit->state = FSDP_FLATPARAM_SHARDED;
+  if (ctx->deferred) FSDPCall(prefetch(ctx, ctx->deferred));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamDropKept_Private(FlatParam unit)
 {
-  if (unit->kept) {
-    unit->kept = false;
-    FSDPCall(FSDPFree(&unit->unsharded));
+  unit->kept = false;
+  if (unit->cached) {
+    unit->cached = false;
+    put_params(unit);
   }
+  if (unit->state == FSDP_FLATPARAM_GATHERING) { /* a prefetch nobody used */
+    FSDPCall(finish_gather(unit));
+    put_params(unit);
+    unit->state = FSDP_FLATPARAM_SHARDED;
+  }
+  if (unit->ctx->deferred == unit) unit->ctx->deferred = NULL;
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamUnshard(FlatParam unit)
 {
   FSDPContext ctx;
-  size_t es;
-  int mpierr;
+  bool wait = false;
 
   CHECK_UNIT_RUNNING(unit);
   ctx = unit->ctx;
@@ -327,28 +568,37 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
             "FlatParamUnshard: unit '%s' is reducing its gradient: call FSDPContextFinishBackward before unsharding "
             "it again",
             unit->name);
-  FSDPCheck(unit->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+  FSDPCheck(unit->state == FSDP_FLATPARAM_SHARDED || unit->state == FSDP_FLATPARAM_GATHERING, MPI_COMM_SELF,
+            FSDP_ERR_STATE,
             "FlatParamUnshard: unit '%s' is %s, not sharded: call FlatParamReshard or FlatParamReduceGrad first",
             unit->name, FlatParamStateName(unit->state));
-  if (ctx->factor == 1) {
+  if (ctx->deferred == unit) ctx->deferred = NULL;
+  if (unit->state == FSDP_FLATPARAM_GATHERING) { /* prefetched */
+    ctx->stats.prefetch_hits++;
+    wait = true;
+  } else if (ctx->factor == 1) {
     unit->unsharded = unit->shard;
-  } else if (unit->kept) {
-    unit->kept = false; /* SHARD_GRAD_OP: still there from the forward pass */
+    unit->state = FSDP_FLATPARAM_UNSHARDED;
+  } else if (unit->kept || unit->cached) { /* still there from the forward pass */
+    unit->kept = false;
+    if (unit->cached) ctx->stats.cache_hits++;
+    unit->cached = false;
+    unit->state = FSDP_FLATPARAM_UNSHARDED;
   } else {
-    es = esize(unit);
-    FSDPCall(FSDPMalloc((size_t)unit->padded * es, FSDP_MEM_UNSHARDED, &unit->unsharded));
-    (void)FSDPLogEventBegin(ctx->ev_allgather);
-    unit->state = FSDP_FLATPARAM_GATHERING;
-    mpierr = MPI_Allgather(unit->shard, (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), unit->unsharded,
-                           (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), ctx->shard_comm);
-    unit->state = FSDP_FLATPARAM_SHARDED;
-    (void)FSDPLogEventEnd(ctx->ev_allgather, (int64_t)((size_t)unit->padded * es));
-    if (mpierr != MPI_SUCCESS) {
-      FSDPCall(FSDPFree(&unit->unsharded));
-      FSDPCallMPI(mpierr);
-    }
+    FSDPCall(take_params(unit));
+    FSDPCall(start_gather(unit));
+    wait = true;
   }
-  unit->state = FSDP_FLATPARAM_UNSHARDED;
+  note_in_flight(ctx);
+  if (ctx->phase == PHASE_FORWARD && unit->fwd_pos < 0) {
+    unit->fwd_pos = ctx->norder;
+    ctx->order[ctx->norder++] = unit->index;
+  }
+  /* The next unit's all-gather goes out before this unit computes. */
+  if ((ctx->phase == PHASE_FORWARD && ctx->forward_prefetch) ||
+      (ctx->phase == PHASE_BACKWARD && ctx->backward_prefetch == FSDP_BACKWARD_PREFETCH_PRE))
+    FSDPCall(prefetch(ctx, next_unit(unit)));
+  if (wait) FSDPCall(finish_gather(unit));
   return FSDP_SUCCESS;
 }
 
@@ -389,35 +639,53 @@ static void divide(FlatParam u, void *x, int w)
   }
 }
 
-/* The reduction's first collective: a reduce-scatter in the shard group or,
-   with F = 1 and replicas to reach, an all-reduce straight across them. */
+/* The unsharded gradient, zeroed, from the plan's gradient buffers. */
+static FSDPErrorCode take_grad(FlatParam u)
+{
+  if (u->ugrad) return FSDP_SUCCESS;
+  FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad));
+  memset(u->ugrad, 0, (size_t)u->padded * esize(u));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamPutGrad_Private(FlatParam u)
+{
+  if (u->ugrad) pool_put(&u->ctx->grads_pool, u->ugrad);
+  u->ugrad = NULL;
+  return FSDP_SUCCESS;
+}
+
+/* The reduction's collectives: a reduce-scatter in the shard group, followed
+   on the stream by the all-reduce across replicas; or, with F = 1, one
+   all-reduce straight across them. */
 static FSDPErrorCode start_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  MPI_Datatype type = FSDPDataTypeMPI_Private(unit->dtype);
   bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1;
-  int count = (int)unit->shard_numel, mpierr;
+  int count = (int)unit->shard_numel;
 
-  if (unit->grad == GRAD_NONE) {
-    unit->target = unit->grad_shard; /* nothing to keep: reduce straight into the gradient shard */
-  } else {
-    FSDPCall(FSDPMalloc((size_t)count * esize(unit), FSDP_MEM_COMM_STAGING, &unit->staging));
-    unit->target = unit->staging;
-  }
+  /* Nothing to keep: reduce straight into the gradient shard; else into the staging buffer, added after. */
+  unit->target = unit->grad == GRAD_NONE ? unit->grad_shard : ctx->staging;
   if (ctx->factor == 1 && replicate && unit->grad != GRAD_PARTIAL) {
     unit->reduced_all = true;
     unit->replicate_now = false;
-    mpierr = MPI_Iallreduce(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->replicate_comm, &unit->request);
+    FSDPCall(submit(unit, COMM_ALLREDUCE, unit->ugrad, unit->target, count, false, &unit->reduce));
   } else {
-    unit->reduced_all = ctx->nreplicas == 1;
-    unit->replicate_now = replicate;
-    mpierr =
-      MPI_Ireduce_scatter_block(unit->ugrad, unit->target, count, type, MPI_SUM, ctx->shard_comm, &unit->request);
-  }
-  if (mpierr != MPI_SUCCESS) {
-    unit->target = NULL;
-    FSDPCall(FSDPFree(&unit->staging));
-    FSDPCallMPI(mpierr);
+    /* A shard holding a partial sum crosses the replicas whole, after the add: not on the stream. */
+    bool chain = replicate && unit->grad != GRAD_PARTIAL;
+    unit->reduced_all = ctx->nreplicas == 1 || chain;
+    unit->replicate_now = replicate && !chain;
+    FSDPCall(submit(unit, COMM_REDUCE_SCATTER, unit->ugrad, unit->target, count, false, &unit->reduce));
+    if (chain) {
+      uint64_t first = unit->reduce;
+      FSDPErrorCode ierr = submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, unit->target, count, true, &unit->reduce);
+      if (ierr) {
+        (void)CommStreamWait(ctx->stream, first);
+        unit->reduce = 0;
+        return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+      }
+      unit->reduce_first = first;
+    }
   }
   unit->state = FSDP_FLATPARAM_REDUCING;
   ctx->reducing = unit;
@@ -442,56 +710,60 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
             unit->name);
   /* A unit unsharded for backward whose parameters got no gradient on this
      rank (an unused branch) reduces zeros, as the other ranks expect it to. */
-  if (!unit->ugrad) FSDPCall(FSDPCalloc((size_t)unit->padded, esize(unit), FSDP_MEM_UNSHARDED, &unit->ugrad));
+  FSDPCall(take_grad(unit));
   /* Resharded after backward under every strategy. */
-  if (unit->state == FSDP_FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
+  unit->kept = false;
+  if (unit->state == FSDP_FLATPARAM_UNSHARDED) {
+    StepPhase phase = ctx->phase;
+    ctx->phase = PHASE_NONE; /* nothing is cached after backward */
+    FSDPErrorCode ierr = release_params(unit, false);
+    ctx->phase = phase;
+    FSDPCall(ierr);
+  }
   FSDPCall(FlatParamDropKept_Private(unit));
   if (!ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
-  /* One reduce-scatter in flight, overlapping the next unit's backward: the
+  /* One reduction in flight, overlapping the next unit's backward: the
      unsharded gradients held are that one's and the current unit's. */
   FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   FSDPCall(start_reduction(unit));
+  if (ctx->phase == PHASE_BACKWARD && ctx->backward_prefetch == FSDP_BACKWARD_PREFETCH_POST)
+    FSDPCall(prefetch(ctx, next_unit(unit)));
   return FSDP_SUCCESS;
 }
 
 /* Sum `shard` (shard-sized) over the replicas in place, then divide by W. */
 static FSDPErrorCode allreduce_average(FlatParam unit, void *shard)
 {
-  FSDPContext ctx = unit->ctx;
-  FSDPCall(FSDPLogEventBegin(ctx->ev_allreduce));
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, shard, (int)unit->shard_numel, FSDPDataTypeMPI_Private(unit->dtype), MPI_SUM,
-                            ctx->replicate_comm));
-  FSDPCall(FSDPLogEventEnd(ctx->ev_allreduce, (int64_t)((size_t)unit->shard_numel * esize(unit))));
-  divide(unit, shard, ctx->size);
+  uint64_t ticket;
+  FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, shard, (int)unit->shard_numel, false, &ticket));
+  FSDPCall(CommStreamWait(unit->ctx->stream, ticket));
+  divide(unit, shard, unit->ctx->size);
   return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode complete_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  int64_t bytes = (int64_t)((size_t)unit->padded * esize(unit));
-  FSDPLogEvent first = unit->reduced_all && ctx->factor == 1 && ctx->nreplicas > 1 ? ctx->ev_allreduce
-                                                                                  : ctx->ev_reduce_scatter;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
 
-  FSDPCall(FSDPLogEventBegin(first));
-  FSDPCallMPI(MPI_Wait(&unit->request, MPI_STATUS_IGNORE));
-  FSDPCall(FSDPLogEventEnd(first, bytes));
+  /* Every ticket is waited for, even after a failure, so that none leaks. */
+  if (unit->reduce_first) ierr = CommStreamWait(ctx->stream, unit->reduce_first);
+  if (unit->reduce) {
+    FSDPErrorCode e = CommStreamWait(ctx->stream, unit->reduce);
+    if (!ierr) ierr = e;
+  }
+  unit->reduce = unit->reduce_first = 0;
+  FSDPCall(ierr);
   if (unit->reduced_all) {
     divide(unit, unit->target, ctx->size);
-    if (unit->target == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
+    if (unit->target == ctx->staging) add_into(unit, unit->grad_shard, ctx->staging);
     unit->grad = GRAD_SYNCED;
-  } else if (unit->replicate_now) {
-    void *sum = unit->target;
-    if (unit->grad == GRAD_PARTIAL) { /* the whole accumulated shard crosses the replicas now */
-      add_into(unit, unit->grad_shard, unit->staging);
-      sum = unit->grad_shard;
-      unit->grad = GRAD_SYNCED; /* whatever happens next, the staging is in */
-    }
-    FSDPCall(allreduce_average(unit, sum));
-    if (sum == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
-    unit->grad = GRAD_SYNCED;
+  } else if (unit->replicate_now) { /* a partial sum in the shard: the whole of it crosses the replicas now */
+    add_into(unit, unit->grad_shard, ctx->staging);
+    unit->grad = GRAD_SYNCED; /* whatever happens next, the staging is in */
+    FSDPCall(allreduce_average(unit, unit->grad_shard));
   } else { /* replicate sync off: a partial sum, divided when the replicas are reached */
-    if (unit->target == unit->staging) add_into(unit, unit->grad_shard, unit->staging);
+    if (unit->target == ctx->staging) add_into(unit, unit->grad_shard, ctx->staging);
     unit->grad = GRAD_PARTIAL;
   }
   return FSDP_SUCCESS;
@@ -501,11 +773,9 @@ FSDPErrorCode FlatParamCompleteReduction_Private(FlatParam unit)
 {
   FSDPErrorCode ierr = complete_reduction(unit);
   /* Done or failed, the unit leaves REDUCING: a failed reduction is not retried. */
-  unit->request = MPI_REQUEST_NULL;
   unit->target = NULL;
   unit->state = FSDP_FLATPARAM_SHARDED;
-  FSDPCall(FSDPFree(&unit->staging));
-  FSDPCall(FSDPFree(&unit->ugrad));
+  FSDPCall(FlatParamPutGrad_Private(unit));
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }
@@ -532,14 +802,20 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   FSDPErrorCode ierr;
   size_t es = esize(unit);
 
+  /* In one of the plan's buffers: initialization needs no memory of its own. */
   if (unit->ctx->factor == 1) unit->unsharded = unit->shard;
-  else FSDPCall(FSDPCalloc((size_t)unit->padded, es, FSDP_MEM_UNSHARDED, &unit->unsharded));
+  else {
+    FSDPCall(take_params(unit));
+    memset(unit->unsharded, 0, (size_t)unit->padded * es);
+  }
   unit->state = FSDP_FLATPARAM_UNSHARDED;
   ierr = init(unit, user); /* runtime calls are refused inside: the unit stays unsharded */
   if (!ierr && unit->unsharded != unit->shard)
     memcpy(unit->shard, at(unit, unit->unsharded, (int64_t)unit->ctx->shard_index * unit->shard_numel),
            (size_t)unit->shard_numel * es);
-  FSDPCall(release_params(unit, false));
+  if (unit->ctx->factor > 1) put_params(unit);
+  unit->unsharded = NULL;
+  unit->state = FSDP_FLATPARAM_SHARDED;
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }

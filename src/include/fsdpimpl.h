@@ -15,6 +15,13 @@ FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv);
 FSDPErrorCode FSDPOptionsFinalize_Private(void);
 
 FSDPErrorCode FSDPLogInitialize_Private(void);
+/* Events whose time is measured elsewhere (the communication thread). */
+FSDPErrorCode FSDPLogEventAdd_Private(FSDPLogEvent event, int64_t count, double time, int64_t bytes);
+/* What -fsdp_log_view's communication summary counts an event as. */
+enum { FSDP_LOG_KIND_OTHER = 0, FSDP_LOG_KIND_COMM, FSDP_LOG_KIND_EXPOSED };
+FSDPErrorCode FSDPLogEventSetKind_Private(FSDPLogEvent event, int kind);
+/* Seconds on a monotonic clock. */
+double FSDPTime_Private(void);
 FSDPErrorCode FSDPLogFinalize_Private(void);
 
 /* Run view(viewer, ctx); a NULL viewer becomes stdout on comm (the object's

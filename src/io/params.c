@@ -103,6 +103,8 @@ static FSDPErrorCode check_file(FSDPContext ctx, hid_t file, const char *path)
 /* Reads each parameter this rank's shards hold part of and copies that part in. */
 static FSDPErrorCode read_shards(FSDPContext ctx, hid_t file, const char *path)
 {
+  /* Unsharded copies kept from forward, or prefetched, would go stale. */
+  for (int u = 0; u < ctx->nunits; u++) FSDPCall(FlatParamDropKept_Private(ctx->units[u]));
   for (int u = 0; u < ctx->nunits; u++) {
     FlatParam unit = ctx->units[u];
     hid_t memtype = unit->dtype == FSDP_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;

@@ -382,6 +382,7 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   FSDPCheck(x && y, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: x and y must not be NULL");
   FSDPCall(reserve(model, n));
   model->have_forward = false;
+  FSDPCall(FSDPContextBeginForward(model->ctx));
   h = x;
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
@@ -430,6 +431,7 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
   FSDPCheck(dy, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelBackward: dy must not be NULL");
   n = model->n;
   model->have_forward = false; /* the activations are consumed */
+  FSDPCall(FSDPContextBeginBackward(model->ctx));
   for (int i = model->nlayers - 1; i >= 0; i--) {
     Layer *l = &model->layers[i];
     const float *input = i > 0 ? model->layers[i - 1].y : model->x;

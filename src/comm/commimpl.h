@@ -1,0 +1,48 @@
+/* commimpl.h: the communication stream.  Collectives submitted to a stream
+   run in submission order, asynchronously to the submitting thread, which
+   gets a ticket and blocks only when it waits for one (doc/overlap.md).  The
+   CUDA backend implements the same calls with a CUDA stream and events. */
+#ifndef FSDP_COMMIMPL_H
+#define FSDP_COMMIMPL_H
+
+#include "fsdpimpl.h"
+
+typedef enum { COMM_ALLGATHER = 0, COMM_REDUCE_SCATTER, COMM_ALLREDUCE, COMM_NUM_KINDS } CommKind;
+
+/* One collective.  send may be MPI_IN_PLACE for an all-reduce. */
+typedef struct {
+  CommKind kind;
+  const void *send;
+  void *recv;
+  int count; /* per rank for the all-gather and the reduce-scatter, total for the all-reduce */
+  MPI_Datatype type;
+  MPI_Comm comm;
+  const char *unit;   /* for diagnostics */
+  int64_t bytes;      /* what -fsdp_log_view counts */
+  FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */
+  FSDPLogEvent unit_event;
+  bool after_previous; /* reads what the previous operation writes: starts when that one is done */
+} CommOp;
+
+typedef struct CommStream_s *CommStream;
+
+const char *CommKindName(CommKind kind);
+/* abort_comm: what the watchdog aborts; timeout: seconds, 0 = never. */
+FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, CommStream *stream);
+/* Queues op; *ticket identifies it for CommStreamWait (tickets start at 1). */
+FSDPErrorCode CommStreamSubmit(CommStream stream, const CommOp *op, uint64_t *ticket);
+/* Blocks until the operation is done and retires its ticket; the time spent
+   blocked is exposed communication.  A collective that does not finish within
+   the timeout prints a diagnostic and aborts the job. */
+FSDPErrorCode CommStreamWait(CommStream stream, uint64_t ticket);
+/* Waits for an MPI request of the caller's under the same watchdog (the
+   debug check's gather); `what` describes it in the diagnostic. */
+FSDPErrorCode CommStreamWaitRequest(CommStream stream, MPI_Request *request, const char *what);
+/* The step number that diagnostics print. */
+void CommStreamSetStep(CommStream stream, int64_t step);
+/* Seconds spent in collectives, and waiting for them. */
+void CommStreamGetTimes(CommStream stream, double *comm_time, double *exposed_time, int64_t *ncollectives);
+/* Waits for every queued operation, stops the thread. */
+FSDPErrorCode CommStreamDestroy(CommStream *stream);
+
+#endif

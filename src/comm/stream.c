@@ -1,0 +1,313 @@
+/* The host communication stream (doc/overlap.md).  Three engines:
+   thread       a thread of the context's runs the queue with blocking
+                collectives (needs MPI_THREAD_MULTIPLE); MPI progresses while
+                the computing thread computes.
+   nonblocking  the submitting thread starts MPI_I* collectives; MPI
+                progresses only inside MPI calls (waits and tests).
+   sync         the collective runs inside Submit: the reference path.
+   Operations are queued in a ring of fixed size allocated at creation, so a
+   step allocates nothing here. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "commimpl.h"
+
+#define RING 64 /* operations queued and not yet waited for, at most */
+
+typedef struct {
+  CommOp op;
+  uint64_t ticket;
+  bool queued;  /* submitted and not retired (waited for) */
+  bool started; /* nonblocking: the MPI_I* call is made */
+  bool done;
+  int mpierr;
+  MPI_Request request;
+  double start, end;
+} Slot;
+
+struct CommStream_s {
+  FSDPCommEngine engine;
+  double timeout;
+  MPI_Comm abort_comm;
+  int64_t step;
+  Slot ring[RING];
+  uint64_t submitted; /* tickets handed out */
+  uint64_t next_run;  /* thread: the next ticket the thread runs */
+  pthread_t thread;
+  bool have_thread, quit;
+  pthread_mutex_t lock;
+  pthread_cond_t work, done;
+  double comm_time, exposed_time;
+  int64_t ncollectives;
+  FSDPLogEvent ev_wait;
+};
+
+static const char *const kind_names[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
+const char *CommKindName(CommKind kind) { return kind >= 0 && kind < COMM_NUM_KINDS ? kind_names[kind] : "?"; }
+
+static Slot *slot_of(CommStream s, uint64_t ticket) { return &s->ring[(ticket - 1) % RING]; }
+
+static int run_blocking(const CommOp *op)
+{
+  switch (op->kind) {
+  case COMM_ALLGATHER: return MPI_Allgather(op->send, op->count, op->type, op->recv, op->count, op->type, op->comm);
+  case COMM_REDUCE_SCATTER: return MPI_Reduce_scatter_block(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm);
+  default: return MPI_Allreduce(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm);
+  }
+}
+
+static int start_nonblocking(const CommOp *op, MPI_Request *req)
+{
+  switch (op->kind) {
+  case COMM_ALLGATHER:
+    return MPI_Iallgather(op->send, op->count, op->type, op->recv, op->count, op->type, op->comm, req);
+  case COMM_REDUCE_SCATTER:
+    return MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm, req);
+  default: return MPI_Iallreduce(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm, req);
+  }
+}
+
+/* Timing and logging of a finished operation (called once per operation). */
+static void account(CommStream s, Slot *sl)
+{
+  double t = sl->end - sl->start;
+  s->comm_time += t;
+  s->ncollectives++;
+  (void)FSDPLogEventAdd_Private(sl->op.event, 1, t, sl->op.bytes);
+  if (sl->op.unit_event >= 0) (void)FSDPLogEventAdd_Private(sl->op.unit_event, 1, t, sl->op.bytes);
+}
+
+static void *thread_main(void *arg)
+{
+  CommStream s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->next_run > s->submitted && !s->quit) pthread_cond_wait(&s->work, &s->lock);
+    if (s->next_run > s->submitted) break; /* quit with nothing left */
+    Slot *sl = slot_of(s, s->next_run);
+    pthread_mutex_unlock(&s->lock);
+    sl->start = FSDPTime_Private();
+    int err = run_blocking(&sl->op);
+    double end = FSDPTime_Private();
+    pthread_mutex_lock(&s->lock);
+    sl->mpierr = err;
+    sl->end = end;
+    sl->done = true;
+    account(s, sl);
+    s->next_run++;
+    pthread_cond_broadcast(&s->done);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, CommStream *stream)
+{
+  CommStream s;
+  int err;
+
+  FSDPCall(FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s));
+  s->engine = engine;
+  s->timeout = timeout;
+  s->abort_comm = abort_comm;
+  s->next_run = 1;
+  for (int i = 0; i < RING; i++) s->ring[i].request = MPI_REQUEST_NULL;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->work, NULL);
+  pthread_cond_init(&s->done, NULL);
+  FSDPCall(FSDPLogEventRegister("CommWait", &s->ev_wait));
+  FSDPCall(FSDPLogEventSetKind_Private(s->ev_wait, FSDP_LOG_KIND_EXPOSED));
+  if (engine == FSDP_COMM_ENGINE_THREAD) {
+    err = pthread_create(&s->thread, NULL, thread_main, s);
+    if (err) {
+      (void)CommStreamDestroy(&s);
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "cannot start the communication thread: %s", strerror(err));
+    }
+    s->have_thread = true;
+  }
+  *stream = s;
+  return FSDP_SUCCESS;
+}
+
+/* Nonblocking engine: starts queued operations whose predecessor allows. */
+static void progress(CommStream s)
+{
+  for (uint64_t t = s->submitted >= RING ? s->submitted - RING + 1 : 1; t <= s->submitted; t++) {
+    Slot *sl = slot_of(s, t);
+    if (!sl->queued || sl->done) continue;
+    if (!sl->started) {
+      if (sl->op.after_previous && t > 1 && slot_of(s, t - 1)->queued && !slot_of(s, t - 1)->done) break;
+      sl->start = FSDPTime_Private();
+      sl->mpierr = start_nonblocking(&sl->op, &sl->request);
+      sl->started = true;
+      if (sl->mpierr) {
+        sl->done = true;
+        sl->end = sl->start;
+        continue;
+      }
+    }
+    int flag = 0;
+    sl->mpierr = MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE);
+    if (flag || sl->mpierr) {
+      sl->done = true;
+      sl->end = FSDPTime_Private();
+      account(s, sl);
+    }
+  }
+}
+
+FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
+{
+  uint64_t t = s->submitted + 1;
+  Slot *sl = slot_of(s, t);
+
+  FSDPCheck(!sl->queued, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "the communication stream has %d operations not waited for: one leaks", RING);
+  pthread_mutex_lock(&s->lock);
+  sl->op = *op;
+  sl->ticket = t;
+  sl->queued = true;
+  sl->started = sl->done = false;
+  sl->mpierr = MPI_SUCCESS;
+  s->submitted = t;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  if (s->engine == FSDP_COMM_ENGINE_SYNC) {
+    sl->start = FSDPTime_Private();
+    sl->mpierr = run_blocking(op);
+    sl->end = FSDPTime_Private();
+    sl->done = sl->started = true;
+    account(s, sl);
+  } else if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
+  *ticket = t;
+  return FSDP_SUCCESS;
+}
+
+static void watchdog_fire(CommStream s, const char *what, double waited)
+{
+  int rank = -1;
+  MPI_Comm_rank(s->abort_comm, &rank);
+  fprintf(stderr,
+          "[%d] libfsdp watchdog: %s has not completed after %.1f s (-fsdp_collective_timeout %g) at step %lld; "
+          "another rank is not taking part in it: it skipped it, waits in a different collective, or died. "
+          "Aborting the job.\n",
+          rank, what, waited, s->timeout, (long long)s->step);
+  fflush(stderr);
+  MPI_Abort(s->abort_comm, FSDP_ERR_TIMEOUT);
+}
+
+static void describe(const Slot *sl, char *buf, size_t len)
+{
+  char b[32];
+  int size = 0;
+  FSDPFormatBytes_Private(b, sizeof b, (double)sl->op.bytes);
+  MPI_Comm_size(sl->op.comm, &size);
+  snprintf(buf, len, "the %s of unit '%s' (%s, on a communicator of %d ranks)", CommKindName(sl->op.kind),
+           sl->op.unit ? sl->op.unit : "?", b, size);
+}
+
+FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
+{
+  Slot *sl;
+  double t0 = FSDPTime_Private(), waited = 0;
+  bool blocked;
+  int err;
+  char what[256];
+
+  FSDPCheck(ticket >= 1 && ticket <= s->submitted, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "no operation has ticket %llu",
+            (unsigned long long)ticket);
+  sl = slot_of(s, ticket);
+  FSDPCheck(sl->queued && sl->ticket == ticket, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "operation %llu was waited for already", (unsigned long long)ticket);
+  if (s->engine == FSDP_COMM_ENGINE_THREAD) {
+    pthread_mutex_lock(&s->lock);
+    blocked = !sl->done;
+    if (blocked) (void)FSDPLogEventBegin(s->ev_wait);
+    while (!sl->done) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_sec += 1; /* look at the watchdog every second */
+      pthread_cond_timedwait(&s->done, &s->lock, &until);
+      waited = FSDPTime_Private() - t0;
+      if (!sl->done && s->timeout > 0 && waited > s->timeout) {
+        describe(sl, what, sizeof what);
+        pthread_mutex_unlock(&s->lock);
+        watchdog_fire(s, what, waited);
+      }
+    }
+    pthread_mutex_unlock(&s->lock);
+  } else {
+    if (!sl->done) progress(s);
+    blocked = !sl->done;
+    if (blocked) (void)FSDPLogEventBegin(s->ev_wait);
+    while (!sl->done) {
+      progress(s);
+      waited = FSDPTime_Private() - t0;
+      if (!sl->done && s->timeout > 0 && waited > s->timeout) {
+        describe(sl, what, sizeof what);
+        watchdog_fire(s, what, waited);
+      }
+    }
+  }
+  if (blocked) {
+    (void)FSDPLogEventEnd(s->ev_wait, 0);
+    s->exposed_time += FSDPTime_Private() - t0;
+  }
+  err = sl->mpierr;
+  sl->queued = false;
+  if (err != MPI_SUCCESS) FSDPCallMPI(err);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const char *what)
+{
+  double t0 = FSDPTime_Private();
+  int flag = 0;
+  while (!flag) {
+    FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
+    if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
+    double waited = FSDPTime_Private() - t0;
+    if (!flag && s->timeout > 0 && waited > s->timeout) watchdog_fire(s, what, waited);
+  }
+  return FSDP_SUCCESS;
+}
+
+void CommStreamSetStep(CommStream s, int64_t step) { s->step = step; }
+
+void CommStreamGetTimes(CommStream s, double *comm_time, double *exposed_time, int64_t *ncollectives)
+{
+  pthread_mutex_lock(&s->lock);
+  if (comm_time) *comm_time = s->comm_time;
+  if (exposed_time) *exposed_time = s->exposed_time;
+  if (ncollectives) *ncollectives = s->ncollectives;
+  pthread_mutex_unlock(&s->lock);
+}
+
+FSDPErrorCode CommStreamDestroy(CommStream *stream)
+{
+  CommStream s = *stream;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  if (!s) return FSDP_SUCCESS;
+  /* Nothing may be left running on buffers about to be freed. */
+  for (int i = 0; i < RING; i++)
+    if (s->ring[i].queued) {
+      FSDPErrorCode e = CommStreamWait(s, s->ring[i].ticket);
+      if (!ierr) ierr = e;
+    }
+  if (s->have_thread) {
+    pthread_mutex_lock(&s->lock);
+    s->quit = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+  }
+  pthread_cond_destroy(&s->work);
+  pthread_cond_destroy(&s->done);
+  pthread_mutex_destroy(&s->lock);
+  FSDPCall(FSDPFree(stream));
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
