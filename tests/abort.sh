@@ -15,10 +15,9 @@ expect_grep '^rank 1 continues after error code [1-9][0-9]*$' "$fsdp_tmp/out"
 expect_grep '^rank 0 continues after error code 0$' "$fsdp_tmp/out"
 
 # -fsdp_on_error abort: the error is printed and the job dies at once.
-if fsdp_run 2 "$prog" continue -fsdp_on_error abort >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
-  echo "FAIL: -fsdp_on_error abort let the job succeed"; exit 1
-fi
-rc=$?
+rc=0
+fsdp_run 2 "$prog" continue -fsdp_on_error abort >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || rc=$?
+[ "$rc" -ne 0 ] || { echo "FAIL: -fsdp_on_error abort let the job succeed"; exit 1; }
 [ "$rc" -ne 124 ] || { echo "FAIL: -fsdp_on_error abort hung"; exit 1; }
 expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp/err"
 expect_count 0 '^rank 1 continues' "$fsdp_tmp/out"
@@ -31,10 +30,9 @@ expect_grep '^\[1\] FSDP ERROR: user error: rank 1 was told to fail$' "$fsdp_tmp
 expect_grep '^\[1\] FSDP ERROR: #3 main() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
 
 # FSDPCall in main: the traceback reaches main and the job fails, without hanging.
-if fsdp_run 2 "$prog" main >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
-  echo "FAIL: an error returned from main let the job succeed"; exit 1
-fi
-rc=$?
+rc=0
+fsdp_run 2 "$prog" main >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || rc=$?
+[ "$rc" -ne 0 ] || { echo "FAIL: an error returned from main let the job succeed"; exit 1; }
 [ "$rc" -ne 124 ] || { echo "FAIL: an error returned from main hung the job"; exit 1; }
 expect_grep '^\[1\] FSDP ERROR: #3 main() at .*test_abort.c:[0-9]*$' "$fsdp_tmp/err"
 exit 0
