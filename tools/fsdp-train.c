@@ -360,6 +360,9 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   char b1[32], b2[32];
   const char *formula[FSDP_MEM_NUM_CATEGORIES];
   double expect[FSDP_MEM_NUM_CATEGORIES];
+  char lmax[64];
+  FSDPMemoryPlan plan;
+  FSDPCommStats cs;
 
   FSDPCall(FSDPGetMemoryStats(&st));
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) peak[c] = (double)st.peak[c];
@@ -368,6 +371,7 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   FSDPCall(FSDPContextGetSizes(ctx, &numel, &shard, &maxunit));
   FSDPCall(FSDPOptimizerGetStateSize(opt, &state));
   MPI_Allreduce(MPI_IN_PLACE, &state, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  FSDPCall(FSDPContextGetCommStats(ctx, &cs));
   if (rank) return FSDP_SUCCESS;
   formula[FSDP_MEM_PARAMS] = "sum(psi_i)/F";
   expect[FSDP_MEM_PARAMS] = 4.0 * (double)shard;
@@ -375,26 +379,30 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   expect[FSDP_MEM_GRADS] = 4.0 * (double)shard;
   formula[FSDP_MEM_OPTIM_STATE] = "k * trainable/F";
   expect[FSDP_MEM_OPTIM_STATE] = 4.0 * (double)state;
-  /* One unit's parameters and two units' gradients (the one computing, the
-     one reducing); grad_op keeps every unit's parameters from forward to
-     backward, each freed as its gradient is reduced, so the peak is all of
-     them and one gradient; with F = 1 the parameters are the shard itself. */
+  /* L units' parameters (the limiter's L) and two units' gradients (the one
+     computing, the one reducing); grad_op keeps every unit's parameters from
+     forward to backward; with F = 1 the parameters are the shard itself. */
   FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
-  if (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2) {
-    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? "sum(psi_i) + max(psi_i)" : "2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = 4.0 * (factor > 1 ? (double)shard * factor + (double)maxunit : 2.0 * (double)maxunit);
+  FSDPCall(FSDPContextGetMemoryPlan(ctx, &plan));
+  if (factor > 1 && (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2)) {
+    formula[FSDP_MEM_UNSHARDED] = "sum(psi_i) + 2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * ((double)shard * factor + 2.0 * (double)maxunit);
   } else {
-    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? "3 max(psi_i)" : "2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = 4.0 * (factor > 1 ? 3.0 : 2.0) * (double)maxunit;
+    snprintf(lmax, sizeof lmax, "(L + 2) max(psi_i), L = %d", plan.unsharded_buffers);
+    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? lmax : "2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * ((factor > 1 ? plan.unsharded_buffers : 0) + 2.0) * (double)maxunit;
   }
-  formula[FSDP_MEM_COMM_STAGING] = "";
-  expect[FSDP_MEM_COMM_STAGING] = -1;
+  formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
+  expect[FSDP_MEM_COMM_STAGING] = (double)plan.bytes[FSDP_MEM_COMM_STAGING];
   formula[FSDP_MEM_OTHER] = "(activations, data)";
   expect[FSDP_MEM_OTHER] = -1;
   printf("fsdp-train: %lld steps in %.3f s: %.2f ms/step, %.1f samples/s, final loss %.6g\n", (long long)steps, seconds,
          steps ? 1e3 * seconds / (double)steps : 0.0, seconds > 0 ? (double)samples / seconds : 0.0, last_loss);
   printf("fsdp-train: communication %.3f s on rank 0, %.3f GB/s\n", comm_time,
          comm_time > 0 ? (double)comm_bytes / comm_time / 1e9 : 0.0);
+  if (cs.comm_time > 0)
+    printf("fsdp-train: rank 0 waited %.3f s of %.3f s in collectives: overlap %.1f%%, %lld prefetches\n",
+           cs.exposed_time, cs.comm_time, 100.0 * (1.0 - cs.exposed_time / cs.comm_time), (long long)cs.prefetches);
   printf("fsdp-train: peak memory per rank (largest over ranks)   FSDP formula\n");
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
     FSDPFormatBytes_Private(b1, sizeof b1, peak[c]);

@@ -181,6 +181,9 @@ FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
     sl->end = FSDPTime_Private();
     sl->done = sl->started = true;
     account(s, sl);
+    /* The caller waited for all of it. */
+    s->exposed_time += sl->end - sl->start;
+    (void)FSDPLogEventAdd_Private(s->ev_wait, 1, sl->end - sl->start, 0);
   } else if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
   *ticket = t;
   return FSDP_SUCCESS;

@@ -751,24 +751,42 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                    u->nparams, (long long)u->numel, (long long)u->padded, (long long)u->shard_numel,
                                    (long long)(u->padded - u->numel)));
   }
-  FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
-  FSDPFormatBytes_Private(b, sizeof b, (double)max_bytes);
-  FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + max_bytes));
-  FSDPCall(FSDPViewerASCIIPrintf(v, "memory per rank: parameter shards %s, gradient shards %s\n", a, a));
-  if (ctx->factor > 1 && (ctx->strategy == FSDP_SHARD_GRAD_OP || ctx->strategy == FSDP_HYBRID_SHARD_ZERO2)) {
-    FSDPFormatBytes_Private(b, sizeof b, (double)all_bytes);
-    FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + all_bytes));
-    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: sum(psi_i)/F + sum(psi_i) = %s + %s = %s (%s keeps every "
-                                   "unit unsharded from its forward to its backward); backward adds up to two units' "
-                                   "unsharded gradients\n",
-                                   a, b, c, strategy_names[ctx->strategy]));
-  } else if (ctx->factor == 1)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: %s (F = 1: the shards are the units); backward adds up to "
-                                   "two units' unsharded gradients, %s each at most\n", a, b));
-  else
-    FSDPCall(FSDPViewerASCIIPrintf(v, "parameters at peak: sum(psi_i)/F + max(psi_i) = %s + %s = %s (one unit "
-                                   "unsharded at a time); backward adds up to two units' unsharded gradients\n",
-                                   a, b, c));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "overlap: %s engine, backward prefetch %s, forward prefetch %s, at most %s "
+                                 "unit%s unsharded at once, watchdog %s%s\n",
+                                 engine_names[ctx->engine], prefetch_names[ctx->backward_prefetch],
+                                 ctx->forward_prefetch ? "on" : "off",
+                                 ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of",
+                                 ctx->limit == 1 ? "" : "s",
+                                 ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
+                                 ctx->debug_collectives ? ", collectives checked" : ""));
+  {
+    const FSDPMemoryPlan *p = &ctx->plan;
+    int L = p->unsharded_buffers;
+    FSDPCall(FSDPViewerASCIIPrintf(v, "memory plan per rank (allocated at SetUp; after the first step, a step allocates nothing):\n"));
+    FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "parameter shards", a));
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "gradient shards", a));
+    FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
+    FSDPFormatBytes_Private(b, sizeof b, (double)max_bytes);
+    if (ctx->factor > 1 && !L)
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i) for parameters (%s keeps every unit from forward "
+                                     "to backward) + %d x %s for gradients\n",
+                                     "unsharded buffers", a, strategy_names[ctx->strategy], p->gradient_buffers, b));
+    else
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   %d x %s for parameters%s + %d x %s for gradients\n",
+                                     "unsharded buffers", a, L, b, ctx->factor == 1 ? " (F = 1: the shards are the units)" : "",
+                                     p->gradient_buffers, b));
+    FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_COMM_STAGING]);
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
+                                   "gradients\n", "communication staging", a));
+    FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
+    FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
+    if (ctx->factor > 1 && !L)
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
+    else
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + L*max(psi_i) = %s + %d x %s = %s (the "
+                                     "paper's formula, L = %d)\n", a, L, b, c, L));
+  }
   FSDPCall(FSDPViewerASCIIPopTab(v));
   return FSDP_SUCCESS;
 }
