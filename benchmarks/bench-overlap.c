@@ -3,7 +3,7 @@
    limit L, next to the synchronous path with no prefetching.  Settings run
    interleaved, round after round, so that drift in the machine's speed hits
    them alike; each setting's time is its median round (the slowest rank's).
-   make benchmarks && mpiexec -n 4 ./benchmarks/bench-overlap [-fsdp_bench_hidden H] [-fsdp_bench_depth D] [-fsdp_bench_batch B] [-fsdp_bench_steps S] [-fsdp_bench_rounds R]
+   make benchmarks && OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ./benchmarks/bench-overlap [-fsdp_bench_hidden H] [-fsdp_bench_depth D] [-fsdp_bench_batch B] [-fsdp_bench_steps S] [-fsdp_bench_rounds R]
    Prints one table; doc/performance.md has the numbers measured here. */
 #include <stdio.h>
 #include <stdlib.h>
