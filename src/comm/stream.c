@@ -139,7 +139,8 @@ static void progress(CommStream s)
     Slot *sl = slot_of(s, t);
     if (!sl->queued || sl->done) continue;
     if (!sl->started) {
-      if (sl->op.after_previous && t > 1 && slot_of(s, t - 1)->queued && !slot_of(s, t - 1)->done) break;
+      const Slot *prev = t > 1 ? slot_of(s, t - 1) : NULL;
+      if (sl->op.after_previous && prev && prev->ticket == t - 1 && prev->queued && !prev->done) break;
       sl->start = FSDPTime_Private();
       sl->mpierr = start_nonblocking(&sl->op, &sl->request);
       sl->started = true;
@@ -212,6 +213,16 @@ static void describe(const Slot *sl, char *buf, size_t len)
            sl->op.unit ? sl->op.unit : "?", b, size);
 }
 
+/* The collective the others wait behind: the oldest one started and not done. */
+static const Slot *oldest_pending(CommStream s, const Slot *waited)
+{
+  for (uint64_t t = s->submitted >= RING ? s->submitted - RING + 1 : 1; t <= s->submitted; t++) {
+    const Slot *sl = slot_of(s, t);
+    if (sl->ticket == t && sl->queued && sl->started && !sl->done) return sl;
+  }
+  return waited;
+}
+
 FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
 {
   Slot *sl;
@@ -236,7 +247,7 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
       pthread_cond_timedwait(&s->done, &s->lock, &until);
       waited = FSDPTime_Private() - t0;
       if (!sl->done && s->timeout > 0 && waited > s->timeout) {
-        describe(sl, what, sizeof what);
+        describe(slot_of(s, s->next_run), what, sizeof what); /* the one the thread is stuck in */
         pthread_mutex_unlock(&s->lock);
         watchdog_fire(s, what, waited);
       }
@@ -250,7 +261,7 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
       progress(s);
       waited = FSDPTime_Private() - t0;
       if (!sl->done && s->timeout > 0 && waited > s->timeout) {
-        describe(sl, what, sizeof what);
+        describe(oldest_pending(s, sl), what, sizeof what);
         watchdog_fire(s, what, waited);
       }
     }

@@ -85,7 +85,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->strategy = FSDP_FULL_SHARD;
   c->device = FSDP_DEVICE_HOST;
   c->grad_sync = c->replicate_grad_sync = true;
-  c->stream_shard_comm = c->stream_replicate_comm = c->check_shard_comm = c->check_replicate_comm = MPI_COMM_NULL;
+  c->stream_shard_comm = c->stream_replicate_comm = c->check_comm = MPI_COMM_NULL;
   c->backward_prefetch = FSDP_BACKWARD_PREFETCH_PRE;
   c->limit = 2;
   c->timeout = 600;
@@ -117,8 +117,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPCall(FSDPFree(&c->prev_order));
   FSDPCall(FSDPFree(&c->check_records));
   FSDPCall(FSDPFree(&c->ev_unit));
-  MPI_Comm *comms[] = {&c->stream_shard_comm, &c->stream_replicate_comm, &c->check_shard_comm,
-                       &c->check_replicate_comm};
+  MPI_Comm *comms[] = {&c->stream_shard_comm, &c->stream_replicate_comm, &c->check_comm};
   for (size_t k = 0; k < sizeof comms / sizeof comms[0]; k++)
     if (*comms[k] != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comms[k]));
   FSDPCall(ShardGroupDestroy(&c->group));
@@ -439,7 +438,7 @@ static FSDPErrorCode plan_memory(FSDPContext ctx)
   if (max_shard) FSDPCall(FSDPMalloc(max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
   FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->order));
   FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->prev_order));
-  FSDPCall(FSDPCalloc(4 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
+  FSDPCall(FSDPCalloc(5 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
   memset(plan, 0, sizeof *plan);
   plan->bytes[FSDP_MEM_PARAMS] = shards;
   plan->bytes[FSDP_MEM_GRADS] = shards;
@@ -481,19 +480,21 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->stream_replicate_comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_shard_comm, MPI_ERRORS_RETURN));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_replicate_comm, MPI_ERRORS_RETURN));
-  if (ctx->debug_collectives) {
-    FSDPCallMPI(MPI_Comm_dup(ctx->shard_comm, &ctx->check_shard_comm));
-    FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->check_replicate_comm));
-  }
+  if (ctx->debug_collectives) FSDPCallMPI(MPI_Comm_dup(ctx->comm, &ctx->check_comm));
   if (ctx->log_units) {
     static const char *const abbrev[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
-    FSDPCall(FSDPCalloc((size_t)ctx->nunits * COMM_NUM_KINDS, sizeof(FSDPLogEvent), FSDP_MEM_OTHER, &ctx->ev_unit));
-    for (int i = 0; i < ctx->nunits; i++)
-      for (int k = 0; k < COMM_NUM_KINDS; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s[%.40s]", abbrev[k], ctx->units[i]->name);
-        FSDPCall(FSDPLogEventRegister(name, &ctx->ev_unit[COMM_NUM_KINDS * i + k]));
-      }
+    /* The event table has 256 slots: per-unit events only for models that leave room. */
+    if (ctx->nunits * COMM_NUM_KINDS <= 128) {
+      FSDPCall(FSDPCalloc((size_t)ctx->nunits * COMM_NUM_KINDS, sizeof(FSDPLogEvent), FSDP_MEM_OTHER, &ctx->ev_unit));
+      for (int i = 0; i < ctx->nunits; i++)
+        for (int k = 0; k < COMM_NUM_KINDS; k++) {
+          char name[64]; /* the index keeps truncated names apart */
+          snprintf(name, sizeof name, "%s[%d:%.36s]", abbrev[k], i, ctx->units[i]->name);
+          FSDPCall(FSDPLogEventRegister(name, &ctx->ev_unit[COMM_NUM_KINDS * i + k]));
+        }
+    } else if (ctx->rank == 0)
+      fprintf(stderr, "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
+              "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
   FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, &ctx->stream));
   return FSDP_SUCCESS;
@@ -540,13 +541,15 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
   FSDPCall(FSDPContextCompleteReduction_Private(ctx));
+  /* Parameters kept for a backward pass that did not come must not outlive
+     the step; a prefetch nobody used ends first, so the unit can be flushed. */
+  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   /* Gradients left behind by accumulation reach every rank now, unit by unit. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamFlushGrad_Private(ctx->units[i]));
-  /* Parameters kept for a backward pass that did not come must not outlive the step. */
-  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   ctx->phase = PHASE_NONE;
   ctx->deferred = NULL;
-  CommStreamSetStep(ctx->stream, ++ctx->step);
+  if (ctx->step_active) CommStreamSetStep(ctx->stream, ++ctx->step); /* once per step, however often it is called */
+  ctx->step_active = false;
   return FSDP_SUCCESS;
 }
 

@@ -96,7 +96,7 @@ struct FSDPContext_s {
   double timeout; /* seconds; 0 = none */
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
-  MPI_Comm check_shard_comm, check_replicate_comm;   /* -fsdp_debug_collectives */
+  MPI_Comm check_comm;                               /* -fsdp_debug_collectives: a duplicate of comm */
   int64_t *check_records;                            /* W records of the debug check */
   /* the memory plan */
   BufferPool params_pool, grads_pool;
@@ -108,6 +108,7 @@ struct FSDPContext_s {
   FlatParam deferred;                     /* a prefetch the limiter holds back */
   int unsharded_now;                      /* units unsharded, gathering or cached in the pool */
   int64_t step;
+  bool step_active; /* a unit was unsharded or reduced since the last FinishBackward */
   FSDPCommStats stats;
 };
 

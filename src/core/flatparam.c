@@ -229,8 +229,10 @@ FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_
 FSDPErrorCode FlatParamGetShard(FlatParam unit, void **values, int64_t *numel)
 {
   CHECK_UNIT_SETUP(unit);
-  /* The caller may write the shard: a copy kept from forward would go stale. */
-  FSDPCall(FlatParamDropKept_Private(unit));
+  /* Not collective, so it changes nothing the collectives depend on: a copy
+     kept from forward stays until the next collective point (BeginForward,
+     FinishBackward), and a shard written in between is not seen by the
+     backward of that forward. */
   if (values) *values = unit->shard;
   if (numel) *numel = unit->shard_numel;
   return FSDP_SUCCESS;
@@ -393,31 +395,34 @@ static bool evict_cached(FSDPContext ctx, FlatParam except)
 
 /* Before each collective with -fsdp_debug_collectives: every rank of comm
    says what it is about to run; a difference is an error on all of them. */
-static FSDPErrorCode check_collective(FlatParam u, CommKind kind, MPI_Comm comm, MPI_Comm check, int count)
+static FSDPErrorCode check_collective(FlatParam u, CommKind kind, bool shard, int count)
 {
   FSDPContext ctx = u->ctx;
-  int64_t mine[4] = {kind, u->index, count, ctx->rank}, *all = ctx->check_records;
+  int64_t mine[5] = {kind, u->index, count, shard, ctx->rank}, *all = ctx->check_records;
   MPI_Request req;
-  int size, bad = -1;
+  int bad = -1;
   char what[160];
 
-  FSDPCallMPI(MPI_Comm_size(comm, &size));
-  FSDPCallMPI(MPI_Iallgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, check, &req));
+  /* Every rank of the context issues the same collectives in the same order,
+     each on its own shard or replicate group: one check over all of them
+     catches a rank that is about to use the other communicator too. */
+  FSDPCallMPI(MPI_Iallgather(mine, 5, MPI_INT64_T, all, 5, MPI_INT64_T, ctx->check_comm, &req));
   snprintf(what, sizeof what, "the -fsdp_debug_collectives check before the %s of unit '%s'", CommKindName(kind),
            u->name);
   FSDPCall(CommStreamWaitRequest(ctx->stream, &req, what));
-  for (int r = 1; r < size && bad < 0; r++)
-    if (all[4 * r] != all[0] || all[4 * r + 1] != all[1] || all[4 * r + 2] != all[2]) bad = r;
+  for (int r = 1; r < ctx->size && bad < 0; r++)
+    for (int k = 0; k < 4; k++)
+      if (all[5 * r + k] != all[k]) bad = r;
   if (bad < 0) return FSDP_SUCCESS;
   {
-    const int64_t *a = all, *b = all + 4 * bad;
+    const int64_t *a = all, *b = all + 5 * bad;
     FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_STATE,
               "collective mismatch at step %lld (-fsdp_debug_collectives): rank %lld is about to run the %s of unit "
-              "'%s' (%lld elements per rank) but rank %lld the %s of unit '%s' (%lld elements per rank), on the %s "
-              "communicator: every rank must unshard, reshard and reduce the same units in the same order",
-              (long long)ctx->step, (long long)a[3], CommKindName((CommKind)a[0]), ctx->units[a[1]]->name,
-              (long long)a[2], (long long)b[3], CommKindName((CommKind)b[0]), ctx->units[b[1]]->name, (long long)b[2],
-              comm == ctx->stream_shard_comm ? "shard" : "replicate");
+              "'%s' (%lld elements per rank, %s communicator) but rank %lld the %s of unit '%s' (%lld elements per "
+              "rank, %s communicator): every rank must unshard, reshard and reduce the same units in the same order",
+              (long long)ctx->step, (long long)a[4], CommKindName((CommKind)a[0]), ctx->units[a[1]]->name,
+              (long long)a[2], a[3] ? "shard" : "replicate", (long long)b[4], CommKindName((CommKind)b[0]),
+              ctx->units[b[1]]->name, (long long)b[2], b[3] ? "shard" : "replicate");
   }
   return FSDP_SUCCESS;
 }
@@ -440,8 +445,7 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .event = events[kind],
                .unit_event = ctx->ev_unit ? ctx->ev_unit[COMM_NUM_KINDS * u->index + kind] : -1,
                .after_previous = after};
-  if (ctx->debug_collectives)
-    FSDPCall(check_collective(u, kind, op.comm, shard ? ctx->check_shard_comm : ctx->check_replicate_comm, count));
+  if (ctx->debug_collectives) FSDPCall(check_collective(u, kind, shard, count));
   FSDPCall(CommStreamSubmit(ctx->stream, &op, ticket));
   return FSDP_SUCCESS;
 }
@@ -497,11 +501,12 @@ static FSDPErrorCode take_params(FlatParam u)
 static FSDPErrorCode prefetch(FSDPContext ctx, FlatParam v)
 {
   if (!v || ctx->factor == 1 || v->state != FSDP_FLATPARAM_SHARDED || v->cached || v->kept) return FSDP_SUCCESS;
-  if (ctx->limit > 0 && units_in_flight(ctx) >= ctx->limit && !evict_cached(ctx, v)) {
-    if (ctx->deferred != v) ctx->stats.deferred++;
-    ctx->deferred = v;
-    return FSDP_SUCCESS;
-  }
+  while (ctx->limit > 0 && units_in_flight(ctx) >= ctx->limit)
+    if (!evict_cached(ctx, v)) {
+      if (ctx->deferred != v) ctx->stats.deferred++;
+      ctx->deferred = v;
+      return FSDP_SUCCESS;
+    }
   if (ctx->deferred == v) ctx->deferred = NULL;
   if (v->own) v->unsharded = v->own;
   else {
@@ -534,7 +539,8 @@ static FSDPErrorCode release_params(FlatParam unit, bool keep)
   FSDPContext ctx = unit->ctx;
   if (ctx->factor == 1) unit->unsharded = NULL;
   else if (keep && unit->own) unit->kept = true;
-  else if (ctx->phase == PHASE_FORWARD && !unit->own) unit->cached = true;
+  else if (ctx->phase == PHASE_FORWARD && !unit->own && (ctx->limit == 0 || units_in_flight(ctx) <= ctx->limit))
+    unit->cached = true; /* counted already: caching it keeps the count */
   else put_params(unit);
   unit->state = FSDP_FLATPARAM_SHARDED;
   if (ctx->deferred) FSDPCall(prefetch(ctx, ctx->deferred));
@@ -573,6 +579,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
             "FlatParamUnshard: unit '%s' is %s, not sharded: call FlatParamReshard or FlatParamReduceGrad first",
             unit->name, FlatParamStateName(unit->state));
   if (ctx->deferred == unit) ctx->deferred = NULL;
+  ctx->step_active = true;
   if (unit->state == FSDP_FLATPARAM_GATHERING) { /* prefetched */
     ctx->stats.prefetch_hits++;
     wait = true;
@@ -711,6 +718,7 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   /* A unit unsharded for backward whose parameters got no gradient on this
      rank (an unused branch) reduces zeros, as the other ranks expect it to. */
   FSDPCall(take_grad(unit));
+  ctx->step_active = true;
   /* Resharded after backward under every strategy. */
   unit->kept = false;
   if (unit->state == FSDP_FLATPARAM_UNSHARDED) {

@@ -131,9 +131,11 @@ FSDPErrorCode FSDPLogEventGetInfo(FSDPLogEvent event, FSDPLogEventInfo *info)
 {
   FSDPCheck(info, MPI_COMM_SELF, FSDP_ERR_ARG, "info must not be NULL");
   FSDPCall(check_event(event));
+  pthread_mutex_lock(&log_register_lock); /* the communication thread adds to some events */
   info->count = log_events[event].count;
   info->time = log_events[event].time;
   info->bytes = log_events[event].bytes;
+  pthread_mutex_unlock(&log_register_lock);
   return FSDP_SUCCESS;
 }
 
@@ -269,6 +271,7 @@ static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
   maxs = mine + 3 * n + 1;
   mins = maxs + 3 * n + 1;
   sums = mins + 3 * n + 1;
+  pthread_mutex_lock(&log_register_lock); /* the communication thread adds to some events */
   for (int i = 0; i < n; i++)
     for (int k = 0; k < log_nevents; k++)
       if (strcmp(names[i], log_events[k].name) == 0) {
@@ -276,6 +279,7 @@ static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
         mine[3 * i + 1] = log_events[k].time;
         mine[3 * i + 2] = (double)log_events[k].bytes;
       }
+  pthread_mutex_unlock(&log_register_lock);
   wall = now() - log_started_at;
   mine[3 * n] = wall;
   FSDPCallMPI(MPI_Reduce(mine, maxs, 3 * n + 1, MPI_DOUBLE, MPI_MAX, 0, comm));
