@@ -7,7 +7,6 @@
    sync         the collective runs inside Submit: the reference path.
    Operations are queued in a ring of fixed size allocated at creation, so a
    step allocates nothing here. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +48,8 @@ static const char *const kind_names[COMM_NUM_KINDS] = {"AllGather", "ReduceScatt
 const char *CommKindName(CommKind kind) { return kind >= 0 && kind < COMM_NUM_KINDS ? kind_names[kind] : "?"; }
 
 static Slot *slot_of(CommStream s, uint64_t ticket) { return &s->ring[(ticket - 1) % RING]; }
+/* The oldest ticket whose slot may still hold its operation. */
+static uint64_t first_ticket(CommStream s) { return s->submitted >= RING ? s->submitted - RING + 1 : 1; }
 
 static int run_blocking(const CommOp *op)
 {
@@ -107,9 +108,13 @@ static void *thread_main(void *arg)
 FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, CommStream *stream)
 {
   CommStream s;
+  FSDPLogEvent ev_wait;
   int err;
 
+  FSDPCall(FSDPLogEventRegister("CommWait", &ev_wait));
+  FSDPCall(FSDPLogEventSetKind_Private(ev_wait, FSDP_LOG_KIND_EXPOSED));
   FSDPCall(FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s));
+  s->ev_wait = ev_wait;
   s->engine = engine;
   s->timeout = timeout;
   s->abort_comm = abort_comm;
@@ -118,8 +123,6 @@ FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm a
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->done, NULL);
-  FSDPCall(FSDPLogEventRegister("CommWait", &s->ev_wait));
-  FSDPCall(FSDPLogEventSetKind_Private(s->ev_wait, FSDP_LOG_KIND_EXPOSED));
   if (engine == FSDP_COMM_ENGINE_THREAD) {
     err = pthread_create(&s->thread, NULL, thread_main, s);
     if (err) {
@@ -135,7 +138,7 @@ FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm a
 /* Nonblocking engine: starts queued operations whose predecessor allows. */
 static void progress(CommStream s)
 {
-  for (uint64_t t = s->submitted >= RING ? s->submitted - RING + 1 : 1; t <= s->submitted; t++) {
+  for (uint64_t t = first_ticket(s); t <= s->submitted; t++) {
     Slot *sl = slot_of(s, t);
     if (!sl->queued || sl->done) continue;
     if (!sl->started) {
@@ -203,6 +206,13 @@ static void watchdog_fire(CommStream s, const char *what, double waited)
   MPI_Abort(s->abort_comm, FSDP_ERR_TIMEOUT);
 }
 
+/* Seconds since t0 in *waited; whether the watchdog's time is up. */
+static bool overdue(const CommStream s, double t0, double *waited)
+{
+  *waited = FSDPTime_Private() - t0;
+  return s->timeout > 0 && *waited > s->timeout;
+}
+
 static void describe(const Slot *sl, char *buf, size_t len)
 {
   char b[32];
@@ -216,7 +226,7 @@ static void describe(const Slot *sl, char *buf, size_t len)
 /* The collective the others wait behind: the oldest one started and not done. */
 static const Slot *oldest_pending(CommStream s, const Slot *waited)
 {
-  for (uint64_t t = s->submitted >= RING ? s->submitted - RING + 1 : 1; t <= s->submitted; t++) {
+  for (uint64_t t = first_ticket(s); t <= s->submitted; t++) {
     const Slot *sl = slot_of(s, t);
     if (sl->ticket == t && sl->queued && sl->started && !sl->done) return sl;
   }
@@ -226,7 +236,7 @@ static const Slot *oldest_pending(CommStream s, const Slot *waited)
 FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
 {
   Slot *sl;
-  double t0 = FSDPTime_Private(), waited = 0;
+  double t0 = FSDPTime_Private(), waited;
   bool blocked;
   int err;
   char what[256];
@@ -245,8 +255,7 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
       clock_gettime(CLOCK_REALTIME, &until);
       until.tv_sec += 1; /* look at the watchdog every second */
       pthread_cond_timedwait(&s->done, &s->lock, &until);
-      waited = FSDPTime_Private() - t0;
-      if (!sl->done && s->timeout > 0 && waited > s->timeout) {
+      if (!sl->done && overdue(s, t0, &waited)) {
         describe(slot_of(s, s->next_run), what, sizeof what); /* the one the thread is stuck in */
         pthread_mutex_unlock(&s->lock);
         watchdog_fire(s, what, waited);
@@ -259,8 +268,7 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
     if (blocked) (void)FSDPLogEventBegin(s->ev_wait);
     while (!sl->done) {
       progress(s);
-      waited = FSDPTime_Private() - t0;
-      if (!sl->done && s->timeout > 0 && waited > s->timeout) {
+      if (!sl->done && overdue(s, t0, &waited)) {
         describe(oldest_pending(s, sl), what, sizeof what);
         watchdog_fire(s, what, waited);
       }
@@ -278,13 +286,12 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
 
 FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const char *what)
 {
-  double t0 = FSDPTime_Private();
+  double t0 = FSDPTime_Private(), waited;
   int flag = 0;
   while (!flag) {
     FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
     if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
-    double waited = FSDPTime_Private() - t0;
-    if (!flag && s->timeout > 0 && waited > s->timeout) watchdog_fire(s, what, waited);
+    if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);
   }
   return FSDP_SUCCESS;
 }
