@@ -43,7 +43,6 @@ struct FlatParam_s {
   void *own;                /* SHARD_GRAD_OP strategies: this unit's own unsharded buffer */
   bool cached;              /* resharded after forward, buffer still valid: backward may use it */
   uint64_t gather;          /* the all-gather's ticket (state GATHERING) */
-  bool prefetched;          /* that all-gather was issued ahead of FlatParamUnshard */
   int fwd_pos, prev_pos;    /* position in this forward's order and the previous one's, or -1 */
   /* the reduction in flight (state REDUCING) */
   uint64_t reduce_first, reduce; /* the tickets of its collectives (0: none) */

@@ -466,7 +466,6 @@ static FSDPErrorCode finish_gather(FlatParam u)
 {
   FSDPErrorCode ierr = CommStreamWait(u->ctx->stream, u->gather);
   u->gather = 0;
-  u->prefetched = false;
   if (ierr) {
     put_params(u);
     u->state = FSDP_FLATPARAM_SHARDED;
@@ -476,10 +475,10 @@ static FSDPErrorCode finish_gather(FlatParam u)
   return FSDP_SUCCESS;
 }
 
-/* A buffer for u's parameters, for a FlatParamUnshard that needs it now:
-   a free one, else a cached unit's, else a prefetched unit's (its prefetch
-   was wasted), else a new one beyond the plan. */
-static FSDPErrorCode take_params(FlatParam u)
+/* A buffer for u's parameters: its own, a free one, else a cached unit's,
+   else (for a FlatParamUnshard that needs it now, not for a prefetch) a
+   prefetched unit's, whose prefetch was wasted, else a new one beyond the plan. */
+static FSDPErrorCode take_params(FlatParam u, bool drop_prefetches)
 {
   FSDPContext ctx = u->ctx;
   BufferPool *p = &ctx->params_pool;
@@ -488,7 +487,7 @@ static FSDPErrorCode take_params(FlatParam u)
     return FSDP_SUCCESS;
   }
   if (p->in_use == p->n) (void)evict_cached(ctx, u);
-  for (int i = 0; i < ctx->nunits && p->in_use == p->n; i++) {
+  for (int i = 0; drop_prefetches && i < ctx->nunits && p->in_use == p->n; i++) {
     FlatParam v = ctx->units[i];
     if (v != u && v->state == FSDP_FLATPARAM_GATHERING && !v->own) FSDPCall(FlatParamDropKept_Private(v));
   }
@@ -508,13 +507,8 @@ static FSDPErrorCode prefetch(FSDPContext ctx, FlatParam v)
       return FSDP_SUCCESS;
     }
   if (ctx->deferred == v) ctx->deferred = NULL;
-  if (v->own) v->unsharded = v->own;
-  else {
-    if (ctx->params_pool.in_use == ctx->params_pool.n) (void)evict_cached(ctx, v);
-    FSDPCall(pool_get(&ctx->params_pool, &v->unsharded));
-  }
+  FSDPCall(take_params(v, false));
   FSDPCall(start_gather(v));
-  v->prefetched = true;
   ctx->stats.prefetches++;
   note_in_flight(ctx);
   return FSDP_SUCCESS;
@@ -532,14 +526,16 @@ static FlatParam next_unit(FlatParam u)
 }
 
 /* With F = 1 the shard is the whole unit: the unsharded view is the shard.
-   After forward, a unit's buffer stays with it (cached) until another unit
-   needs it: the last units of forward are then ready for backward (AG0). */
-static FSDPErrorCode release_params(FlatParam unit, bool keep)
+   `resharded`: released by FlatParamReshard, not after backward.  Then
+   SHARD_GRAD_OP keeps its own buffer, and in a forward pass a unit's buffer
+   stays with it (cached) until another unit needs it: the last units of
+   forward are then ready for backward (AG0). */
+static FSDPErrorCode release_params(FlatParam unit, bool resharded)
 {
   FSDPContext ctx = unit->ctx;
   if (ctx->factor == 1) unit->unsharded = NULL;
-  else if (keep && unit->own) unit->kept = true;
-  else if (ctx->phase == PHASE_FORWARD && !unit->own && (ctx->limit == 0 || units_in_flight(ctx) <= ctx->limit))
+  else if (resharded && unit->own) unit->kept = true;
+  else if (resharded && ctx->phase == PHASE_FORWARD && (ctx->limit == 0 || units_in_flight(ctx) <= ctx->limit))
     unit->cached = true; /* counted already: caching it keeps the count */
   else put_params(unit);
   unit->state = FSDP_FLATPARAM_SHARDED;
@@ -592,7 +588,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
     unit->cached = false;
     unit->state = FSDP_FLATPARAM_UNSHARDED;
   } else {
-    FSDPCall(take_params(unit));
+    FSDPCall(take_params(unit, true));
     FSDPCall(start_gather(unit));
     wait = true;
   }
@@ -614,7 +610,7 @@ FSDPErrorCode FlatParamReshard(FlatParam unit)
   CHECK_UNIT_RUNNING(unit);
   FSDPCheck(unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReshard: unit '%s' is %s, not unsharded", unit->name, FlatParamStateName(unit->state));
-  FSDPCall(release_params(unit, keeps_params_for_backward(unit->ctx->strategy)));
+  FSDPCall(release_params(unit, true));
   return FSDP_SUCCESS;
 }
 
@@ -721,13 +717,7 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   ctx->step_active = true;
   /* Resharded after backward under every strategy. */
   unit->kept = false;
-  if (unit->state == FSDP_FLATPARAM_UNSHARDED) {
-    StepPhase phase = ctx->phase;
-    ctx->phase = PHASE_NONE; /* nothing is cached after backward */
-    FSDPErrorCode ierr = release_params(unit, false);
-    ctx->phase = phase;
-    FSDPCall(ierr);
-  }
+  if (unit->state == FSDP_FLATPARAM_UNSHARDED) FSDPCall(release_params(unit, false));
   FSDPCall(FlatParamDropKept_Private(unit));
   if (!ctx->grad_sync) return FSDP_SUCCESS; /* the unsharded gradient accumulates on */
   /* One reduction in flight, overlapping the next unit's backward: the
@@ -813,7 +803,7 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   /* In one of the plan's buffers: initialization needs no memory of its own. */
   if (unit->ctx->factor == 1) unit->unsharded = unit->shard;
   else {
-    FSDPCall(take_params(unit));
+    FSDPCall(take_params(unit, true));
     memset(unit->unsharded, 0, (size_t)unit->padded * es);
   }
   unit->state = FSDP_FLATPARAM_UNSHARDED;
