@@ -247,6 +247,7 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
   int choice;
   int64_t limit;
+  double timeout;
   bool set;
 
   CHECK_SETTABLE(ctx);
@@ -278,8 +279,8 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
   ctx->limit = (int)limit;
   FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout",
                               "seconds a collective may take before the watchdog aborts the job (0: never)",
-                              ctx->timeout, &ctx->timeout, NULL));
-  FSDPCall(FSDPContextSetCollectiveTimeout(ctx, ctx->timeout));
+                              ctx->timeout, &timeout, NULL));
+  FSDPCall(FSDPContextSetCollectiveTimeout(ctx, timeout));
   FSDPCall(FSDPOptionsGetBool("-fsdp_debug_collectives",
                               "check before each collective that every rank runs the same one (costs a small "
                               "all-gather per collective)",
@@ -436,9 +437,6 @@ static FSDPErrorCode plan_memory(FSDPContext ctx)
   /* The unit computing its gradient, and the one whose reduction is in flight. */
   FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ngrads, ctx->nunits, max_bytes, FSDP_MEM_UNSHARDED));
   if (max_shard) FSDPCall(FSDPMalloc(max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
-  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->order));
-  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->prev_order));
-  FSDPCall(FSDPCalloc(5 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
   memset(plan, 0, sizeof *plan);
   plan->bytes[FSDP_MEM_PARAMS] = shards;
   plan->bytes[FSDP_MEM_GRADS] = shards;
@@ -454,6 +452,9 @@ static FSDPErrorCode lay_out(FSDPContext ctx)
 {
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamSetUp_Private(ctx->units[i], ctx->factor));
   FSDPCall(plan_memory(ctx));
+  /* The forward order of this step and of the last one (prefetching). */
+  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->order));
+  FSDPCall(FSDPCalloc((size_t)ctx->nunits + 1, sizeof(int), FSDP_MEM_OTHER, &ctx->prev_order));
   return FSDP_SUCCESS;
 }
 
@@ -480,7 +481,10 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->stream_replicate_comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_shard_comm, MPI_ERRORS_RETURN));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_replicate_comm, MPI_ERRORS_RETURN));
-  if (ctx->debug_collectives) FSDPCallMPI(MPI_Comm_dup(ctx->comm, &ctx->check_comm));
+  if (ctx->debug_collectives) {
+    FSDPCallMPI(MPI_Comm_dup(ctx->comm, &ctx->check_comm));
+    FSDPCall(FSDPCalloc(5 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
+  }
   if (ctx->log_units) {
     static const char *const abbrev[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
     /* The event table has 256 slots: per-unit events only for models that leave room. */
@@ -626,10 +630,6 @@ FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
 
 static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
 {
-  /* Prefetched and cached parameters would go stale when the shards change. */
-  for (int i = 0; i < ctx->nunits; i++)
-    if (ctx->units[i]->state == FSDP_FLATPARAM_GATHERING || ctx->units[i]->cached)
-      FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   for (int i = 0; i < ctx->nunits; i++)
     FSDPCheck(ctx->units[i]->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
               "%s: unit '%s' is %s: every unit must be sharded", caller, ctx->units[i]->name,
@@ -640,12 +640,13 @@ static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
 FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
 {
   CHECK_SETUP(ctx);
+  /* Copies kept from forward, cached or prefetched would go stale when the shards change. */
+  for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   /* A rank that cannot take part must not leave the others in MPI_Bcast. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, check_all_sharded(ctx, __func__)));
   if (ctx->nreplicas == 1) return FSDP_SUCCESS;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    FSDPCall(FlatParamDropKept_Private(u));
     FSDPCall(FSDPLogEventBegin(ctx->ev_broadcast));
     FSDPCallMPI(MPI_Bcast(u->shard, (int)u->shard_numel, FSDPDataTypeMPI_Private(u->dtype), 0, ctx->replicate_comm));
     FSDPCall(FSDPLogEventEnd(ctx->ev_broadcast, (int64_t)((size_t)u->shard_numel * FSDPDataTypeSize(u->dtype))));
