@@ -56,8 +56,7 @@ static FSDPErrorCode job_create(const Setting *s, const char *spec, Job *j)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode job_steps(Job *j, int64_t steps, int64_t batch, int in, int out, const float *x, const float *t,
-                               float *dy)
+static FSDPErrorCode job_steps(Job *j, int64_t steps, int64_t batch, int out, const float *x, const float *t, float *dy)
 {
   for (int64_t s = 0; s < steps; s++) {
     float *y;
@@ -68,7 +67,6 @@ static FSDPErrorCode job_steps(Job *j, int64_t steps, int64_t batch, int in, int
     FSDPCall(FSDPModelBackward(j->model, dy));
     FSDPCall(FSDPOptimizerStep(j->opt));
   }
-  (void)in;
   return FSDP_SUCCESS;
 }
 
@@ -104,7 +102,7 @@ int main(int argc, char **argv)
   for (int64_t i = 0; i < batch * out; i++) t[i] = (float)((i * 104729 + rank) % 1000) / 1000.0f - 0.5f;
   for (int k = 0; k < NSETTINGS; k++) {
     FSDPCallAbort(MPI_COMM_WORLD, job_create(&settings[k], spec, &jobs[k]));
-    FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], 2, batch, in, out, x, t, dy)); /* warm up */
+    FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], 2, batch, out, x, t, dy)); /* warm up */
   }
   FSDPCommStats before[NSETTINGS];
   for (int k = 0; k < NSETTINGS; k++) FSDPCallAbort(MPI_COMM_WORLD, FSDPContextGetCommStats(jobs[k].ctx, &before[k]));
@@ -113,7 +111,7 @@ int main(int argc, char **argv)
       double t0, dt;
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], steps, batch, in, out, x, t, dy));
+      FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], steps, batch, out, x, t, dy));
       dt = (MPI_Wtime() - t0) / (double)steps;
       MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       times[k][r] = dt;

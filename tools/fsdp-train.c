@@ -393,7 +393,7 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
     expect[FSDP_MEM_UNSHARDED] = 4.0 * ((factor > 1 ? plan.unsharded_buffers : 0) + 2.0) * (double)maxunit;
   }
   formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
-  expect[FSDP_MEM_COMM_STAGING] = (double)plan.bytes[FSDP_MEM_COMM_STAGING];
+  expect[FSDP_MEM_COMM_STAGING] = 4.0 * (double)maxunit / factor; /* padded units divide by F */
   formula[FSDP_MEM_OTHER] = "(activations, data)";
   expect[FSDP_MEM_OTHER] = -1;
   printf("fsdp-train: %lld steps in %.3f s: %.2f ms/step, %.1f samples/s, final loss %.6g\n", (long long)steps, seconds,
