@@ -352,11 +352,6 @@ FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam 
 /* Per rank, in elements: all original parameters, this rank's shards (padding
    included), and the largest unit unsharded (padding included). */
 FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
-/* Collective, after SetUp: every parameter by name from the dataset
-   /params/<name> of an HDF5 file, of the parameter's shape (converted to the
-   unit's data type).  Missing, extra and mis-shaped parameters are listed in
-   the error, and nothing is loaded then.  FSDP_ERR_UNSUPPORTED without HDF5. */
-FSDPErrorCode FSDPContextLoadParams(FSDPContext ctx, const char *path);
 /* Collective: strategy, ShardGroup, units and the memory they take. */
 FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
 /* Collective; an error, with the context left intact, while reductions are in flight. */
@@ -465,6 +460,43 @@ FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *norm);
 FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel);
 FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer);
 FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt);
+
+/* ------------------------------------------------------------------ checkpoints (doc/checkpoint-format.md) */
+
+/* What a training program needs besides parameters and optimizer state to
+   resume exactly; a checkpoint keeps it in its root attributes. */
+typedef struct {
+  int64_t step;        /* steps taken (FSDPContextSave writes the optimizer's step when given one) */
+  int64_t data_cursor; /* where the program's data resumes, in the program's own units */
+  uint64_t rng[4];     /* the program's random-number state */
+} FSDPTrainingState;
+/* Stored by the next FSDPContextSave; FSDPContextLoad sets it from the file. */
+FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state);
+FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrainingState *state);
+/* Collective, after SetUp: one HDF5 file with every parameter at its full
+   shape as /params/<name> and, when opt is not NULL, its state as
+   /optim/<state>/<name>.  Each rank writes only what lies in its shard
+   (replicas split it); the file is written beside path and renamed over it
+   once complete, so a crash leaves the previous checkpoint intact. */
+FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+/* Collective, after SetUp and between steps: loads a file written at any
+   world size, strategy and wrapping, each rank reading only its shards;
+   opt NULL loads the parameters alone.  Names, shapes and types are checked
+   first: a difference is an error listing them all, and nothing is loaded.
+   Checksums are verified unit by unit before the unit changes: a corrupt
+   dataset is an error naming it, leaving its unit and later ones as they were. */
+FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+/* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
+FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
+/* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
+   default: MPI-IO aggregates the ranks' pieces into large aligned writes,
+   what parallel file systems want) or INDEPENDENT ones (each rank reads and
+   writes its own contiguous pieces, with no synchronization per dataset). */
+typedef enum { FSDP_CHECKPOINT_IO_COLLECTIVE = 0, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_NUM_CHECKPOINT_IO } FSDPCheckpointIO;
+FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
+/* false: load the parameters and state the file and the context share, and
+   report the rest on rank 0's stderr (default true: any difference is an error). */
+FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
 
 /* ------------------------------------------------------------------ memory */
 

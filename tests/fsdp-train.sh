@@ -121,10 +121,10 @@ if cmp -s "$fsdp_tmp/init_a.csv" "$fsdp_tmp/noinit.csv"; then echo "FAIL: -init 
 fail shape "/x must be float \[N, 6\] for a model with in=6, not float \[64, 7\]" 2 -model $model -data "$fsdp_tmp/wide.h5"
 fail labels "/y must be float \[64, 3\] (regression) or integer \[64\]" 2 -model mlp:in=6,hidden=4,depth=1,out=3 \
   -data "$fsdp_tmp/reg.h5"
-fail init_missing "does not match the model: missing blocks.1.fc.bias;" 2 -model $nonorm -data "$fsdp_tmp/reg.h5" \
+fail init_missing "does not match the model: missing /params/blocks.1.fc.bias;" 2 -model $nonorm -data "$fsdp_tmp/reg.h5" \
   -init "$fsdp_tmp/init-omit.h5"
-fail init_shape "wrong shape head.weight (file \[3, 16\], model \[2, 16\])" 2 -model $nonorm -data "$fsdp_tmp/reg.h5" \
+fail init_shape "wrong shape /params/head.weight (file \[3, 16\], model \[2, 16\])" 2 -model $nonorm -data "$fsdp_tmp/reg.h5" \
   -init "$fsdp_tmp/init-shape.h5"
-fail init_extra "not in the model blocks.2.fc.bias, blocks.2.fc.weight;" 1 -model $nonorm -data "$fsdp_tmp/reg.h5" \
+fail init_extra "not in the model /params/blocks.2.fc.bias, /params/blocks.2.fc.weight;" 1 -model $nonorm -data "$fsdp_tmp/reg.h5" \
   -init "$fsdp_tmp/init.h5" -model mlp:in=6,hidden=16,depth=2,out=2
 exit 0

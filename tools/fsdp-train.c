@@ -476,7 +476,7 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(FSDPModelGetSizes(model, &in, &out, &numel));
   FSDPCall(load_data(a->data, in, out, &data));
   FSDPCall(FSDPModelSetUp(model));
-  if (a->init[0]) FSDPCall(FSDPContextLoadParams(ctx, a->init));
+  if (a->init[0]) FSDPCall(FSDPContextLoad(ctx, NULL, a->init));
   FSDPCall(FSDPOptimizerCreate(ctx, &opt));
   FSDPCall(configure_optimizer(opt, a));
   FSDPCall(FSDPOptimizerSetUp(opt));

@@ -6,6 +6,7 @@
 
 static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid", "hybrid_zero2", NULL};
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
+static const char *const checkpoint_io_names[] = {"collective", "independent", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16"};
 static const size_t dtype_sizes[] = {4, 8, 2, 2};
@@ -66,6 +67,8 @@ static FSDPErrorCode create(MPI_Comm comm, FSDPContext c)
   FSDPCall(FSDPLogEventRegister("AllReduce", &c->ev_allreduce));
   FSDPCall(FSDPLogEventRegister("ParamInit", &c->ev_init));
   FSDPCall(FSDPLogEventRegister("ParamBroadcast", &c->ev_broadcast));
+  FSDPCall(FSDPLogEventRegister("CheckpointSave", &c->ev_save));
+  FSDPCall(FSDPLogEventRegister("CheckpointLoad", &c->ev_load));
   FSDPCall(FSDPLogEventSetKind_Private(c->ev_allgather, FSDP_LOG_KIND_COMM));
   FSDPCall(FSDPLogEventSetKind_Private(c->ev_reduce_scatter, FSDP_LOG_KIND_COMM));
   FSDPCall(FSDPLogEventSetKind_Private(c->ev_allreduce, FSDP_LOG_KIND_COMM));
@@ -88,6 +91,8 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->stream_shard_comm = c->stream_replicate_comm = c->check_comm = MPI_COMM_NULL;
   c->backward_prefetch = FSDP_BACKWARD_PREFETCH_PRE;
   c->limit = 2;
+  c->checkpoint_keep = 1;
+  c->checkpoint_strict = true;
   c->timeout = 600;
   if ((ierr = create(comm, c))) {
     (void)FSDPContextDestroy(&c);
@@ -287,6 +292,18 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               ctx->debug_collectives, &ctx->debug_collectives, NULL));
   FSDPCall(FSDPOptionsGetBool("-fsdp_log_view_units", "-fsdp_log_view: also one line per unit and collective",
                               ctx->log_units, &ctx->log_units, NULL));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_checkpoint_keep", "checkpoints FSDPContextSave keeps: path, path.1, ...",
+                             ctx->checkpoint_keep, 1, 1 << 20, &limit, NULL));
+  ctx->checkpoint_keep = (int)limit;
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_checkpoint_io",
+                              "checkpoint transfers: collective (MPI-IO aggregates them) or independent (each rank "
+                              "its own pieces)",
+                              checkpoint_io_names, (int)ctx->checkpoint_io, &choice, NULL));
+  ctx->checkpoint_io = (FSDPCheckpointIO)choice;
+  FSDPCall(FSDPOptionsGetBool("-fsdp_checkpoint_strict",
+                              "FSDPContextLoad: any parameter or state missing, unexpected or mis-shaped is an error "
+                              "(false: load what matches and report the rest)",
+                              ctx->checkpoint_strict, &ctx->checkpoint_strict, NULL));
   FSDPCall(ShardGroupSetFromOptions(ctx->group));
   FSDPCall(ShardGroupSetViewAtSetUp_Private(ctx->group, false)); /* inside the context's view instead */
   return FSDP_SUCCESS;

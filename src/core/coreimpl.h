@@ -109,6 +109,12 @@ struct FSDPContext_s {
   int64_t step;
   bool step_active; /* a unit was unsharded or reduced since the last FinishBackward */
   FSDPCommStats stats;
+  /* checkpoints (src/io/checkpoint.c) */
+  int checkpoint_keep;
+  bool checkpoint_strict;
+  FSDPCheckpointIO checkpoint_io;
+  FSDPTrainingState training;
+  FSDPLogEvent ev_save, ev_load;
 };
 
 MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);

@@ -84,6 +84,9 @@ FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, cons
   FSDPCheck(!ctx->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamAddParam: cannot add parameter '%s' to unit '%s' after FSDPContextSetUp: the layout is fixed",
             name, unit->name);
+  /* Checkpoints name datasets /params/<name>: a slash would be a path. */
+  FSDPCheck(!strchr(name, '/') && strcmp(name, "."), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FlatParamAddParam: parameter name '%s' is a path in HDF5 (use dots, as in blocks.0.weight)", name);
   FSDPCheck(ndim >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s' has %d dimensions", name, ndim);
   FSDPCheck(ndim == 0 || shape, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s' has %d dimensions but no shape",
             name, ndim);

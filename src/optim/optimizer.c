@@ -5,38 +5,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../core/coreimpl.h"
+#include "optimimpl.h"
 
 #define FSDP_PI 3.14159265358979323846
-
-typedef struct {
-  int64_t offset, numel; /* in the shard */
-} Segment;
-
-typedef struct {
-  FlatParam unit;
-  Segment *segments;
-  int nsegments, capacity;
-  int64_t numel;  /* trainable elements in the shard */
-  void *state[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
-} OptUnit;
-
-struct FSDPOptimizer_s {
-  FSDPContext ctx;
-  FSDPOptimizerType type;
-  double lr, weight_decay, momentum, beta1, beta2, eps, max_norm;
-  bool nesterov, weight_decay_set;
-  FSDPLRSchedule schedule;
-  int64_t warmup, total;
-  int64_t step;
-  double last_norm;
-  bool setup;
-  int64_t trainable_changes; /* the context's count at SetUp */
-  OptUnit *units;
-  int nunits;
-  int nstates;
-  int64_t state_numel;
-};
 
 static const char *const type_names[] = {"sgd", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", NULL};
@@ -51,6 +22,13 @@ const char *FSDPLRScheduleName(FSDPLRSchedule schedule)
 {
   if ((int)schedule < 0 || schedule > FSDP_LR_COSINE) return "unknown schedule";
   return schedule_names[schedule];
+}
+
+const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s)
+{
+  static const char *const adamw[] = {"exp_avg", "exp_avg_sq"};
+  if (s < 0 || s >= opt->nstates) return NULL;
+  return opt->type == FSDP_OPTIMIZER_ADAMW ? adamw[s] : "momentum_buffer";
 }
 
 #define CHECK_OPT(o) FSDPCheck(o, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: opt must not be NULL", __func__)

@@ -1,0 +1,41 @@
+/* optimimpl.h: FSDPOptimizer internals, shared by optimizer.c and the
+   checkpoint code that saves and restores the state. */
+#ifndef FSDP_OPTIMIMPL_H
+#define FSDP_OPTIMIMPL_H
+
+#include "../core/coreimpl.h"
+
+typedef struct {
+  int64_t offset, numel; /* in the shard */
+} Segment;
+
+typedef struct {
+  FlatParam unit;
+  Segment *segments;
+  int nsegments, capacity;
+  int64_t numel;  /* trainable elements in the shard */
+  void *state[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
+} OptUnit;
+
+struct FSDPOptimizer_s {
+  FSDPContext ctx;
+  FSDPOptimizerType type;
+  double lr, weight_decay, momentum, beta1, beta2, eps, max_norm;
+  bool nesterov, weight_decay_set;
+  FSDPLRSchedule schedule;
+  int64_t warmup, total;
+  int64_t step;
+  double last_norm;
+  bool setup;
+  int64_t trainable_changes; /* the context's count at SetUp */
+  OptUnit *units;
+  int nunits;
+  int nstates;
+  int64_t state_numel;
+};
+
+/* The names of state tensor s of an optimizer of this type, as
+   torch.optim's state_dict calls them. */
+const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s);
+
+#endif
