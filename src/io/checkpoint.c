@@ -793,6 +793,9 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
     item_path(&items[k], names, dpath, sizeof dpath);
     load[k] = check_dataset(file, dpath, &items[k].unit->params[items[k].param], &mm);
     loaded += load[k] && items[k].state < 0;
+    /* State without its parameter would not belong to the values it updates. */
+    for (int j = 0; items[k].state >= 0 && j < k && load[k]; j++)
+      if (items[j].state < 0 && items[j].unit == items[k].unit && items[j].param == items[k].param) load[k] = load[j];
   }
   find_extras(ctx, file, "/params", false, &mm.extra);
   for (int s = 0; have_optim && s < opt->nstates; s++) {

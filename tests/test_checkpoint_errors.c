@@ -1,0 +1,352 @@
+/* Checkpoint verification and file handling: a flipped byte in a parameter
+   or state dataset, a truncated file, a removed parameter, a changed shape,
+   an unexpected dataset, a newer format, an optimizer of another type and a
+   parameters-only file each fail on every rank with a message naming what
+   is wrong, and change nothing; the non-strict mode loads what matches and
+   reports the rest; keep-K rotation and the removal of a stale temporary;
+   a float64 file loads into float32 parameters.
+   mpitest: -n 2 */
+#include "fsdp_config.h"
+
+#ifndef FSDP_HAVE_HDF5
+int main(void) { return 77; } /* built without HDF5: no checkpoints */
+#else
+#include <hdf5.h>
+#include <sys/stat.h>
+
+#include "fsdp_nn.h"
+#include "fsdptest.h"
+
+#define SPEC "mlp:in=3,hidden=6,depth=2,out=2"
+
+static char dir[256];
+static int rank;
+
+static const char *file(const char *name)
+{
+  static char paths[8][320];
+  static int next;
+  char *p = paths[next++ % 8];
+  snprintf(p, 320, "%s/%s", dir, name);
+  return p;
+}
+
+static bool exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Rank 0 copies a file byte for byte; everyone waits. */
+static void copy_file(const char *from, const char *to)
+{
+  if (rank == 0) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    char buf[65536];
+    size_t n;
+    TEST_ASSERT(in && out, "cannot copy %s to %s", from, to);
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
+    fclose(in);
+    fclose(out);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 flips one byte of a dataset's values, where HDF5 stored them. */
+static void flip_byte(const char *path, const char *dataset, int64_t at)
+{
+  if (rank == 0) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds = H5Dopen2(f, dataset, H5P_DEFAULT);
+    haddr_t offset = H5Dget_offset(ds);
+    FILE *fp;
+    int c;
+    TEST_ASSERT(offset != HADDR_UNDEF, "%s has no stored values", dataset);
+    H5Dclose(ds);
+    H5Fclose(f);
+    fp = fopen(path, "r+b");
+    fseek(fp, (long)(offset + (haddr_t)at), SEEK_SET);
+    c = fgetc(fp);
+    fseek(fp, (long)(offset + (haddr_t)at), SEEK_SET);
+    fputc(c ^ 0x10, fp);
+    fclose(fp);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 edits a file with the HDF5 library: remove a dataset, or
+   (re)create one of shape [n] (n > 0), or set an integer root attribute. */
+static void edit(const char *path, const char *remove, const char *create, hsize_t n, const char *attr, int value)
+{
+  if (rank == 0) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    TEST_ASSERT(f >= 0, "cannot open %s", path);
+    if (remove) TEST_ASSERT(H5Ldelete(f, remove, H5P_DEFAULT) >= 0, "cannot remove %s", remove);
+    if (create) {
+      hid_t space = H5Screate_simple(1, &n, NULL);
+      float *v = calloc(n, sizeof *v);
+      hid_t ds = H5Dcreate2(f, create, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      TEST_ASSERT(ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot create %s",
+                  create);
+      H5Dclose(ds);
+      H5Sclose(space);
+      free(v);
+    }
+    if (attr) {
+      hid_t a = H5Aopen(f, attr, H5P_DEFAULT);
+      TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &value) >= 0, "cannot set %s", attr);
+      H5Aclose(a);
+    }
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* This rank's shards, one after another. */
+static float *shards(FSDPContext ctx)
+{
+  int nunits;
+  float *all = NULL;
+  int64_t total = 0;
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    void *v;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetShard(unit, &v, &n));
+    all = realloc(all, (size_t)(total + n) * sizeof *all);
+    memcpy(all + total, v, (size_t)n * sizeof *all);
+    total += n;
+  }
+  return all;
+}
+
+static int64_t shard_total(FSDPContext ctx)
+{
+  int64_t n;
+  TEST_OK(FSDPContextGetSizes(ctx, NULL, &n, NULL));
+  return n;
+}
+
+static void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
+{
+  float x[3] = {0.5f, -1.0f, 0.25f}, *y, dy[2] = {0.3f, -0.2f};
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  TEST_OK(FSDPModelForward(model, 1, x, &y));
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPOptimizerStep(opt));
+}
+
+/* Load must fail with `code` and a message containing `text`, on every
+   rank, and leave the shards as they were. */
+static void expect_failure(FSDPContext ctx, FSDPOptimizer opt, const char *path, FSDPErrorCode code, const char *text)
+{
+  float *before = shards(ctx), *after;
+  TEST_CODE(code, FSDPContextLoad(ctx, opt, path));
+  TEST_MESSAGE_HAS(text);
+  after = shards(ctx);
+  TEST_ASSERT(!memcmp(before, after, (size_t)shard_total(ctx) * sizeof(float)), "a failed load of %s changed the shards",
+              path);
+  free(before);
+  free(after);
+}
+
+static int64_t root_step(const char *path)
+{
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), a;
+  int64_t step = -1;
+  TEST_ASSERT(f >= 0, "cannot open %s", path);
+  a = H5Aopen(f, "step", H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_INT64, &step);
+  H5Aclose(a);
+  H5Fclose(f);
+  return step;
+}
+
+/* A unit of float64 parameters saved, and loaded into float32 ones. */
+static void test_conversion(void)
+{
+  FSDPContext c64, c32;
+  FlatParam u;
+  int64_t shape[2] = {3, 5}, n;
+  void *v;
+  double *d;
+  float *f;
+
+  c64 = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPContextAddUnit(c64, "u", &u));
+  TEST_OK(FlatParamSetDataType(u, FSDP_FLOAT64));
+  TEST_OK(FlatParamAddParam(u, "w", 2, shape, NULL));
+  TEST_OK(FSDPContextSetUp(c64));
+  TEST_OK(FlatParamGetShard(u, &v, &n));
+  d = v;
+  for (int64_t i = 0; i < n; i++) d[i] = 1.0 / 3.0 + (double)(rank * n + i);
+  TEST_OK(FSDPContextSave(c64, NULL, file("f64.h5")));
+  TEST_OK(FSDPContextDestroy(&c64));
+
+  c32 = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 0);
+  TEST_OK(FSDPContextAddUnit(c32, "v", &u));
+  TEST_OK(FlatParamAddParam(u, "w", 2, shape, NULL));
+  TEST_OK(FSDPContextSetUp(c32));
+  TEST_OK(FSDPContextLoad(c32, NULL, file("f64.h5")));
+  TEST_OK(FlatParamGetShard(u, &v, &n));
+  f = v;
+  for (int64_t i = 0; i < n; i++)
+    TEST_ASSERT(f[i] == (float)(1.0 / 3.0 + (double)i), "element %lld loaded as %.9g, expected %.9g", (long long)i, f[i],
+                (float)(1.0 / 3.0 + (double)i));
+  /* A flipped byte in the float64 values is caught too: the checksum is the file's. */
+  copy_file(file("f64.h5"), file("f64-flip.h5"));
+  flip_byte(file("f64-flip.h5"), "/params/w", 17);
+  TEST_CODE(FSDP_ERR_CORRUPT, FSDPContextLoad(c32, NULL, file("f64-flip.h5")));
+  TEST_MESSAGE_HAS("checksum mismatch in /params/w");
+  TEST_OK(FSDPContextDestroy(&c32));
+}
+
+int main(int argc, char **argv)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt, sgd;
+  FlatParam unit;
+  Capture cap;
+  float *good, *now;
+  int64_t total;
+  char *text;
+
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    snprintf(dir, sizeof dir, "%s/fsdp-test-ckerr-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
+  TEST_OK(FSDPModelSetUp(model));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  train(ctx, model, opt);
+  TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));
+  good = shards(ctx);
+  total = shard_total(ctx);
+  train(ctx, model, opt); /* the context now differs from the file */
+
+  /* Files that must not load, each with its message. */
+  expect_failure(ctx, opt, file("none.h5"), FSDP_ERR_IO, "cannot open");
+  copy_file(file("good.h5"), file("flip.h5"));
+  flip_byte(file("flip.h5"), "/params/blocks.0.fc.weight", 6);
+  expect_failure(ctx, opt, file("flip.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/blocks.0.fc.weight");
+  copy_file(file("good.h5"), file("flip-state.h5"));
+  flip_byte(file("flip-state.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", 1);
+  expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
+  copy_file(file("good.h5"), file("short.h5"));
+  if (rank == 0) {
+    struct stat st;
+    stat(file("short.h5"), &st);
+    TEST_ASSERT(truncate(file("short.h5"), st.st_size / 2) == 0, "cannot truncate");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_failure(ctx, opt, file("short.h5"), FSDP_ERR_CORRUPT, "truncated");
+  copy_file(file("good.h5"), file("missing.h5"));
+  edit(file("missing.h5"), "/params/head.bias", NULL, 0, NULL, 0);
+  expect_failure(ctx, opt, file("missing.h5"), FSDP_ERR_ARG, "does not match the model: missing /params/head.bias;");
+  copy_file(file("good.h5"), file("shape.h5"));
+  edit(file("shape.h5"), "/params/head.weight", "/params/head.weight", 12, NULL, 0);
+  expect_failure(ctx, opt, file("shape.h5"), FSDP_ERR_ARG, "wrong shape /params/head.weight (file [12], model [2, 6])");
+  copy_file(file("good.h5"), file("extra.h5"));
+  edit(file("extra.h5"), NULL, "/params/extra.weight", 4, NULL, 0);
+  expect_failure(ctx, opt, file("extra.h5"), FSDP_ERR_ARG, "not in the model /params/extra.weight;");
+  copy_file(file("good.h5"), file("newer.h5"));
+  edit(file("newer.h5"), NULL, NULL, 0, "format_version", 2);
+  expect_failure(ctx, opt, file("newer.h5"), FSDP_ERR_UNSUPPORTED, "has checkpoint format 2");
+  TEST_OK(FSDPOptimizerCreate(ctx, &sgd));
+  TEST_OK(FSDPOptimizerSetType(sgd, FSDP_OPTIMIZER_SGD));
+  TEST_OK(FSDPOptimizerSetMomentum(sgd, 0.9, false));
+  TEST_OK(FSDPOptimizerSetUp(sgd));
+  expect_failure(ctx, sgd, file("good.h5"), FSDP_ERR_ARG, "holds the state of an adamw optimizer, not sgd");
+  TEST_OK(FSDPOptimizerDestroy(&sgd));
+  TEST_OK(FSDPContextGetUnit(ctx, 0, &unit));
+  TEST_OK(FlatParamUnshard(unit));
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextLoad(ctx, opt, file("good.h5")));
+  TEST_MESSAGE_HAS("unit 'blocks.0' is unsharded: load between steps");
+  TEST_OK(FlatParamReshard(unit));
+
+  /* A parameters-only file: not for an optimizer, fine without one. */
+  TEST_OK(FSDPContextSave(ctx, NULL, file("params.h5")));
+  expect_failure(ctx, opt, file("params.h5"), FSDP_ERR_ARG, "has parameters only (no /optim)");
+  TEST_OK(FSDPContextLoad(ctx, opt, file("good.h5")));
+  now = shards(ctx);
+  TEST_ASSERT(!memcmp(now, good, (size_t)total * sizeof(float)), "the good file did not load");
+  free(now);
+
+  /* Non-strict: what matches loads, the rest is reported and left alone. */
+  train(ctx, model, opt);
+  TEST_OK(FSDPContextSetCheckpointStrict(ctx, false));
+  capture_begin(&cap, 2);
+  TEST_OK(FSDPContextLoad(ctx, opt, file("missing.h5")));
+  text = capture_end(&cap);
+  if (rank == 0)
+    TEST_ASSERT(strstr(text, "loaded 5 parameters; not loaded: missing /params/head.bias;"),
+                "the non-strict report is '%s'", text);
+  free(text);
+  {
+    FSDPParamId id;
+    int64_t begin, end, offset, last_shard, skip;
+    now = shards(ctx);
+    TEST_OK(FSDPContextFindParam(ctx, "head.bias", &unit, &id));
+    TEST_OK(FlatParamGetShardRange(unit, id, &begin, &end, &offset));
+    TEST_OK(FlatParamGetSizes(unit, NULL, NULL, &last_shard));
+    skip = total - last_shard + offset; /* head.bias, in the last unit, is where this rank's shards differ */
+    for (int64_t i = 0; i < total; i++)
+      if (i < skip || i >= skip + (end - begin))
+        TEST_ASSERT(now[i] == good[i], "non-strict: element %lld of the shards was not loaded", (long long)i);
+    TEST_ASSERT(end == begin || memcmp(now + skip, good + skip, (size_t)(end - begin) * sizeof(float)),
+                "non-strict: head.bias, missing from the file, changed");
+    free(now);
+  }
+  TEST_OK(FSDPContextSetCheckpointStrict(ctx, true));
+
+  /* keep 3: k.h5 is the newest, then k.h5.1 and k.h5.2; a stale temporary goes. */
+  TEST_OK(FSDPContextSetCheckpointKeep(ctx, 3));
+  if (rank == 0) {
+    FILE *fp = fopen(file("k.h5.partial"), "w");
+    fputs("left by a save that was killed", fp);
+    fclose(fp);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  capture_begin(&cap, 2);
+  for (int s = 0; s < 4; s++) {
+    train(ctx, model, opt);
+    TEST_OK(FSDPContextSave(ctx, opt, file("k.h5")));
+  }
+  text = capture_end(&cap);
+  if (rank == 0) {
+    int64_t step = root_step(file("k.h5"));
+    TEST_ASSERT(strstr(text, "k.h5.partial', left by an interrupted save"), "no word of the stale temporary: '%s'", text);
+    TEST_ASSERT(!exists(file("k.h5.partial")) && exists(file("k.h5.2")) && !exists(file("k.h5.3")),
+                "keep 3 left the wrong files");
+    TEST_ASSERT(root_step(file("k.h5.1")) == step - 1 && root_step(file("k.h5.2")) == step - 2,
+                "k.h5, .1, .2 have steps %lld, %lld, %lld", (long long)step, (long long)root_step(file("k.h5.1")),
+                (long long)root_step(file("k.h5.2")));
+  }
+  free(text);
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextSetCheckpointKeep(ctx, 0));
+  TEST_MESSAGE_HAS("keep 0 must be at least 1");
+
+  test_conversion();
+  free(good);
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+  if (rank == 0) {
+    const char *names[] = {"good.h5", "flip.h5", "flip-state.h5", "short.h5", "missing.h5", "shape.h5", "extra.h5",
+                           "newer.h5", "params.h5", "k.h5", "k.h5.1", "k.h5.2", "f64.h5", "f64-flip.h5"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
+    rmdir(dir);
+  }
+  TEST_OK(FSDPFinalize());
+  return 0;
+}
+#endif
