@@ -6,6 +6,7 @@
    doc/fsdp-train.md describes every option. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ typedef enum { ARG_STRING, ARG_INT, ARG_REAL, ARG_FLAG } ArgType;
 
 typedef struct {
   char model[512], data[1024], init[1024], loss_log[1024], optimizer[16], lr_schedule[16];
-  int64_t steps, batch, warmup_steps, grad_accum, seed, log_every;
+  char checkpoint[1024], resume[1024], export_path[1024];
+  int64_t steps, batch, warmup_steps, grad_accum, seed, log_every, checkpoint_every;
   double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm;
   bool nesterov;
 } Args;
@@ -62,7 +64,11 @@ static ArgSpec arg_specs[] = {
   ARG("-grad_accum", ARG_INT, grad_accum, "micro-batches per step, their gradients averaged"),
   ARG("-seed", ARG_INT, seed, "seed of the parameter initialization"),
   ARG("-init", ARG_STRING, init, "HDF5 file with the initial parameters as /params/<name>"),
-  ARG("-loss_log", ARG_STRING, loss_log, "CSV file: step,loss for every step"),
+  ARG("-loss_log", ARG_STRING, loss_log, "CSV file: step,loss for every step (with -resume, rows after the checkpoint's step are replaced)"),
+  ARG("-checkpoint", ARG_STRING, checkpoint, "HDF5 checkpoint written at the end, every -checkpoint_every steps, and on SIGUSR1 or SIGTERM"),
+  ARG("-checkpoint_every", ARG_INT, checkpoint_every, "steps between checkpoints (0: only at the end and on a signal)"),
+  ARG("-resume", ARG_STRING, resume, "checkpoint to continue from: parameters, optimizer state, step and data position"),
+  ARG("-export", ARG_STRING, export_path, "HDF5 file of the final parameters alone (/params/<name>, what -init reads)"),
   ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
 };
 #define NARGS ((int)(sizeof arg_specs / sizeof arg_specs[0]))
@@ -350,8 +356,9 @@ static double max_over_ranks(double v)
 
 /* Peak bytes per category, the largest over ranks, next to what the FSDP
    formula says a rank needs. */
-static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, double seconds,
-                                   int64_t steps, int64_t samples, double last_loss, double comm_time, int64_t comm_bytes)
+static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, bool resumed, int nstates,
+                                   double seconds, int64_t steps, int64_t samples, double last_loss, double comm_time,
+                                   int64_t comm_bytes)
 {
   FSDPShardingStrategy strategy;
   FSDPMemoryStats st;
@@ -394,6 +401,10 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   }
   formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
   expect[FSDP_MEM_COMM_STAGING] = 4.0 * (double)maxunit / factor; /* padded units divide by F */
+  if (resumed) { /* and, while loading, one unit's shard and its k state tensors */
+    formula[FSDP_MEM_COMM_STAGING] = "(2 + k) max(psi_i)/F, resumed";
+    expect[FSDP_MEM_COMM_STAGING] *= 2.0 + (double)nstates;
+  }
   formula[FSDP_MEM_OTHER] = "(activations, data)";
   expect[FSDP_MEM_OTHER] = -1;
   printf("fsdp-train: %lld steps in %.3f s: %.2f ms/step, %.1f samples/s, final loss %.6g\n", (long long)steps, seconds,
@@ -414,6 +425,78 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   printf("  %-22s %12s\n", "total", b1);
   fflush(stdout);
   return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ checkpoints and signals */
+
+/* SIGUSR1 and SIGTERM (sbatch --signal, pre-emption) ask for a checkpoint
+   at the next step boundary; the handler only records which one came. */
+static volatile sig_atomic_t signal_caught;
+
+static void on_signal(int signo) { signal_caught = signo; }
+
+static FSDPErrorCode catch_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  FSDPCheck(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
+            "fsdp-train: cannot install the SIGUSR1 and SIGTERM handlers: %s", strerror(errno));
+  return FSDP_SUCCESS;
+}
+
+/* The signal any rank caught (0: none): a signal may reach only some ranks. */
+static int agree_on_signal(void)
+{
+  int signo = signal_caught;
+  MPI_Allreduce(MPI_IN_PLACE, &signo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return signo;
+}
+
+/* A checkpoint after `step` steps; the data resumes at batch `cursor`. */
+static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int64_t cursor,
+                                     int rank, FILE *log)
+{
+  FSDPTrainingState ts = {step, cursor, {(uint64_t)a->seed, 0, 0, 0}};
+  double t0;
+  if (log) fflush(log); /* the loss log holds every step the checkpoint has */
+  FSDPCall(FSDPContextSetTrainingState(ctx, &ts));
+  t0 = MPI_Wtime();
+  FSDPCall(FSDPContextSave(ctx, opt, a->checkpoint));
+  if (rank == 0 && a->log_every > 0) {
+    printf("fsdp-train: step %lld: checkpoint %s written in %.3f s\n", (long long)step, a->checkpoint, MPI_Wtime() - t0);
+    fflush(stdout);
+  }
+  return FSDP_SUCCESS;
+}
+
+/* With -resume: rank 0 keeps the loss log's header and its rows up to the
+   checkpoint's step, so that the log reads as if the job never stopped. */
+static FILE *reopen_loss_log(const char *path, int64_t step)
+{
+  FILE *in = fopen(path, "r"), *out;
+  char line[256], tmp[1100];
+  if (!in) {
+    out = fopen(path, "w");
+    if (out) fprintf(out, "step,loss\n");
+    return out;
+  }
+  snprintf(tmp, sizeof tmp, "%s.resume", path);
+  out = fopen(tmp, "w");
+  if (!out) {
+    fclose(in);
+    return NULL;
+  }
+  fprintf(out, "step,loss\n");
+  while (fgets(line, sizeof line, in)) {
+    char *end;
+    long long s = strtoll(line, &end, 10);
+    if (end != line && *end == ',' && s <= step) fputs(line, out);
+  }
+  fclose(in);
+  if (fclose(out) || rename(tmp, path)) return NULL;
+  return fopen(path, "a");
 }
 
 /* ------------------------------------------------------------------ training */
@@ -456,6 +539,7 @@ static FSDPErrorCode train(const Args *a)
   double t_start, t_last, loss = NAN, comm_time, comm_last = 0;
   int64_t comm_bytes, bytes_last = 0;
   FSDPShardingStrategy strategy;
+  int64_t first = 0, cursor = 0, done = 0; /* the first step, its batch, and the steps this run took */
 
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -466,6 +550,12 @@ static FSDPErrorCode train(const Args *a)
               (long long)a->batch, size);
   FSDPCheck(K > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive", (long long)K);
   FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
+  FSDPCheck(a->checkpoint_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -checkpoint_every %lld is negative",
+            (long long)a->checkpoint_every);
+  FSDPCheck(!a->checkpoint_every || a->checkpoint[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -checkpoint_every %lld needs -checkpoint PATH", (long long)a->checkpoint_every);
+  FSDPCheck(!a->init[0] || !a->resume[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -init %s and -resume %s both set the parameters: give one", a->init, a->resume);
   per = a->batch / size;
 
   FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
@@ -480,6 +570,17 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(FSDPOptimizerCreate(ctx, &opt));
   FSDPCall(configure_optimizer(opt, a));
   FSDPCall(FSDPOptimizerSetUp(opt));
+  if (a->resume[0]) {
+    FSDPTrainingState ts;
+    FSDPCall(FSDPContextLoad(ctx, opt, a->resume));
+    FSDPCall(FSDPContextGetTrainingState(ctx, &ts));
+    FSDPCheck(ts.step >= 0 && ts.step <= a->steps && ts.data_cursor >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -resume %s is at step %lld (data cursor %lld), beyond -steps %lld", a->resume,
+              (long long)ts.step, (long long)ts.data_cursor, (long long)a->steps);
+    first = ts.step;
+    cursor = ts.data_cursor;
+  }
+  FSDPCall(catch_signals());
 
   FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
   FSDPCall(FSDPContextGetShardGroup(ctx, &group));
@@ -493,6 +594,8 @@ static FSDPErrorCode train(const Args *a)
            FSDPShardingStrategyName(strategy), factor, nreplicas, data.description);
     printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
            (long long)a->steps, (long long)a->batch, (long long)per, (long long)K, a->optimizer, a->lr, a->lr_schedule);
+    if (a->resume[0])
+      printf("fsdp-train: resuming from %s at step %lld, batch %lld\n", a->resume, (long long)first, (long long)cursor);
     fflush(stdout);
   }
 
@@ -500,9 +603,9 @@ static FSDPErrorCode train(const Args *a)
     FSDPErrorCode ierr = FSDP_SUCCESS;
     int ok;
     if (rank == 0) {
-      log = fopen(a->loss_log, "w");
+      log = a->resume[0] ? reopen_loss_log(a->loss_log, first) : fopen(a->loss_log, "w");
       if (!log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
-      else fprintf(log, "step,loss\n");
+      else if (!a->resume[0]) fprintf(log, "step,loss\n");
     }
     ok = !ierr;
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -524,13 +627,14 @@ static FSDPErrorCode train(const Args *a)
   MPI_Barrier(MPI_COMM_WORLD);
   t_start = t_last = MPI_Wtime();
 
-  for (int64_t s = 0; s < a->steps; s++) {
+  for (int64_t s = first; s < a->steps; s++) {
     double local = 0, step_loss;
     bool progress;
+    int signo;
     FSDPCall(FSDPContextZeroGrad(ctx));
     for (int64_t k = 0; k < K; k++) {
       double l;
-      take_batch(&data, s * K + k, a->batch, rank, size, x, yt, labels);
+      take_batch(&data, cursor + k, a->batch, rank, size, x, yt, labels);
       /* Like no_sync(): only the last micro-batch communicates gradients. */
       FSDPCall(FSDPContextSetGradSync(ctx, k == K - 1));
       FSDPCall(FSDPModelForward(model, per, x, &pred));
@@ -542,6 +646,8 @@ static FSDPErrorCode train(const Args *a)
       local += l;
     }
     FSDPCall(FSDPOptimizerStep(opt));
+    cursor += K;
+    done++;
     progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
     /* The global loss costs an all-reduce: only for a step something prints.
        Every rank's rows count the same: the global mean is the mean of the ranks' means.
@@ -570,12 +676,30 @@ static FSDPErrorCode train(const Args *a)
       bytes_last = comm_bytes;
       t_last = MPI_Wtime();
     }
+    signo = agree_on_signal();
+    if (signo) {
+      if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, s + 1, cursor, rank, log));
+      if (rank == 0) {
+        printf("fsdp-train: %s after step %lld: %s; exiting\n", signo == SIGTERM ? "SIGTERM" : "SIGUSR1",
+               (long long)(s + 1), a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
+        fflush(stdout);
+      }
+      break;
+    }
+    if (a->checkpoint_every && (s + 1) % a->checkpoint_every == 0 && s + 1 < a->steps)
+      FSDPCall(save_checkpoint(ctx, opt, a, s + 1, cursor, rank, log));
+  }
+  if (first + done == a->steps) { /* finished, not stopped by a signal */
+    if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, a->steps, cursor, rank, log));
+    if (a->export_path[0]) FSDPCall(FSDPContextSave(ctx, NULL, a->export_path));
   }
   {
     double seconds = MPI_Wtime() - t_start;
     FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
     if (a->log_every > 0)
-      FSDPCall(print_summary(ctx, opt, rank, factor, seconds, a->steps, a->steps * a->batch * K, loss, comm_time, comm_bytes));
+      FSDPCall(print_summary(ctx, opt, rank, factor, a->resume[0] != 0,
+                             !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, seconds, done,
+                             done * a->batch * K, loss, comm_time, comm_bytes));
   }
   if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&x));

@@ -243,11 +243,10 @@ static hid_t make_space(const ParamInfo *p)
   return H5Screate_simple(p->ndim, dims, NULL);
 }
 
-/* Attributes: n = 0 writes a scalar, n > 0 a vector of n. */
-static herr_t put_attr(hid_t loc, const char *name, hid_t type, int n, const void *value)
+/* Attributes: a scalar (rank 0), a vector of dims[0] or a matrix dims[0] x dims[1]. */
+static herr_t put_array(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims, const void *value)
 {
-  hsize_t dims = (hsize_t)n;
-  hid_t space = n ? H5Screate_simple(1, &dims, NULL) : H5Screate(H5S_SCALAR), attr;
+  hid_t space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR), attr;
   herr_t status = -1;
   if (space < 0) return -1;
   attr = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
@@ -257,6 +256,12 @@ static herr_t put_attr(hid_t loc, const char *name, hid_t type, int n, const voi
   }
   H5Sclose(space);
   return status;
+}
+
+static herr_t put_attr(hid_t loc, const char *name, hid_t type, int n, const void *value)
+{
+  hsize_t dims = (hsize_t)n;
+  return put_array(loc, name, type, n ? 1 : 0, &dims, value);
 }
 
 static herr_t put_string(hid_t loc, const char *name, const char *value)
@@ -388,7 +393,7 @@ static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file)
     s |= put_string(file, "sharding_strategy", FSDPShardingStrategyName(ctx->strategy));
     s |= put_int64(file, "sharding_factor", ctx->factor);
     s |= put_string(file, "shard_group_layout", layout_text);
-    s |= put_attr(file, "rank_node_shard_replica", H5T_NATIVE_INT, 3 * ctx->size, layout);
+    s |= put_array(file, "rank_node_shard_replica", H5T_NATIVE_INT, 2, (hsize_t[]){(hsize_t)ctx->size, 3}, layout);
     if (s < 0) ierr = H5ERR("cannot write the root attributes");
   }
   FSDPCall(FSDPFree(&layout));
