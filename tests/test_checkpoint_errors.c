@@ -306,6 +306,14 @@ int main(int argc, char **argv)
                 "non-strict: head.bias, missing from the file, changed");
     free(now);
   }
+  /* ... and a parameters-only file loads into a job with an optimizer, saying the state is not there. */
+  capture_begin(&cap, 2);
+  TEST_OK(FSDPContextLoad(ctx, opt, file("params.h5")));
+  text = capture_end(&cap);
+  if (rank == 0)
+    TEST_ASSERT(strstr(text, "loaded 6 parameters and no optimizer state (the file has none)"),
+                "the non-strict report is '%s'", text);
+  free(text);
   TEST_OK(FSDPContextSetCheckpointStrict(ctx, true));
 
   /* keep 3: k.h5 is the newest, then k.h5.1 and k.h5.2; a stale temporary goes. */

@@ -808,7 +808,8 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
     snprintf(g, sizeof g, "/optim/%s", names[s]);
     find_extras(ctx, file, g, true, &mm.extra);
   }
-  if (!mm.missing.count && !mm.shape.count && !mm.type.count && !mm.extra.count) return FSDP_SUCCESS;
+  if (!mm.missing.count && !mm.shape.count && !mm.type.count && !mm.extra.count && (!opt || have_optim))
+    return FSDP_SUCCESS;
   FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextLoad: '%s' does not match the model:%s%s%s%s%s%s%s%s%s%s%s%s (-fsdp_checkpoint_strict false "
             "loads what matches)",
@@ -911,8 +912,14 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   if (dxpl >= 0) H5Pclose(dxpl);
   /* The shard group read every element of the unit once: its pieces' CRCs combine to each dataset's. */
-  if (!ierr)
-    ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->shard_comm));
+  if (!ierr) { /* this unit's entries only, packed at the front */
+    int m = 0;
+    for (int k = 0; k < nitems; k++)
+      if (items[k].unit == unit) crc[m++] = crc[k];
+    ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, m, MPI_UINT32_T, MPI_BXOR, ctx->shard_comm));
+    for (int k = nitems - 1; k >= 0; k--)
+      if (items[k].unit == unit) crc[k] = crc[--m];
+  }
   for (int k = 0; k < nitems && !ierr; k++)
     if (items[k].unit == unit && load[k] && have[k] && crc[k] != want[k]) {
       char dpath[1200], detail[64];
