@@ -9,14 +9,19 @@
 # the documented structure.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
-if ! "$top_builddir/tests/h5data" 2>/dev/null; [ $? -eq 77 ]; then
+common="-model mlp:in=6,hidden=12,depth=2,out=2 -data synthetic:n=128,seed=5 -batch 8 -lr 0.01 -log_every 0"
+rc=0
+"$top_builddir/tests/h5data" >/dev/null 2>&1 || rc=$?
+if [ $rc -eq 77 ]; then
+  fsdp_run 1 "$train" $common -steps 1 -checkpoint "$fsdp_tmp/ck.h5" >"$fsdp_tmp/nohdf5.out" 2>&1 &&
+    { echo "FAIL: -checkpoint without HDF5 succeeded"; exit 1; }
+  expect_grep "fsdp-train: -checkpoint .*: this libfsdp was built without HDF5" "$fsdp_tmp/nohdf5.out"
   echo "built without HDF5: no checkpoints"
   exit 77
 fi
 for tool in h5dump h5ls; do
   command -v $tool >/dev/null || { echo "FAIL: $tool (Debian's hdf5-tools) is needed"; exit 1; }
 done
-common="-model mlp:in=6,hidden=12,depth=2,out=2 -data synthetic:n=128,seed=5 -batch 8 -lr 0.01 -log_every 0"
 
 # run NAME NP ARGS...: train, output in $fsdp_tmp/NAME.out
 run() {

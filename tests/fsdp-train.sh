@@ -87,13 +87,17 @@ fail spec_key "model spec 'mlp:in=6,hidden=16,depth=3,out=2,colour=red': unknown
   -model mlp:in=6,hidden=16,depth=3,out=2,colour=red -data synthetic
 fail batch "-batch 10 is not divisible by the 4 ranks" 4 -model $model -data synthetic -batch 10
 fail option "unknown option '-stpes'" 1 -model $model -stpes 3
-fail no_file "cannot open data file '$fsdp_tmp/none.h5'" 2 -model $model -data "$fsdp_tmp/none.h5"
 
 # ------------------------------------------------------------------ HDF5 data and -init
 "$h5data" data "$fsdp_tmp/reg.h5" 64 6 2
 rc=$?
-if [ $rc -eq 77 ]; then echo "built without HDF5: HDF5 data and -init not tested"; exit 0; fi
+if [ $rc -eq 77 ]; then
+  fail no_hdf5 "this libfsdp was built without HDF5; use -data synthetic" 2 -model $model -data "$fsdp_tmp/reg.h5"
+  echo "built without HDF5: HDF5 data and -init not tested"
+  exit 0
+fi
 [ $rc -eq 0 ] || { echo "FAIL: h5data"; exit 1; }
+fail no_file "cannot open data file '$fsdp_tmp/none.h5'" 2 -model $model -data "$fsdp_tmp/none.h5"
 "$h5data" labels "$fsdp_tmp/cls.h5" 64 6 3 || exit 1
 "$h5data" data "$fsdp_tmp/wide.h5" 64 7 2 || exit 1
 nonorm="mlp:in=6,hidden=16,depth=3,out=2,act=relu"

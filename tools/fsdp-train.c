@@ -556,6 +556,16 @@ static FSDPErrorCode train(const Args *a)
             "fsdp-train: -checkpoint_every %lld needs -checkpoint PATH", (long long)a->checkpoint_every);
   FSDPCheck(!a->init[0] || !a->resume[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
             "fsdp-train: -init %s and -resume %s both set the parameters: give one", a->init, a->resume);
+#ifndef FSDP_HAVE_HDF5
+  /* Say so now, not at the first checkpoint hours into the job. */
+  {
+    const char *what = a->checkpoint[0] ? "-checkpoint" : a->resume[0] ? "-resume" : a->export_path[0] ? "-export" : NULL;
+    const char *file = a->checkpoint[0] ? a->checkpoint : a->resume[0] ? a->resume : a->export_path;
+    FSDPCheck(!what, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+              "fsdp-train: %s %s: this libfsdp was built without HDF5 (configure --with-hdf5), so it has no checkpoints",
+              what, file);
+  }
+#endif
   per = a->batch / size;
 
   FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
