@@ -138,15 +138,45 @@ static void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
 }
 
 /* Load must fail with `code` and a message containing `text`, on every
-   rank, and leave the shards as they were. */
+   rank, and leave the shards, the optimizer's step and the training state
+   as they were. */
 static void expect_failure(FSDPContext ctx, FSDPOptimizer opt, const char *path, FSDPErrorCode code, const char *text)
 {
   float *before = shards(ctx), *after;
+  int64_t step0 = -1, step1 = -2;
+  FSDPTrainingState ts0, ts1;
+  if (opt) TEST_OK(FSDPOptimizerGetStep(opt, &step0));
+  TEST_OK(FSDPContextGetTrainingState(ctx, &ts0));
   TEST_CODE(code, FSDPContextLoad(ctx, opt, path));
   TEST_MESSAGE_HAS(text);
   after = shards(ctx);
   TEST_ASSERT(!memcmp(before, after, (size_t)shard_total(ctx) * sizeof(float)), "a failed load of %s changed the shards",
               path);
+  if (opt) TEST_OK(FSDPOptimizerGetStep(opt, &step1));
+  TEST_OK(FSDPContextGetTrainingState(ctx, &ts1));
+  TEST_ASSERT((!opt || step0 == step1) && !memcmp(&ts0, &ts1, sizeof ts0),
+              "a failed load of %s changed the optimizer step (%lld to %lld) or the training state", path,
+              (long long)step0, (long long)step1);
+  free(before);
+  free(after);
+}
+
+/* A corrupt dataset in the last unit: the units before it load, it does not. */
+static void corrupt_last_unit(FSDPContext ctx, FSDPOptimizer opt, const float *good)
+{
+  float *before = shards(ctx), *after;
+  int nunits;
+  FlatParam last;
+  int64_t n, total = shard_total(ctx);
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  TEST_OK(FSDPContextGetUnit(ctx, nunits - 1, &last));
+  TEST_OK(FlatParamGetSizes(last, NULL, NULL, &n));
+  TEST_CODE(FSDP_ERR_CORRUPT, FSDPContextLoad(ctx, opt, file("flip-head.h5")));
+  TEST_MESSAGE_HAS("checksum mismatch in /params/head.weight");
+  TEST_MESSAGE_HAS("unit 'root' and those after it were not loaded");
+  after = shards(ctx);
+  TEST_ASSERT(!memcmp(after, good, (size_t)(total - n) * sizeof(float)), "the units before the corrupt one did not load");
+  TEST_ASSERT(!memcmp(after + total - n, before + total - n, (size_t)n * sizeof(float)), "the corrupt unit changed");
   free(before);
   free(after);
 }
@@ -202,6 +232,65 @@ static void test_conversion(void)
   TEST_OK(FSDPContextDestroy(&c32));
 }
 
+/* Values that depend on the parameter's name and the element only. */
+static float shape_value(const char *name, int64_t i) { return (float)(name[0] * 1000 + i) + 0.25f; }
+
+static FSDPErrorCode fill_by_name(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
+{
+  const char *name;
+  (void)user;
+  FSDPCall(FlatParamGetParamInfo(unit, id, &name, NULL, NULL, NULL));
+  for (int64_t i = begin; i < end; i++) ((float *)values)[i - begin] = shape_value(name, i);
+  return FSDP_SUCCESS;
+}
+
+/* A scalar, empty tensors (one alone in its unit), a 3-d and a 4-d one whose
+   shards end mid-row: saved under full sharding, loaded with every
+   parameter in one unit on every rank (none), each value where it belongs. */
+static void test_shapes(void)
+{
+  static const int64_t empty[2] = {0, 3}, cube[3] = {3, 5, 7}, four[4] = {2, 3, 1, 5}, none_[1] = {0};
+  FSDPContext a, b;
+  FlatParam u;
+  void *v;
+  int64_t n;
+
+  a = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPContextAddUnit(a, "u0", &u));
+  TEST_OK(FlatParamAddParam(u, "scalar", 0, NULL, NULL));
+  TEST_OK(FlatParamAddParam(u, "cube", 3, cube, NULL));
+  TEST_OK(FlatParamAddParam(u, "empty", 2, empty, NULL));
+  TEST_OK(FSDPContextAddUnit(a, "u1", &u));
+  TEST_OK(FlatParamAddParam(u, "nothing", 1, none_, NULL));
+  TEST_OK(FSDPContextAddUnit(a, "u2", &u));
+  TEST_OK(FlatParamAddParam(u, "four", 4, four, NULL));
+  TEST_OK(FSDPContextSetShardInit(a, fill_by_name, NULL));
+  TEST_OK(FSDPContextSetUp(a));
+  TEST_OK(FSDPContextSave(a, NULL, file("shapes.h5")));
+  TEST_OK(FSDPContextDestroy(&a));
+
+  b = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 0);
+  TEST_OK(FSDPContextAddUnit(b, "all", &u));
+  TEST_OK(FlatParamAddParam(u, "four", 4, four, NULL));
+  TEST_OK(FlatParamAddParam(u, "nothing", 1, none_, NULL));
+  TEST_OK(FlatParamAddParam(u, "cube", 3, cube, NULL));
+  TEST_OK(FlatParamAddParam(u, "empty", 2, empty, NULL));
+  TEST_OK(FlatParamAddParam(u, "scalar", 0, NULL, NULL));
+  TEST_OK(FSDPContextSetUp(b));
+  TEST_OK(FSDPContextLoad(b, NULL, file("shapes.h5")));
+  TEST_OK(FlatParamGetShard(u, &v, &n));
+  for (int id = 0; id < 5; id++) {
+    const char *name;
+    int64_t begin, end, offset;
+    TEST_OK(FlatParamGetParamInfo(u, id, &name, NULL, NULL, NULL));
+    TEST_OK(FlatParamGetShardRange(u, id, &begin, &end, &offset));
+    for (int64_t i = begin; i < end; i++)
+      TEST_ASSERT(((float *)v)[offset + i - begin] == shape_value(name, i), "%s[%lld] loaded as %g, expected %g", name,
+                  (long long)i, ((float *)v)[offset + i - begin], shape_value(name, i));
+  }
+  TEST_OK(FSDPContextDestroy(&b));
+}
+
 int main(int argc, char **argv)
 {
   FSDPContext ctx;
@@ -241,6 +330,10 @@ int main(int argc, char **argv)
   copy_file(file("good.h5"), file("flip-state.h5"));
   flip_byte(file("flip-state.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", 1);
   expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
+  copy_file(file("good.h5"), file("flip-head.h5"));
+  flip_byte(file("flip-head.h5"), "/params/head.weight", 0);
+  corrupt_last_unit(ctx, opt, good);
+  train(ctx, model, opt);
   copy_file(file("good.h5"), file("short.h5"));
   if (rank == 0) {
     struct stat st;
@@ -343,14 +436,25 @@ int main(int argc, char **argv)
   TEST_CODE(FSDP_ERR_ARG, FSDPContextSetCheckpointKeep(ctx, 0));
   TEST_MESSAGE_HAS("keep 0 must be at least 1");
 
+  /* Freezing after the optimizer's set-up leaves its state packed for the old set: refused (last: opt is out of step with the context from here on). */
+  {
+    FSDPParamId id;
+    TEST_OK(FSDPContextFindParam(ctx, "blocks.0.fc.bias", &unit, &id));
+    TEST_OK(FlatParamSetTrainable(unit, id, false));
+    TEST_CODE(FSDP_ERR_STATE, FSDPContextSave(ctx, opt, file("frozen.h5")));
+    TEST_MESSAGE_HAS("frozen or unfrozen after FSDPOptimizerSetUp");
+    TEST_CODE(FSDP_ERR_STATE, FSDPContextLoad(ctx, opt, file("good.h5")));
+  }
+
   test_conversion();
+  test_shapes();
   free(good);
   TEST_OK(FSDPOptimizerDestroy(&opt));
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
   if (rank == 0) {
     const char *names[] = {"good.h5", "flip.h5", "flip-state.h5", "short.h5", "missing.h5", "shape.h5", "extra.h5",
-                           "newer.h5", "params.h5", "k.h5", "k.h5.1", "k.h5.2", "f64.h5", "f64-flip.h5"};
+                           "newer.h5", "params.h5", "flip-head.h5", "shapes.h5", "k.h5", "k.h5.1", "k.h5.2", "f64.h5", "f64-flip.h5"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
     rmdir(dir);
   }

@@ -356,7 +356,7 @@ static double max_over_ranks(double v)
 
 /* Peak bytes per category, the largest over ranks, next to what the FSDP
    formula says a rank needs. */
-static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, bool resumed, int nstates,
+static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, int loaded, int nstates,
                                    double seconds, int64_t steps, int64_t samples, double last_loss, double comm_time,
                                    int64_t comm_bytes)
 {
@@ -401,9 +401,9 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   }
   formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
   expect[FSDP_MEM_COMM_STAGING] = 4.0 * (double)maxunit / factor; /* padded units divide by F */
-  if (resumed) { /* and, while loading, one unit's shard and its k state tensors */
-    formula[FSDP_MEM_COMM_STAGING] = "(2 + k) max(psi_i)/F, resumed";
-    expect[FSDP_MEM_COMM_STAGING] *= 2.0 + (double)nstates;
+  if (loaded) { /* and, while loading, one unit's shard and (-resume) its k state tensors */
+    formula[FSDP_MEM_COMM_STAGING] = loaded == 2 ? "(2 + k) max(psi_i)/F, -resume" : "2 max(psi_i)/F, -init";
+    expect[FSDP_MEM_COMM_STAGING] *= loaded == 2 ? 2.0 + (double)nstates : 2.0;
   }
   formula[FSDP_MEM_OTHER] = "(activations, data)";
   expect[FSDP_MEM_OTHER] = -1;
@@ -440,6 +440,7 @@ static FSDPErrorCode catch_signals(void)
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART; /* a write under way when the signal comes goes on */
   sigemptyset(&sa.sa_mask);
   FSDPCheck(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
             "fsdp-train: cannot install the SIGUSR1 and SIGTERM handlers: %s", strerror(errno));
@@ -540,6 +541,8 @@ static FSDPErrorCode train(const Args *a)
   int64_t comm_bytes, bytes_last = 0;
   FSDPShardingStrategy strategy;
   int64_t first = 0, cursor = 0, done = 0; /* the first step, its batch, and the steps this run took */
+  int64_t last_logged;                      /* the step of the last progress line */
+  bool stopped = false;                     /* by a signal */
 
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -636,6 +639,7 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(comm_totals(comm_events, &comm_last, &bytes_last));
   MPI_Barrier(MPI_COMM_WORLD);
   t_start = t_last = MPI_Wtime();
+  last_logged = first;
 
   for (int64_t s = first; s < a->steps; s++) {
     double local = 0, step_loss;
@@ -670,7 +674,7 @@ static FSDPErrorCode train(const Args *a)
     if (progress) {
       FSDPMemoryStats st;
       double now = MPI_Wtime(), dt = now - t_last, peak;
-      int64_t nsteps = (s + 1) % a->log_every ? (s + 1) % a->log_every : a->log_every;
+      int64_t nsteps = s + 1 - last_logged; /* since the last line, or the start of this run */
       char b1[32];
       FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
       FSDPCall(FSDPGetMemoryStats(&st));
@@ -685,6 +689,7 @@ static FSDPErrorCode train(const Args *a)
       comm_last = comm_time;
       bytes_last = comm_bytes;
       t_last = MPI_Wtime();
+      last_logged = s + 1;
     }
     signo = agree_on_signal();
     if (signo) {
@@ -694,20 +699,23 @@ static FSDPErrorCode train(const Args *a)
                (long long)(s + 1), a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
         fflush(stdout);
       }
+      stopped = true;
       break;
     }
     if (a->checkpoint_every && (s + 1) % a->checkpoint_every == 0 && s + 1 < a->steps)
       FSDPCall(save_checkpoint(ctx, opt, a, s + 1, cursor, rank, log));
   }
-  if (first + done == a->steps) { /* finished, not stopped by a signal */
+  if (!stopped) { /* finished: the final checkpoint, the final parameters */
+    FSDPTrainingState ts = {a->steps, cursor, {(uint64_t)a->seed, 0, 0, 0}};
     if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, a->steps, cursor, rank, log));
+    FSDPCall(FSDPContextSetTrainingState(ctx, &ts)); /* the step the exported parameters are at */
     if (a->export_path[0]) FSDPCall(FSDPContextSave(ctx, NULL, a->export_path));
   }
   {
     double seconds = MPI_Wtime() - t_start;
     FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
     if (a->log_every > 0)
-      FSDPCall(print_summary(ctx, opt, rank, factor, a->resume[0] != 0,
+      FSDPCall(print_summary(ctx, opt, rank, factor, a->resume[0] ? 2 : a->init[0] ? 1 : 0,
                              !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, seconds, done,
                              done * a->batch * K, loss, comm_time, comm_bytes));
   }

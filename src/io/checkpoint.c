@@ -231,7 +231,9 @@ static herr_t select_piece(hid_t filespace, hid_t *memspace, const ParamInfo *p,
   if (p->ndim == 0) return H5Sselect_all(filespace);
   if (p->ndim > 32) return -1;
   for (int d = 0; d < p->ndim; d++) dims[d] = (hsize_t)p->shape[d];
-  return select_rows(filespace, p->ndim, dims, 0, start, count, pc->begin, pc->end, &first);
+  if (select_rows(filespace, p->ndim, dims, 0, start, count, pc->begin, pc->end, &first) < 0) return -1;
+  /* Sizes that differ would fail this rank's transfer alone, and the others would wait for it. */
+  return H5Sget_select_npoints(filespace) == (hssize_t)n ? 0 : -1;
 }
 
 static hid_t make_space(const ParamInfo *p)
@@ -453,7 +455,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   Piece *pieces = NULL;
   int maxp = 1, nstates = opt ? opt->nstates : 0;
   hid_t dxpl = -1, dcpl = -1;
-  FSDPErrorCode ierr = FSDP_SUCCESS;
+  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS;
 
   for (int s = 0; s < nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
   for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
@@ -476,9 +478,9 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
                 H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0))
     ierr = H5ERR("cannot create property lists");
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  /* Every rank makes every call, whatever failed on it: they are collective.
-     The ranks agree on the outcome at the end. */
-  for (int k = 0; k < nitems && dxpl >= 0 && dcpl >= 0; k++) {
+  /* Every rank makes every call, whatever failed on it (`failed`): they are
+     collective.  The ranks agree on the outcome at the end. */
+  for (int k = 0; k < nitems && !ierr; k++) {
     const Item *it = &items[k];
     const ParamInfo *p = &it->unit->params[it->param];
     void *state = it->state >= 0 ? opt->units[it->unit->index].state[it->state] : NULL;
@@ -486,24 +488,35 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
     hid_t space, ds = -1, memspace = -1;
     herr_t status = -1;
 
-    if (it->state == 0 && (k == 0 || items[k - 1].state != 0)) FSDPCall(pause_for_test(ctx, tmp));
+    if (it->state == 0 && (k == 0 || items[k - 1].state != 0)) failed = failed ? failed : pause_for_test(ctx, tmp);
     item_path(it, names, path, sizeof path);
     write_pieces(it->unit, pieces);
     space = make_space(p);
     if (space >= 0) ds = H5Dcreate2(file, path, file_type(it->unit->dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (ds >= 0 && put_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) >= 0 &&
-        (it->state >= 0 || put_string(ds, "unit", it->unit->name) >= 0)) {
+    if (ds >= 0 && (put_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) < 0 ||
+                    (it->state < 0 && put_string(ds, "unit", it->unit->name) < 0)) && !failed)
+      failed = H5ERR("cannot write the attributes of %s", path);
+    if (ds >= 0) {
       if (p->numel == 0) status = 0; /* nothing to write, on any rank */
-      else if (select_piece(space, &memspace, p, &pieces[it->param]) >= 0)
-        status = H5Dwrite(ds, native_type(it->unit->dtype), memspace, space, dxpl,
-                          piece_memory(it, &pieces[it->param], it->unit->shard, state));
+      else {
+        /* A rank whose selection failed still takes part, with nothing to write. */
+        if (select_piece(space, &memspace, p, &pieces[it->param]) < 0 && memspace >= 0) {
+          if (!failed) failed = H5ERR("cannot select this rank's part of %s", path);
+          H5Sselect_none(space);
+          H5Sselect_none(memspace);
+        }
+        if (memspace >= 0)
+          status = H5Dwrite(ds, native_type(it->unit->dtype), memspace, space, dxpl,
+                            piece_memory(it, &pieces[it->param], it->unit->shard, state));
+      }
     }
-    if (status < 0 && !ierr) ierr = H5ERR("cannot write %s: %s", path, h5_reason(reason));
+    if (status < 0 && !failed) failed = H5ERR("cannot write %s: %s", path, h5_reason(reason));
     *bytes += (pieces[it->param].end - pieces[it->param].begin) * (int64_t)FSDPDataTypeSize(it->unit->dtype);
     if (memspace >= 0) H5Sclose(memspace);
     if (ds >= 0) H5Dclose(ds);
     if (space >= 0) H5Sclose(space);
   }
+  if (!ierr) ierr = failed;
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   if (dxpl >= 0) H5Pclose(dxpl);
   if (dcpl >= 0) H5Pclose(dcpl);
@@ -559,6 +572,8 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
     if (H5Fclose(file) < 0 || s < 0) {
       if (!ierr) ierr = H5ERR("cannot flush and close '%s': %s", tmp, h5_reason(reason));
     }
+    /* A rank whose data did not reach the file stops the rename on rank 0. */
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
   FSDPCall(FSDPFree(&items));
   return ierr;
@@ -635,6 +650,9 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
             "FSDPContextSave: the optimizer belongs to another context");
   FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextSave: the optimizer is not set up: call FSDPOptimizerSetUp, or pass NULL to save parameters only");
+  FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
+            "longer matches them (set trainability before it)");
   temporary_path(path, tmp, sizeof tmp);
   /* A save that died left its temporary: say so, and start afresh. */
   if (ctx->rank == 0 && exists(tmp)) {
@@ -862,7 +880,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, transfer_mode(ctx)) < 0) ierr = H5ERR("cannot create a transfer property list");
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Every rank makes every call, whatever failed on it; they agree after. */
-  for (int k = 0; k < nitems && dxpl >= 0; k++) {
+  for (int k = 0, go = !ierr; k < nitems && go; k++) {
     const Item *it = &items[k];
     const ParamInfo *p;
     const Piece *pc;
@@ -880,18 +898,32 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     item_path(it, names, dpath, sizeof dpath);
     ds = H5Dopen2(file, dpath, H5P_DEFAULT);
     if (ds >= 0) {
-      have[k] = get_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &want[k]) > 0;
+      int got = get_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &want[k]);
+      have[k] = got > 0;
+      if (got < 0 && !ierr)
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
+                         "FSDPContextLoad: '%s': the crc32c attribute of %s is unreadable", path, dpath);
       space = H5Dget_space(ds);
       ftype = H5Dget_type(ds);
     }
     if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
-    else if (space >= 0 && ftype >= 0 && select_piece(space, &memspace, p, pc) >= 0) {
+    else if (space >= 0 && ftype >= 0) {
       /* The checksum is of the file's values: read a different type as it is, then convert. */
       size_t fs = H5Tget_size(ftype);
-      if (fs != es && FSDPMalloc((size_t)(len > 0 ? len : 1) * fs, FSDP_MEM_COMM_STAGING, &convert) && !ierr)
-        ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, FSDP_ERR_MEM);
-      if (fs == es || convert) status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, dxpl,
-                                  convert ? convert : mem);
+      bool selected = select_piece(space, &memspace, p, pc) >= 0;
+      if (selected && fs != es && FSDPMalloc((size_t)(len > 0 ? len : 1) * fs, FSDP_MEM_COMM_STAGING, &convert)) {
+        if (!ierr) ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, FSDP_ERR_MEM);
+        selected = false;
+      }
+      if (!selected && memspace >= 0) { /* still take part in the collective read, with nothing to read */
+        if (!ierr) ierr = H5ERR("FSDPContextLoad: cannot select this rank's part of %s", dpath);
+        H5Sselect_none(space);
+        H5Sselect_none(memspace);
+        len = 0;
+      }
+      if (memspace >= 0)
+        status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, dxpl,
+                         convert ? convert : mem);
       if (status >= 0 && len > 0) {
         crc[k] = FSDPCRC32CShift_Private(FSDPCRC32C_Private(0, convert ? convert : mem, (size_t)len * fs),
                                          (uint64_t)(p->numel - pc->end) * fs);
@@ -1003,6 +1035,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Unsharded copies kept from forward, or prefetched, would go stale. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) ierr = FlatParamDropKept_Private(ctx->units[u]);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   for (int u = 0; u < ctx->nunits && !ierr; u++)
     ierr = load_unit(ctx, opt, file, path, ctx->units[u], items, load, nitems, staging, bytes);
   if (!ierr) {
@@ -1024,6 +1057,9 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextLoad: the optimizer is not set up: call FSDPOptimizerSetUp first, or pass NULL to load "
             "parameters only");
+  FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextLoad: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
+            "longer matches them (set trainability before it)");
   for (int u = 0; u < ctx->nunits; u++)
     FSDPCheck(ctx->units[u]->state == FSDP_FLATPARAM_SHARDED && ctx->reducing == NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
               "FSDPContextLoad: unit '%s' is %s: load between steps, after FSDPContextFinishBackward or "
