@@ -267,6 +267,12 @@ typedef enum {
 const char *FSDPDataTypeName(FSDPDataType dtype);
 /* Bytes per element, 0 for a value that is not an FSDPDataType. */
 size_t FSDPDataTypeSize(FSDPDataType dtype);
+/* Converts n values; to bf16 and fp16 with round to nearest even (a NaN
+   stays a NaN, a value beyond fp16's range becomes an infinity), from them
+   exactly.  Every type converts to and from fp32; fp64 and the 16-bit types
+   do not convert into each other (through fp32 they would round twice).
+   dst and src may be the same array only when the types are. */
+FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
 
 /* How units are sharded (doc/flatparam.md).  W ranks in all, F per shard group. */
 typedef enum {
