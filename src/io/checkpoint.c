@@ -1,8 +1,9 @@
 /* FSDPContextSave and FSDPContextLoad: sharded checkpoints in one parallel
    HDF5 file (doc/checkpoint-format.md).  Datasets have the parameters' full
    shapes; every rank writes and reads only the pieces that lie in its own
-   shard, as hyperslabs, with collective MPI-IO, so nothing is gathered and a
-   file loads at any world size, strategy and wrapping. */
+   shard, as hyperslabs, with MPI-IO (collective or independent transfers),
+   so nothing is gathered and a file loads at any world size, strategy and
+   wrapping. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -828,21 +829,22 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
   }
   if (!mm.missing.count && !mm.shape.count && !mm.type.count && !mm.extra.count && (!opt || have_optim))
     return FSDP_SUCCESS;
-  FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "FSDPContextLoad: '%s' does not match the model:%s%s%s%s%s%s%s%s%s%s%s%s (-fsdp_checkpoint_strict false "
-            "loads what matches)",
-            path, mm.missing.count ? " missing " : "", mm.missing.text, mm.missing.count ? ";" : "",
-            mm.shape.count ? " wrong shape " : "", mm.shape.text, mm.shape.count ? ";" : "",
-            mm.type.count ? " wrong type " : "", mm.type.text, mm.type.count ? ";" : "",
-            mm.extra.count ? " not in the model " : "", mm.extra.text, mm.extra.count ? ";" : "");
-  if (ctx->rank == 0) {
-    fprintf(stderr, "FSDPContextLoad: '%s': loaded %d parameters%s; not loaded:%s%s%s%s%s%s%s%s%s%s%s%s\n", path, loaded,
-            opt && !have_optim ? " and no optimizer state (the file has none)" : "",
-            mm.missing.count ? " missing " : "", mm.missing.text, mm.missing.count ? ";" : "",
-            mm.shape.count ? " wrong shape " : "", mm.shape.text, mm.shape.count ? ";" : "",
-            mm.type.count ? " wrong type " : "", mm.type.text, mm.type.count ? ";" : "",
-            mm.extra.count ? " not in the model " : "", mm.extra.text, mm.extra.count ? ";" : "");
-    fflush(stderr);
+  {
+    /* The differences, once, for the error or the report. */
+    const NameList *lists[4] = {&mm.missing, &mm.shape, &mm.type, &mm.extra};
+    const char *heads[4] = {" missing ", " wrong shape ", " wrong type ", " not in the model "};
+    char text[4 * sizeof mm.missing.text + 100] = "";
+    for (int l = 0; l < 4; l++)
+      if (lists[l]->count)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s;", heads[l], lists[l]->text);
+    FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "FSDPContextLoad: '%s' does not match the model:%s (-fsdp_checkpoint_strict false loads what matches)",
+              path, text);
+    if (ctx->rank == 0) {
+      fprintf(stderr, "FSDPContextLoad: '%s': loaded %d parameters%s; not loaded:%s\n", path, loaded,
+              opt && !have_optim ? " and no optimizer state (the file has none)" : "", text);
+      fflush(stderr);
+    }
   }
   return FSDP_SUCCESS;
 }
@@ -925,12 +927,9 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
         status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, dxpl,
                          convert ? convert : mem);
       if (status >= 0 && len > 0) {
-        crc[k] = FSDPCRC32CShift_Private(FSDPCRC32C_Private(0, convert ? convert : mem, (size_t)len * fs),
-                                         (uint64_t)(p->numel - pc->end) * fs);
-        for (int64_t i = 0; convert && i < len; i++) {
-          if (es == 4) ((float *)mem)[i] = (float)((double *)convert)[i];
-          else ((double *)mem)[i] = (double)((float *)convert)[i];
-        }
+        crc[k] = piece_crc(it, pc, convert ? convert : mem, fs);
+        if (convert && !ierr)
+          ierr = FSDPDataTypeConvert(unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
       }
       *bytes += len * (int64_t)fs;
       FSDPCall(FSDPFree(&convert));
@@ -1060,11 +1059,12 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextLoad: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
+  /* A unit in REDUCING is ctx->reducing: the state says it all. */
   for (int u = 0; u < ctx->nunits; u++)
-    FSDPCheck(ctx->units[u]->state == FSDP_FLATPARAM_SHARDED && ctx->reducing == NULL, MPI_COMM_SELF, FSDP_ERR_STATE,
+    FSDPCheck(ctx->units[u]->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
               "FSDPContextLoad: unit '%s' is %s: load between steps, after FSDPContextFinishBackward or "
               "FSDPOptimizerStep",
-              ctx->units[u]->name, ctx->reducing ? "still reducing its gradient" : FlatParamStateName(ctx->units[u]->state));
+              ctx->units[u]->name, FlatParamStateName(ctx->units[u]->state));
 #ifdef FSDP_HAVE_HDF5
   {
     FSDPErrorCode ierr = FSDP_SUCCESS;
