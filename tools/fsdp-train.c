@@ -455,14 +455,11 @@ static int agree_on_signal(void)
   return signo;
 }
 
-/* A checkpoint after `step` steps; the data resumes at batch `cursor`. */
-static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int64_t cursor,
-                                     int rank, FILE *log)
+/* A checkpoint after `step` steps, at the position the last step recorded. */
+static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int rank, FILE *log)
 {
-  FSDPTrainingState ts = {step, cursor, {(uint64_t)a->seed, 0, 0, 0}};
   double t0;
   if (log) fflush(log); /* the loss log holds every step the checkpoint has */
-  FSDPCall(FSDPContextSetTrainingState(ctx, &ts));
   t0 = MPI_Wtime();
   FSDPCall(FSDPContextSave(ctx, opt, a->checkpoint));
   if (rank == 0 && a->log_every > 0) {
@@ -662,6 +659,11 @@ static FSDPErrorCode train(const Args *a)
     FSDPCall(FSDPOptimizerStep(opt));
     cursor += K;
     done++;
+    {
+      /* Where a checkpoint or an export of this point resumes: the step, the next batch, the seed. */
+      FSDPTrainingState ts = {s + 1, cursor, {(uint64_t)a->seed, 0, 0, 0}};
+      FSDPCall(FSDPContextSetTrainingState(ctx, &ts));
+    }
     progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
     /* The global loss costs an all-reduce: only for a step something prints.
        Every rank's rows count the same: the global mean is the mean of the ranks' means.
@@ -693,7 +695,7 @@ static FSDPErrorCode train(const Args *a)
     }
     signo = agree_on_signal();
     if (signo) {
-      if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, s + 1, cursor, rank, log));
+      if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, s + 1, rank, log));
       if (rank == 0) {
         printf("fsdp-train: %s after step %lld: %s; exiting\n", signo == SIGTERM ? "SIGTERM" : "SIGUSR1",
                (long long)(s + 1), a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
@@ -703,12 +705,10 @@ static FSDPErrorCode train(const Args *a)
       break;
     }
     if (a->checkpoint_every && (s + 1) % a->checkpoint_every == 0 && s + 1 < a->steps)
-      FSDPCall(save_checkpoint(ctx, opt, a, s + 1, cursor, rank, log));
+      FSDPCall(save_checkpoint(ctx, opt, a, s + 1, rank, log));
   }
   if (!stopped) { /* finished: the final checkpoint, the final parameters */
-    FSDPTrainingState ts = {a->steps, cursor, {(uint64_t)a->seed, 0, 0, 0}};
-    if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, a->steps, cursor, rank, log));
-    FSDPCall(FSDPContextSetTrainingState(ctx, &ts)); /* the step the exported parameters are at */
+    if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, a->steps, rank, log));
     if (a->export_path[0]) FSDPCall(FSDPContextSave(ctx, NULL, a->export_path));
   }
   {
