@@ -33,14 +33,15 @@ typedef struct {
   void *buffer;  /* the plain MPI-IO baseline's copy of them */
 } Bench;
 
+static int cmp(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 static double median(double *v, int n)
 {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
+  qsort(v, (size_t)n, sizeof *v, cmp);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
