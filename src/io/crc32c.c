@@ -2,6 +2,7 @@
    has it, slice-by-8 tables otherwise; and the shift that combines pieces
    (as zlib's crc32_combine does, in GF(2) polynomial arithmetic). */
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "ioimpl.h"

@@ -3,7 +3,6 @@
 #define FSDP_IOIMPL_H
 
 #include <stddef.h>
-#include <stdbool.h>
 #include <stdint.h>
 
 /* CRC-32C (Castagnoli, the iSCSI/ext4 one): crc of the bytes so far (0 for
