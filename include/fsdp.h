@@ -390,7 +390,8 @@ FSDPErrorCode FlatParamReshard(FlatParam unit);
 FSDPErrorCode FlatParamReduceGrad(FlatParam unit);
 
 /* Views into the unsharded buffers, valid while the unit is UNSHARDED.  The
-   gradient is zero when first asked for in a step; add to it. */
+   gradient is zero when first asked for in a step; add to it.  Parameters
+   are in FlatParamGetViewDataType's type, gradients in the unit's. */
 FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values);
 FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values);
 
@@ -405,6 +406,9 @@ FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *be
 FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name);
 FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state);
 FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype);
+/* The type of FlatParamGetParam's views: the mixed-precision param_dtype, or
+   the unit's own (always the unit's own inside a unit initializer). */
+FSDPErrorCode FlatParamGetViewDataType(FlatParam unit, FSDPDataType *dtype);
 FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams);
 /* shape has ndim entries and lives as long as the context; any output may be NULL. */
 FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
@@ -444,8 +448,23 @@ FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedul
 FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
 /* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
    -fsdp_beta1, -fsdp_beta2, -fsdp_eps, -fsdp_lr_schedule, -fsdp_warmup_steps,
-   -fsdp_lr_decay_steps, -fsdp_clip_grad_norm. */
+   -fsdp_lr_decay_steps, -fsdp_clip_grad_norm, and before SetUp -fsdp_grad_scaler,
+   -fsdp_grad_scaler_init_scale, -fsdp_grad_scaler_growth_interval. */
 FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
+/* Dynamic loss scaling, for fp16 (PyTorch's ShardedGradScaler; doc/optim.md).
+   Multiply the loss gradient by FSDPOptimizerGetGradScale's scale before
+   backward.  FSDPOptimizerStep (and FSDPOptimizerClipGradNorm, if called
+   first) divides the gradient shards by it; when any shard of any rank holds
+   an inf or a NaN, every rank skips the step and multiplies the scale by
+   backoff_factor; after growth_interval steps in a row without one, it
+   multiplies the scale by growth_factor.  Defaults: off, 65536, 2, 0.5, 2000.
+   Before SetUp. */
+FSDPErrorCode FSDPOptimizerSetGradScaler(FSDPOptimizer opt, bool enable); /* -fsdp_grad_scaler */
+FSDPErrorCode FSDPOptimizerGetGradScaler(FSDPOptimizer opt, bool *enabled);
+FSDPErrorCode FSDPOptimizerSetGradScalerParams(FSDPOptimizer opt, double init_scale, double growth_factor,
+                                               double backoff_factor, int64_t growth_interval);
+/* The scale for the next backward (1 with the scaler off), and the steps skipped so far. */
+FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_t *skipped);
 /* Collective, after FSDPContextSetUp: checks that every rank froze the same
    parameters and allocates the state. */
 FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt);
@@ -567,6 +586,20 @@ FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);        
 FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
 /* Before each collective, check that every rank issues the same one. */
 FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+
+/* ------------------------------------------------------------------ mixed precision (doc/flatparam.md) */
+
+/* Before SetUp, for fp32 units: parameters are rounded to param_dtype once
+   per unshard, all-gathered and viewed in it (FlatParamGetViewDataType);
+   gradients stay fp32 in their views, are rounded to reduce_dtype and summed
+   in it across ranks (each pairwise sum in fp32, rounded), then accumulated
+   into the fp32 gradient shard.  Shards, gradient shards and optimizer state
+   stay fp32: the master copy.  Each type is FSDP_FLOAT32 (full precision,
+   the default), FSDP_BFLOAT16 or FSDP_FLOAT16.  With fp16, see the gradient
+   scaler (FSDPOptimizerSetGradScaler). */
+FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
+                                           FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
+FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
 
 /* Mark the passes of a training step, as autograd's hooks tell PyTorch FSDP.
    The forward pass records the order in which units are unsharded; backward

@@ -9,13 +9,14 @@
 
 typedef enum { COMM_ALLGATHER = 0, COMM_REDUCE_SCATTER, COMM_ALLREDUCE, COMM_NUM_KINDS } CommKind;
 
-/* One collective.  send may be MPI_IN_PLACE for an all-reduce. */
+/* One collective.  send may be MPI_IN_PLACE for an all-reduce or an all-gather. */
 typedef struct {
   CommKind kind;
   const void *send;
   void *recv;
   int count; /* per rank for the all-gather and the reduce-scatter, total for the all-reduce */
   MPI_Datatype type;
+  MPI_Op op; /* of the reductions: MPI_SUM, or a 16-bit sum */
   MPI_Comm comm;
   const char *unit;   /* for diagnostics */
   int64_t bytes;      /* what -fsdp_log_view counts */

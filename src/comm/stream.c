@@ -55,8 +55,8 @@ static int run_blocking(const CommOp *op)
 {
   switch (op->kind) {
   case COMM_ALLGATHER: return MPI_Allgather(op->send, op->count, op->type, op->recv, op->count, op->type, op->comm);
-  case COMM_REDUCE_SCATTER: return MPI_Reduce_scatter_block(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm);
-  default: return MPI_Allreduce(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm);
+  case COMM_REDUCE_SCATTER: return MPI_Reduce_scatter_block(op->send, op->recv, op->count, op->type, op->op, op->comm);
+  default: return MPI_Allreduce(op->send, op->recv, op->count, op->type, op->op, op->comm);
   }
 }
 
@@ -66,8 +66,8 @@ static int start_nonblocking(const CommOp *op, MPI_Request *req)
   case COMM_ALLGATHER:
     return MPI_Iallgather(op->send, op->count, op->type, op->recv, op->count, op->type, op->comm, req);
   case COMM_REDUCE_SCATTER:
-    return MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm, req);
-  default: return MPI_Iallreduce(op->send, op->recv, op->count, op->type, MPI_SUM, op->comm, req);
+    return MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type, op->op, op->comm, req);
+  default: return MPI_Iallreduce(op->send, op->recv, op->count, op->type, op->op, op->comm, req);
   }
 }
 

@@ -8,7 +8,7 @@ static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid"
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
 static const char *const checkpoint_io_names[] = {"collective", "independent", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
-static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16"};
+static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16", NULL};
 static const size_t dtype_sizes[] = {4, 8, 2, 2};
 
 const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
@@ -31,7 +31,8 @@ size_t FSDPDataTypeSize(FSDPDataType dtype)
 
 MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
 {
-  return dtype == FSDP_FLOAT64 ? MPI_DOUBLE : MPI_FLOAT; /* the master types; 16-bit ones never reach MPI here */
+  /* 16-bit values travel as their bits; their sums go through FSDPSum*_Private. */
+  return dtype == FSDP_FLOAT64 ? MPI_DOUBLE : dtype == FSDP_FLOAT32 ? MPI_FLOAT : MPI_UINT16_T;
 }
 
 #define CHECK_CTX(c) FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL")
@@ -85,6 +86,8 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
   FSDPCall(FSDPCalloc(1, sizeof *c, FSDP_MEM_OTHER, &c));
   c->comm = c->shard_comm = c->replicate_comm = MPI_COMM_NULL;
+  c->half_sum = MPI_OP_NULL;
+  c->predivide = 1;
   c->strategy = FSDP_FULL_SHARD;
   c->device = FSDP_DEVICE_HOST;
   c->grad_sync = c->replicate_grad_sync = true;
@@ -126,6 +129,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   for (size_t k = 0; k < sizeof comms / sizeof comms[0]; k++)
     if (*comms[k] != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(comms[k]));
   FSDPCall(ShardGroupDestroy(&c->group));
+  if (c->half_sum != MPI_OP_NULL) FSDPCallMPI(MPI_Op_free(&c->half_sum));
   if (c->comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&c->comm));
   FSDPCall(FSDPFree(ctx));
   return FSDP_SUCCESS;
@@ -241,6 +245,33 @@ FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds)
   return FSDP_SUCCESS;
 }
 
+static bool is_policy_dtype(FSDPDataType t)
+{
+  return t == FSDP_FLOAT32 || t == FSDP_BFLOAT16 || t == FSDP_FLOAT16;
+}
+
+FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype, FSDPDataType reduce_dtype)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck(is_policy_dtype(param_dtype), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetMixedPrecision: param_dtype %s (%d) is not fp32, bf16 or fp16",
+            FSDPDataTypeName(param_dtype), (int)param_dtype);
+  FSDPCheck(is_policy_dtype(reduce_dtype), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetMixedPrecision: reduce_dtype %s (%d) is not fp32, bf16 or fp16",
+            FSDPDataTypeName(reduce_dtype), (int)reduce_dtype);
+  ctx->param_dtype = param_dtype;
+  ctx->reduce_dtype = reduce_dtype;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype)
+{
+  CHECK_CTX(ctx);
+  if (param_dtype) *param_dtype = ctx->param_dtype;
+  if (reduce_dtype) *reduce_dtype = ctx->reduce_dtype;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug)
 {
   CHECK_SETTABLE(ctx);
@@ -261,6 +292,25 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "backward), none (DDP), hybrid (F from the shard group), hybrid_zero2",
                               strategy_names, (int)ctx->strategy, &choice, NULL));
   ctx->strategy = (FSDPShardingStrategy)choice;
+  {
+    int param, reduce;
+    bool pset, rset;
+    FSDPCall(FSDPOptionsGetEnum("-fsdp_param_dtype",
+                                "mixed precision: the type of unsharded parameters and all-gathers (fp32: the "
+                                "units' own; bf16, fp16 over fp32 master shards)",
+                                dtype_names, (int)ctx->param_dtype, &param, &pset));
+    /* As in PyTorch's MixedPrecision, gradients follow the parameters unless told otherwise. */
+    FSDPCall(FSDPOptionsGetEnum("-fsdp_reduce_dtype",
+                                "mixed precision: the type gradients are reduced in (default: -fsdp_param_dtype's)",
+                                dtype_names, pset ? param : (int)ctx->reduce_dtype, &reduce, &rset));
+    if (pset || rset) {
+      FSDPCheck(is_policy_dtype((FSDPDataType)param) && is_policy_dtype((FSDPDataType)reduce), MPI_COMM_SELF,
+                FSDP_ERR_OPTION, "-fsdp_%s_dtype %s: mixed precision types are fp32, bf16 and fp16",
+                is_policy_dtype((FSDPDataType)param) ? "reduce" : "param",
+                dtype_names[is_policy_dtype((FSDPDataType)param) ? reduce : param]);
+      FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
+    }
+  }
   FSDPCall(FSDPOptionsGetBool("-fsdp_sync_params", "broadcast parameters from the first replica at SetUp",
                               ctx->sync_params, &ctx->sync_params, NULL));
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the context and its process layout at SetUp", ctx->view_at_setup,
@@ -346,7 +396,8 @@ static uint64_t model_hash(FSDPContext ctx, int *nparams)
   /* The overlap settings decide which collectives run when: they must agree too. */
   int settings[] = {(int)ctx->strategy,  ctx->sync_params,      ctx->view_at_setup, ctx->nunits,
                     !!ctx->unit_init,    !!ctx->shard_init,     (int)ctx->engine,   (int)ctx->backward_prefetch,
-                    ctx->forward_prefetch, ctx->limit,          ctx->debug_collectives};
+                    ctx->forward_prefetch, ctx->limit,          ctx->debug_collectives, (int)ctx->param_dtype,
+                    (int)ctx->reduce_dtype};
   *nparams = 0;
   h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -401,9 +452,15 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
                      "%d parameters): every rank must register the same units and parameters, with the same names, "
                      "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
                      "-fsdp_sync_params, -fsdp_view, -fsdp_comm_engine, the prefetch and limiter options, "
-                     "-fsdp_debug_collectives)",
+                     "-fsdp_debug_collectives, the mixed-precision types)",
                      mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
+  for (int i = 0; !ierr && i < ctx->nunits; i++)
+    if (ctx->units[i]->dtype != FSDP_FLOAT32 && (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32))
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
+                       "mixed precision (parameters %s, reductions %s) needs fp32 master copies, but unit '%s' is %s",
+                       dtype_names[ctx->param_dtype], dtype_names[ctx->reduce_dtype], ctx->units[i]->name,
+                       dtype_names[ctx->units[i]->dtype]);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   return FSDP_SUCCESS;
 }
@@ -435,29 +492,33 @@ static FSDPErrorCode initialize(FSDPContext ctx)
 /* The memory plan: every buffer a step needs, allocated now (doc/overlap.md). */
 static FSDPErrorCode plan_memory(FSDPContext ctx)
 {
-  size_t max_bytes = 0, max_shard = 0, shards = 0, own = 0;
+  size_t max_pbytes = 0, max_gbytes = 0, max_shard = 0, shards = 0, own = 0;
   int nparams = 0, ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
   FSDPMemoryPlan *plan = &ctx->plan;
 
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    size_t es = FSDPDataTypeSize(u->dtype);
-    if ((size_t)u->padded * es > max_bytes) max_bytes = (size_t)u->padded * es;
+    size_t es = FSDPDataTypeSize(u->dtype), ps = FSDPDataTypeSize(u->pdtype);
+    /* Parameters in param_dtype (the paper's K_low max(psi_i)); gradients
+       are computed and accumulated in the master type. */
+    if ((size_t)u->padded * ps > max_pbytes) max_pbytes = (size_t)u->padded * ps;
+    if ((size_t)u->padded * es > max_gbytes) max_gbytes = (size_t)u->padded * es;
     if ((size_t)u->shard_numel * es > max_shard) max_shard = (size_t)u->shard_numel * es;
     shards += (size_t)u->shard_numel * es;
-    if (u->own) own += (size_t)u->padded * es;
+    if (u->own) own += (size_t)u->padded * ps;
   }
-  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP) or the shards are the units (F = 1). */
-  if (ctx->factor > 1 && !own) nparams = ctx->limit > 0 ? ctx->limit : 2;
+  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP) or the shards are the units. */
+  if (!ctx->direct && !own) nparams = ctx->limit > 0 ? ctx->limit : 2;
   if (nparams > ctx->nunits) nparams = ctx->nunits;
-  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, nparams, ctx->nunits, max_bytes, FSDP_MEM_UNSHARDED));
+  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
   /* The unit computing its gradient, and the one whose reduction is in flight. */
-  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ngrads, ctx->nunits, max_bytes, FSDP_MEM_UNSHARDED));
+  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ngrads, ctx->nunits, max_gbytes, FSDP_MEM_UNSHARDED));
+  /* One shard in the master type: room for a 16-bit one too. */
   if (max_shard) FSDPCall(FSDPMalloc(max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
   memset(plan, 0, sizeof *plan);
   plan->bytes[FSDP_MEM_PARAMS] = shards;
   plan->bytes[FSDP_MEM_GRADS] = shards;
-  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)(nparams + ngrads) * max_bytes + own;
+  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)nparams * max_pbytes + (size_t)ngrads * max_gbytes + own;
   plan->bytes[FSDP_MEM_COMM_STAGING] = max_shard;
   for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) plan->total += plan->bytes[k];
   plan->unsharded_buffers = nparams;
@@ -465,8 +526,20 @@ static FSDPErrorCode plan_memory(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* PyTorch FSDP's gradient pre-division: p doubles while it divides W and
+   stays below W / p; W / p is divided after the sum.  A 16-bit sum of W
+   gradients then neither overflows as soon nor underflows as much. */
+static double predivide_factor(int w)
+{
+  int p = 1;
+  while (w % p == 0 && w / p > p) p *= 2;
+  return p;
+}
+
 static FSDPErrorCode lay_out(FSDPContext ctx)
 {
+  ctx->direct = ctx->factor == 1 && ctx->param_dtype == FSDP_FLOAT32;
+  ctx->predivide = ctx->reduce_dtype == FSDP_FLOAT32 ? 1 : predivide_factor(ctx->size);
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamSetUp_Private(ctx->units[i], ctx->factor));
   FSDPCall(plan_memory(ctx));
   /* The forward order of this step and of the last one (prefetching). */
@@ -498,6 +571,9 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_dup(ctx->replicate_comm, &ctx->stream_replicate_comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_shard_comm, MPI_ERRORS_RETURN));
   FSDPCallMPI(MPI_Comm_set_errhandler(ctx->stream_replicate_comm, MPI_ERRORS_RETURN));
+  if (ctx->reduce_dtype != FSDP_FLOAT32)
+    FSDPCallMPI(MPI_Op_create(ctx->reduce_dtype == FSDP_BFLOAT16 ? FSDPSumBF16_Private : FSDPSumFP16_Private, 1,
+                              &ctx->half_sum));
   if (ctx->debug_collectives) {
     FSDPCallMPI(MPI_Comm_dup(ctx->comm, &ctx->check_comm));
     FSDPCall(FSDPCalloc(5 * (size_t)ctx->size, sizeof(int64_t), FSDP_MEM_OTHER, &ctx->check_records));
@@ -738,18 +814,20 @@ FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shar
 static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 {
   FSDPContext ctx = arg;
-  int64_t numel = 0, shard_bytes = 0, max_bytes = 0, all_bytes = 0;
+  int64_t numel = 0, shard_bytes = 0, max_bytes = 0, max_gbytes = 0, all_bytes = 0;
   int nparams = 0;
-  char a[32], b[32], c[32];
+  char a[32], b[32], c[32], d[32], e[64];
+  const char *low = ctx->param_dtype != FSDP_FLOAT32 ? dtype_names[ctx->param_dtype] : NULL;
 
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    size_t es = FSDPDataTypeSize(u->dtype);
+    int64_t es = (int64_t)FSDPDataTypeSize(u->dtype), ps = ctx->setup ? (int64_t)FSDPDataTypeSize(u->pdtype) : es;
     numel += u->numel;
     nparams += u->nparams;
-    shard_bytes += u->shard_numel * (int64_t)es;
-    if (u->padded * (int64_t)es > max_bytes) max_bytes = u->padded * (int64_t)es;
-    all_bytes += u->padded * (int64_t)es;
+    shard_bytes += u->shard_numel * es;
+    if (u->padded * ps > max_bytes) max_bytes = u->padded * ps;
+    if (u->padded * es > max_gbytes) max_gbytes = u->padded * es;
+    all_bytes += u->padded * ps;
   }
   FSDPCall(FSDPViewerASCIIPrintf(v, "FSDPContext: %d unit%s, %d parameter tensor%s, %lld elements\n", ctx->nunits,
                                  ctx->nunits == 1 ? "" : "s", nparams, nparams == 1 ? "" : "s", (long long)numel));
@@ -762,6 +840,12 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   FSDPCall(FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device host\n",
                                  strategy_names[ctx->strategy], ctx->size, ctx->factor, ctx->nreplicas,
                                  ctx->nreplicas == 1 ? "" : "s"));
+  if (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
+                                   "in %s%s; fp32 master shards, gradients and optimizer state\n",
+                                   dtype_names[ctx->param_dtype], dtype_names[ctx->reduce_dtype],
+                                   ctx->predivide > 1 ? (snprintf(e, sizeof e, " (divided by %g before the sum)",
+                                                                  ctx->predivide), e) : ""));
   FSDPCall(ShardGroupView(ctx->group, v));
   FSDPCall(FSDPViewerASCIIPrintf(v, "units (elements; padded to a multiple of F = %d):\n", ctx->factor));
   FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7s %14s %14s %14s %6s\n", "unit", "dtype", "tensors", "numel",
@@ -789,14 +873,16 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "gradient shards", a));
     FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
     FSDPFormatBytes_Private(b, sizeof b, (double)max_bytes);
+    FSDPFormatBytes_Private(d, sizeof d, (double)max_gbytes);
     if (ctx->factor > 1 && !L)
-      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i) for parameters (%s keeps every unit from forward "
-                                     "to backward) + %d x %s for gradients\n",
-                                     "unsharded buffers", a, strategy_names[ctx->strategy], p->gradient_buffers, b));
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)%s%s for parameters (%s keeps every unit from "
+                                     "forward to backward) + %d x %s for gradients\n",
+                                     "unsharded buffers", a, low ? " in " : "", low ? low : "",
+                                     strategy_names[ctx->strategy], p->gradient_buffers, d));
     else
-      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   %d x %s for parameters%s + %d x %s for gradients\n",
-                                     "unsharded buffers", a, L, b, ctx->factor == 1 ? " (F = 1: the shards are the units)" : "",
-                                     p->gradient_buffers, b));
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   %d x %s%s%s for parameters%s + %d x %s for gradients\n",
+                                     "unsharded buffers", a, L, b, low ? " in " : "", low ? low : "",
+                                     ctx->direct ? " (F = 1: the shards are the units)" : "", p->gradient_buffers, d));
     FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_COMM_STAGING]);
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
                                    "gradients\n", "communication staging", a));
@@ -806,7 +892,8 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
     else
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + L*max(psi_i) = %s + %d x %s = %s (the "
-                                     "paper's formula, L = %d)\n", a, L, b, c, L));
+                                     "paper's formula, L = %d%s%s)\n", a, L, b, c, L,
+                                     low ? ", K_low: parameters in " : "", low ? low : ""));
   }
   FSDPCall(FSDPViewerASCIIPopTab(v));
   return FSDP_SUCCESS;

@@ -27,14 +27,16 @@ typedef enum {
 struct FlatParam_s {
   FSDPContext ctx;
   char *name;
-  FSDPDataType dtype;
+  FSDPDataType dtype;  /* of the master copy: the shard, the gradient shard, the unsharded gradient */
+  FSDPDataType pdtype; /* of the unsharded parameters (the mixed-precision policy's, or dtype) */
+  FSDPDataType rdtype; /* in which gradients cross the network (likewise) */
   ParamInfo *params;
   int nparams, capacity;
   /* layout, in elements (after SetUp) */
   int64_t numel, padded, shard_numel;
   /* buffers */
   void *shard, *grad_shard; /* FSDP_MEM_PARAMS, FSDP_MEM_GRADS */
-  void *unsharded;          /* NULL when released; the shard itself when F = 1 */
+  void *unsharded;          /* NULL when released; the shard itself when the context's `direct` */
   void *ugrad;              /* unsharded gradient, from the context's gradient buffers; NULL when none */
   FlatParamState state;
   bool kept;                /* SHARD_GRAD_OP: the unsharded buffer is kept after Reshard */
@@ -70,6 +72,11 @@ struct FSDPContext_s {
   ShardGroup group;
   FSDPShardingStrategy strategy;
   FSDPDeviceType device;
+  /* mixed precision: FSDP_FLOAT32 is the units' own precision */
+  FSDPDataType param_dtype, reduce_dtype;
+  bool direct;      /* F = 1 at full precision: the unsharded view is the shard itself */
+  MPI_Op half_sum;  /* sums 16-bit gradients in fp32 (reduce_dtype bf16 or fp16), else MPI_OP_NULL */
+  double predivide; /* 16-bit reductions divide by this before summing, by W / predivide after */
   FSDPUnitInitFn unit_init;
   FSDPShardInitFn shard_init;
   void *unit_init_user, *shard_init_user;
@@ -118,6 +125,9 @@ struct FSDPContext_s {
 };
 
 MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
+/* MPI_User_function sums of bf16 and fp16 values (as MPI_UINT16_T): in fp32, rounded once. */
+void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
+void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
 /* Whether a parameter called `name` exists (raises nothing). */
 bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the

@@ -110,3 +110,22 @@ FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from,
             "FSDPDataTypeConvert: %s to %s: only conversions to and from fp32 are supported", FSDPDataTypeName(from),
             FSDPDataTypeName(to));
 }
+
+/* Reductions of 16-bit gradients: each pairwise sum is done in fp32 and
+   rounded once, so a sum over W ranks rounds W - 1 times, as NCCL's bf16
+   and fp16 sums do.  The datatype is MPI_UINT16_T, carrying the bits. */
+void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  (void)type;
+  for (int i = 0; i < *len; i++) b[i] = bf16_from_f32(f32_from_bf16(a[i]) + f32_from_bf16(b[i]));
+}
+
+void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  (void)type;
+  for (int i = 0; i < *len; i++) b[i] = f16_from_f32(f32_from_f16(a[i]) + f32_from_f16(b[i]));
+}

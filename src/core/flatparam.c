@@ -46,6 +46,13 @@ static FSDPErrorCode check_ready(FlatParam u, bool running, const char *caller)
 
 static size_t esize(const FlatParam u) { return FSDPDataTypeSize(u->dtype); }
 static void *at(const FlatParam u, void *base, int64_t element) { return (char *)base + (size_t)element * esize(u); }
+/* The unsharded parameters are in pdtype, except while an initializer fills
+   them: then they are the master copy's type. */
+static FSDPDataType view_dtype(const FlatParam u) { return u->ctx->initializing ? u->dtype : u->pdtype; }
+static void *at_param(const FlatParam u, void *base, int64_t element)
+{
+  return (char *)base + (size_t)element * FSDPDataTypeSize(view_dtype(u));
+}
 
 static bool keeps_params_for_backward(FSDPShardingStrategy s)
 {
@@ -153,11 +160,14 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
             unit->name, (long long)unit->shard_numel);
   FSDPCheck((size_t)unit->padded <= SIZE_MAX / es, MPI_COMM_SELF, FSDP_ERR_MEM, "unit '%s' is too large to address",
             unit->name);
+  /* FSDP_FLOAT32 in the policy is the unit's own precision (checked: only fp32 units mix). */
+  unit->pdtype = unit->ctx->param_dtype == FSDP_FLOAT32 ? unit->dtype : unit->ctx->param_dtype;
+  unit->rdtype = unit->ctx->reduce_dtype == FSDP_FLOAT32 ? unit->dtype : unit->ctx->reduce_dtype;
   FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_PARAMS, &unit->shard));
   FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_GRADS, &unit->grad_shard));
   /* Parameters kept from forward to backward: every unit has a buffer of its own. */
   if (factor > 1 && keeps_params_for_backward(unit->ctx->strategy))
-    FSDPCall(FSDPMalloc((size_t)unit->padded * es, FSDP_MEM_UNSHARDED, &unit->own));
+    FSDPCall(FSDPMalloc((size_t)unit->padded * FSDPDataTypeSize(unit->pdtype), FSDP_MEM_UNSHARDED, &unit->own));
   return FSDP_SUCCESS;
 }
 
@@ -198,6 +208,13 @@ FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype)
 {
   CHECK_UNIT(unit);
   if (dtype) *dtype = unit->dtype;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamGetViewDataType(FlatParam unit, FSDPDataType *dtype)
+{
+  CHECK_UNIT_SETUP(unit);
+  if (dtype) *dtype = view_dtype(unit);
   return FSDP_SUCCESS;
 }
 
@@ -284,7 +301,7 @@ FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values)
   CHECK_ID(unit, id);
   FSDPCheck(values, MPI_COMM_SELF, FSDP_ERR_ARG, "values must not be NULL");
   FSDPCall(check_unsharded(unit, id, "value"));
-  *values = at(unit, unit->unsharded, unit->params[id].offset);
+  *values = at_param(unit, unit->unsharded, unit->params[id].offset);
   return FSDP_SUCCESS;
 }
 
@@ -361,7 +378,7 @@ static void pool_put(BufferPool *p, void *buf)
 static int units_in_flight(FSDPContext ctx)
 {
   int n = 0;
-  if (ctx->factor == 1) return 0;
+  if (ctx->direct) return 0;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     n += u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED || u->cached;
@@ -437,14 +454,17 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
   FSDPContext ctx = u->ctx;
   bool shard = kind != COMM_ALLREDUCE;
   FSDPLogEvent events[COMM_NUM_KINDS] = {ctx->ev_allgather, ctx->ev_reduce_scatter, ctx->ev_allreduce};
+  /* Parameters travel in the policy's param_dtype, gradients in its reduce_dtype. */
+  FSDPDataType dtype = kind == COMM_ALLGATHER ? u->pdtype : u->rdtype;
   CommOp op = {.kind = kind,
                .send = send,
                .recv = recv,
                .count = count,
-               .type = FSDPDataTypeMPI_Private(u->dtype),
+               .type = FSDPDataTypeMPI_Private(dtype),
+               .op = FSDPDataTypeSize(dtype) == 2 ? ctx->half_sum : MPI_SUM,
                .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
                .unit = u->name,
-               .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * esize(u)),
+               .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
                .unit_event = ctx->ev_unit ? ctx->ev_unit[COMM_NUM_KINDS * u->index + kind] : -1,
                .after_previous = after};
@@ -453,10 +473,24 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
   return FSDP_SUCCESS;
 }
 
-/* Starts the all-gather of u into its buffer (taken by the caller). */
+/* Starts the all-gather of u into its buffer (taken by the caller).  In
+   mixed precision this rank's shard is first rounded into its own slot of
+   the buffer, which is then gathered in place: the one low-precision copy of
+   an unshard, and no staging.  With F = 1 that copy is all there is to do. */
 static FSDPErrorCode start_gather(FlatParam u)
 {
-  FSDPErrorCode ierr = submit(u, COMM_ALLGATHER, u->shard, u->unsharded, (int)u->shard_numel, false, &u->gather);
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  bool convert = u->pdtype != u->dtype;
+  if (convert)
+    ierr = FSDPDataTypeConvert(u->pdtype, at_param(u, u->unsharded, (int64_t)u->ctx->shard_index * u->shard_numel),
+                               u->dtype, u->shard, u->shard_numel);
+  if (!ierr && u->ctx->factor == 1) {
+    u->state = FSDP_FLATPARAM_UNSHARDED;
+    return FSDP_SUCCESS;
+  }
+  if (!ierr)
+    ierr = submit(u, COMM_ALLGATHER, convert ? MPI_IN_PLACE : u->shard, u->unsharded, (int)u->shard_numel, false,
+                  &u->gather);
   if (ierr) {
     put_params(u);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -502,6 +536,7 @@ static FSDPErrorCode take_params(FlatParam u, bool drop_prefetches)
    it; otherwise it waits for the next release of a buffer. */
 static FSDPErrorCode prefetch(FSDPContext ctx, FlatParam v)
 {
+  /* With F = 1 there is nothing to overlap: no all-gather. */
   if (!v || ctx->factor == 1 || v->state != FSDP_FLATPARAM_SHARDED || v->cached || v->kept) return FSDP_SUCCESS;
   while (ctx->limit > 0 && units_in_flight(ctx) >= ctx->limit)
     if (!evict_cached(ctx, v)) {
@@ -528,7 +563,7 @@ static FlatParam next_unit(FlatParam u)
   return NULL;
 }
 
-/* With F = 1 the shard is the whole unit: the unsharded view is the shard.
+/* With F = 1 at full precision the unsharded view is the shard itself.
    `resharded`: released by FlatParamReshard, not after backward.  Then
    SHARD_GRAD_OP keeps its own buffer, and in a forward pass a unit's buffer
    stays with it (cached) until another unit needs it: the last units of
@@ -536,7 +571,7 @@ static FlatParam next_unit(FlatParam u)
 static FSDPErrorCode release_params(FlatParam unit, bool resharded)
 {
   FSDPContext ctx = unit->ctx;
-  if (ctx->factor == 1) unit->unsharded = NULL;
+  if (ctx->direct) unit->unsharded = NULL;
   else if (resharded && unit->own) unit->kept = true;
   else if (resharded && ctx->phase == PHASE_FORWARD && (ctx->limit == 0 || units_in_flight(ctx) <= ctx->limit))
     unit->cached = true; /* counted already: caching it keeps the count */
@@ -582,7 +617,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
   if (unit->state == FSDP_FLATPARAM_GATHERING) { /* prefetched */
     ctx->stats.prefetch_hits++;
     wait = true;
-  } else if (ctx->factor == 1) {
+  } else if (ctx->direct) {
     unit->unsharded = unit->shard;
     unit->state = FSDP_FLATPARAM_UNSHARDED;
   } else if (unit->kept || unit->cached) { /* still there from the forward pass */
@@ -593,7 +628,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
   } else {
     FSDPCall(take_params(unit, true));
     FSDPCall(start_gather(unit));
-    wait = true;
+    wait = unit->state == FSDP_FLATPARAM_GATHERING;
   }
   note_in_flight(ctx);
   if (ctx->phase == PHASE_FORWARD && unit->fwd_pos < 0) {
@@ -634,15 +669,68 @@ static void add_into(FlatParam u, void *dst, const void *src)
 
 /* Sum over W ranks -> average.  A division, not a multiplication by 1/W, so
    that an average of exactly representable values is exact. */
-static void divide(FlatParam u, void *x, int w)
+static void divide(FlatParam u, void *x, double w)
 {
+  if (w == 1) return;
   if (u->dtype == FSDP_FLOAT64) {
     double *d = x;
-    for (int64_t i = 0; i < u->shard_numel; i++) d[i] /= (double)w;
+    for (int64_t i = 0; i < u->shard_numel; i++) d[i] /= w;
   } else {
     float *d = x;
     for (int64_t i = 0; i < u->shard_numel; i++) d[i] /= (float)w;
   }
+}
+
+/* What the sum of W ranks' gradients is divided by to average it: W, or for
+   16-bit reductions what is left of W after the pre-division. */
+static double post_divisor(FSDPContext ctx) { return (double)ctx->size / ctx->predivide; }
+
+/* Elements converted at a time through a buffer on the stack. */
+#define CHUNK 1024
+
+/* fp32 values -> rdtype in the same memory, each scaled by `scale` (a power
+   of two: exact).  Chunk by chunk through the stack: the 16-bit results
+   land behind the fp32 values still to be read. */
+static FSDPErrorCode narrow_in_place(FlatParam u, void *buf, int64_t n, float scale)
+{
+  float tmp[CHUNK];
+  for (int64_t i = 0; i < n; i += CHUNK) {
+    int64_t m = n - i < CHUNK ? n - i : CHUNK;
+    memcpy(tmp, (float *)buf + i, (size_t)m * sizeof *tmp);
+    if (scale != 1)
+      for (int64_t k = 0; k < m; k++) tmp[k] *= scale;
+    FSDPCall(FSDPDataTypeConvert(u->rdtype, (uint16_t *)buf + i, FSDP_FLOAT32, tmp, m));
+  }
+  return FSDP_SUCCESS;
+}
+
+/* A shard of 16-bit sums -> the fp32 gradient shard: divided by `divisor`,
+   assigned or added. */
+static FSDPErrorCode widen_into(FlatParam u, const void *src, float *dst, bool assign, double divisor)
+{
+  float tmp[CHUNK], d = (float)divisor;
+  for (int64_t i = 0; i < u->shard_numel; i += CHUNK) {
+    int64_t m = u->shard_numel - i < CHUNK ? u->shard_numel - i : CHUNK;
+    FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, tmp, u->rdtype, (const uint16_t *)src + i, m));
+    if (assign)
+      for (int64_t k = 0; k < m; k++) dst[i + k] = tmp[k] / d;
+    else
+      for (int64_t k = 0; k < m; k++) dst[i + k] += tmp[k] / d;
+  }
+  return FSDP_SUCCESS;
+}
+
+/* The reduction's result (in unit->target) into the gradient shard, divided
+   by `divisor` (1: a partial sum, divided when the replicas are reached). */
+static FSDPErrorCode land(FlatParam u, double divisor)
+{
+  FSDPContext ctx = u->ctx;
+  if (u->rdtype != u->dtype) FSDPCall(widen_into(u, ctx->staging, u->grad_shard, u->grad == GRAD_NONE, divisor));
+  else {
+    divide(u, u->target, divisor);
+    if (u->target == ctx->staging) add_into(u, u->grad_shard, ctx->staging);
+  }
+  return FSDP_SUCCESS;
 }
 
 /* The unsharded gradient, zeroed, from the plan's gradient buffers. */
@@ -667,11 +755,13 @@ FSDPErrorCode FlatParamPutGrad_Private(FlatParam u)
 static FSDPErrorCode start_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1;
+  bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1, low = unit->rdtype != unit->dtype;
   int count = (int)unit->shard_numel;
 
-  /* Nothing to keep: reduce straight into the gradient shard; else into the staging buffer, added after. */
-  unit->target = unit->grad == GRAD_NONE ? unit->grad_shard : ctx->staging;
+  /* Nothing to keep: reduce straight into the gradient shard; else into the
+     staging buffer, added after.  16-bit sums always land in staging. */
+  unit->target = unit->grad == GRAD_NONE && !low ? unit->grad_shard : ctx->staging;
+  if (low) FSDPCall(narrow_in_place(unit, unit->ugrad, unit->padded, (float)(1.0 / ctx->predivide)));
   if (ctx->factor == 1 && replicate && unit->grad != GRAD_PARTIAL) {
     unit->reduced_all = true;
     unit->replicate_now = false;
@@ -732,13 +822,19 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   return FSDP_SUCCESS;
 }
 
-/* Sum `shard` (shard-sized) over the replicas in place, then divide by W. */
-static FSDPErrorCode allreduce_average(FlatParam unit, void *shard)
+/* Sum the gradient shard, a partial sum of the shard group, over the
+   replicas in place (through staging in reduce_dtype), then average. */
+static FSDPErrorCode allreduce_average(FlatParam unit)
 {
+  FSDPContext ctx = unit->ctx;
+  bool low = unit->rdtype != unit->dtype;
+  void *buf = low ? ctx->staging : unit->grad_shard;
   uint64_t ticket;
-  FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, shard, (int)unit->shard_numel, false, &ticket));
-  FSDPCall(CommStreamWait(unit->ctx->stream, ticket));
-  divide(unit, shard, unit->ctx->size);
+  if (low) FSDPCall(FSDPDataTypeConvert(unit->rdtype, buf, unit->dtype, unit->grad_shard, unit->shard_numel));
+  FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, buf, (int)unit->shard_numel, false, &ticket));
+  FSDPCall(CommStreamWait(ctx->stream, ticket));
+  if (low) FSDPCall(widen_into(unit, buf, unit->grad_shard, true, post_divisor(ctx)));
+  else divide(unit, buf, post_divisor(ctx));
   return FSDP_SUCCESS;
 }
 
@@ -756,15 +852,14 @@ static FSDPErrorCode complete_reduction(FlatParam unit)
   unit->reduce = unit->reduce_first = 0;
   FSDPCall(ierr);
   if (unit->reduced_all) {
-    divide(unit, unit->target, ctx->size);
-    if (unit->target == ctx->staging) add_into(unit, unit->grad_shard, ctx->staging);
+    FSDPCall(land(unit, post_divisor(ctx)));
     unit->grad = GRAD_SYNCED;
   } else if (unit->replicate_now) { /* a partial sum in the shard: the whole of it crosses the replicas now */
-    add_into(unit, unit->grad_shard, ctx->staging);
+    FSDPCall(land(unit, 1));
     unit->grad = GRAD_SYNCED; /* whatever happens next, the staging is in */
-    FSDPCall(allreduce_average(unit, unit->grad_shard));
+    FSDPCall(allreduce_average(unit));
   } else { /* replicate sync off: a partial sum, divided when the replicas are reached */
-    if (unit->target == ctx->staging) add_into(unit, unit->grad_shard, ctx->staging);
+    FSDPCall(land(unit, 1));
     unit->grad = GRAD_PARTIAL;
   }
   return FSDP_SUCCESS;
@@ -790,7 +885,7 @@ FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit)
     FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   }
   if (unit->grad == GRAD_PARTIAL && ctx->replicate_grad_sync) { /* reduced in the shard group only */
-    FSDPCall(allreduce_average(unit, unit->grad_shard));
+    FSDPCall(allreduce_average(unit));
     unit->grad = GRAD_SYNCED;
   }
   return FSDP_SUCCESS;
@@ -803,18 +898,21 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   FSDPErrorCode ierr;
   size_t es = esize(unit);
 
-  /* In one of the plan's buffers: initialization needs no memory of its own. */
-  if (unit->ctx->factor == 1) unit->unsharded = unit->shard;
-  else {
-    FSDPCall(take_params(unit, true));
-    memset(unit->unsharded, 0, (size_t)unit->padded * es);
-  }
+  /* In one of the plan's buffers: initialization needs no memory of its own.
+     The initializer fills the master copy's type: in mixed precision the
+     parameter buffers are too small for it, a gradient buffer is not. */
+  bool low = unit->pdtype != unit->dtype;
+  if (unit->ctx->direct) unit->unsharded = unit->shard;
+  else if (low) FSDPCall(pool_get(&unit->ctx->grads_pool, &unit->unsharded));
+  else FSDPCall(take_params(unit, true));
+  if (unit->unsharded != unit->shard) memset(unit->unsharded, 0, (size_t)unit->padded * es);
   unit->state = FSDP_FLATPARAM_UNSHARDED;
   ierr = init(unit, user); /* runtime calls are refused inside: the unit stays unsharded */
   if (!ierr && unit->unsharded != unit->shard)
     memcpy(unit->shard, at(unit, unit->unsharded, (int64_t)unit->ctx->shard_index * unit->shard_numel),
            (size_t)unit->shard_numel * es);
-  if (unit->ctx->factor > 1) put_params(unit);
+  if (low) pool_put(&unit->ctx->grads_pool, unit->unsharded);
+  else if (!unit->ctx->direct) put_params(unit);
   unit->unsharded = NULL;
   unit->state = FSDP_FLATPARAM_SHARDED;
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);

@@ -423,6 +423,10 @@ static FSDPErrorCode write_optim_attrs(FSDPOptimizer opt, hid_t group)
   s |= put_int64(group, "warmup_steps", opt->warmup);
   s |= put_int64(group, "total_steps", opt->total);
   s |= put_double(group, "clip_grad_norm", opt->max_norm);
+  if (opt->scaler) { /* PyTorch's GradScaler state_dict: scale and _growth_tracker */
+    s |= put_double(group, "grad_scale", opt->scale);
+    s |= put_int64(group, "grad_scaler_growth_tracker", opt->growth_tracker);
+  }
   FSDPCheck(s >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "cannot write the attributes of /optim");
   return FSDP_SUCCESS;
 }
@@ -980,9 +984,16 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   return ierr;
 }
 
+/* What a load restores of the optimizer besides its state tensors. */
+typedef struct {
+  int64_t step, growth_tracker;
+  double scale;
+  bool have_step, have_scale;
+} OptProgress;
+
 /* Root attributes: the format version, and the training state. */
 static FSDPErrorCode read_root(FSDPOptimizer opt, hid_t file, const char *path, FSDPTrainingState *training,
-                               int64_t *opt_step, bool *have_opt_step)
+                               OptProgress *progress)
 {
   int version = 0;
   hid_t g;
@@ -998,9 +1009,12 @@ static FSDPErrorCode read_root(FSDPOptimizer opt, hid_t file, const char *path, 
   get_attr(file, "step", H5T_NATIVE_INT64, 0, &training->step);
   get_attr(file, "data_cursor", H5T_NATIVE_INT64, 0, &training->data_cursor);
   get_attr(file, "rng_state", H5T_NATIVE_UINT64, 4, training->rng);
-  *have_opt_step = false;
+  memset(progress, 0, sizeof *progress);
   if (opt && H5Lexists(file, "optim", H5P_DEFAULT) > 0 && (g = H5Gopen2(file, "optim", H5P_DEFAULT)) >= 0) {
-    *have_opt_step = get_attr(g, "step", H5T_NATIVE_INT64, 0, opt_step) > 0;
+    progress->have_step = get_attr(g, "step", H5T_NATIVE_INT64, 0, &progress->step) > 0;
+    /* Without a scaler in the file, a scaler of this job starts afresh. */
+    progress->have_scale = get_attr(g, "grad_scale", H5T_NATIVE_DOUBLE, 0, &progress->scale) > 0 &&
+                           get_attr(g, "grad_scaler_growth_tracker", H5T_NATIVE_INT64, 0, &progress->growth_tracker) > 0;
     H5Gclose(g);
   }
   return FSDP_SUCCESS;
@@ -1014,13 +1028,12 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   size_t staging_bytes = 0;
   void *staging = NULL;
   FSDPTrainingState training;
-  int64_t opt_step = 0;
-  bool have_opt_step = false;
+  OptProgress progress;
   FSDPErrorCode ierr;
 
   FSDPCall(list_items(ctx, opt ? opt->nstates : 0, &items, &nitems));
   FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *load, FSDP_MEM_OTHER, &load));
-  ierr = read_root(opt, file, path, &training, &opt_step, &have_opt_step);
+  ierr = read_root(opt, file, path, &training, &progress);
   if (!ierr) ierr = check_file(ctx, opt, file, path, items, nitems, load);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Staging for the largest unit: its shard and its state tensors. */
@@ -1039,7 +1052,11 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     ierr = load_unit(ctx, opt, file, path, ctx->units[u], items, load, nitems, staging, bytes);
   if (!ierr) {
     ctx->training = training;
-    if (have_opt_step) opt->step = opt_step;
+    if (progress.have_step) opt->step = progress.step;
+    if (progress.have_scale && opt->scaler) {
+      opt->scale = progress.scale;
+      opt->growth_tracker = progress.growth_tracker;
+    }
   }
   FSDPCall(FSDPFree(&staging));
   FSDPCall(FSDPFree(&load));

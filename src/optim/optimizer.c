@@ -2,6 +2,7 @@
    trainable elements in this rank's shard form a few segments (frozen
    parameters and padding are the gaps); state is allocated for the segments
    only, packed, and every update walks the segments. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -62,6 +63,12 @@ FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt)
   o->beta2 = 0.999;
   o->eps = 1e-8;
   o->last_norm = NAN;
+  /* torch.cuda.amp.GradScaler's defaults */
+  o->init_scale = o->scale = 65536.0;
+  o->growth_factor = 2.0;
+  o->backoff_factor = 0.5;
+  o->growth_interval = 2000;
+  o->unscaled_step = -1;
   *opt = o;
   return FSDP_SUCCESS;
 }
@@ -149,6 +156,43 @@ FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPOptimizerSetGradScaler(FSDPOptimizer opt, bool enable)
+{
+  CHECK_NOT_SETUP(opt);
+  opt->scaler = enable;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerSetGradScalerParams(FSDPOptimizer opt, double init_scale, double growth_factor,
+                                               double backoff_factor, int64_t growth_interval)
+{
+  CHECK_NOT_SETUP(opt);
+  CHECK_HYPER(init_scale > 0 && isfinite(init_scale), "init_scale", init_scale);
+  CHECK_HYPER(growth_factor > 1 && isfinite(growth_factor), "growth_factor", growth_factor);
+  CHECK_HYPER(backoff_factor > 0 && backoff_factor < 1, "backoff_factor", backoff_factor);
+  CHECK_HYPER(growth_interval > 0, "growth_interval", growth_interval);
+  opt->init_scale = opt->scale = init_scale;
+  opt->growth_factor = growth_factor;
+  opt->backoff_factor = backoff_factor;
+  opt->growth_interval = growth_interval;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetGradScaler(FSDPOptimizer opt, bool *enabled)
+{
+  CHECK_OPT(opt);
+  if (enabled) *enabled = opt->scaler;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_t *skipped)
+{
+  CHECK_OPT(opt);
+  if (scale) *scale = opt->scaler ? opt->scale : 1.0;
+  if (skipped) *skipped = opt->skipped;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
 {
   int choice;
@@ -181,6 +225,22 @@ FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
   FSDPCall(FSDPOptionsGetReal("-fsdp_clip_grad_norm", "clip the global gradient norm to this (0: off)", opt->max_norm,
                               &v, &set));
   if (set) FSDPCall(FSDPOptimizerSetClipGradNorm(opt, v));
+  if (!opt->setup) { /* the scaler's settings are fixed at SetUp */
+    bool on;
+    int64_t interval;
+    FSDPCall(FSDPOptionsGetBool("-fsdp_grad_scaler",
+                                "dynamic loss scaling (fp16): the loss gradient is multiplied by the scale, steps "
+                                "with an inf or NaN gradient are skipped",
+                                opt->scaler, &on, &set));
+    if (set) FSDPCall(FSDPOptimizerSetGradScaler(opt, on));
+    FSDPCall(FSDPOptionsGetReal("-fsdp_grad_scaler_init_scale", "the gradient scaler's first scale", opt->init_scale,
+                                &v, &set));
+    FSDPCall(FSDPOptionsGetInt("-fsdp_grad_scaler_growth_interval",
+                               "steps without an inf or NaN after which the scale grows", opt->growth_interval, 1,
+                               INT64_MAX, &interval, &set2));
+    if (set || set2)
+      FSDPCall(FSDPOptimizerSetGradScalerParams(opt, v, opt->growth_factor, opt->backoff_factor, interval));
+  }
   return FSDP_SUCCESS;
 }
 
@@ -265,6 +325,57 @@ static double current_lr(const FSDPOptimizer opt)
   return opt->lr * 0.5 * (1.0 + cos(FSDP_PI * (double)(t - opt->warmup) / (double)(opt->total - opt->warmup)));
 }
 
+/* ------------------------------------------------------------------ the gradient scaler */
+
+/* Multiplies this rank's trainable gradient elements by 1/scale and agrees
+   over all ranks (every shard group and replica) whether any is an inf or a
+   NaN: once per backward pass (PyTorch's unscale_), however often clipping
+   and stepping ask.  Collective. */
+static FSDPErrorCode unscale(FSDPOptimizer opt)
+{
+  FSDPContext ctx = opt->ctx;
+  int bad = 0;
+  if (!opt->scaler || opt->unscaled_step == ctx->step) return FSDP_SUCCESS;
+  for (int u = 0; u < opt->nunits; u++) {
+    OptUnit *ou = &opt->units[u];
+    for (int s = 0; s < ou->nsegments; s++) {
+      int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
+      if (ou->unit->dtype == FSDP_FLOAT64) {
+        double *g = (double *)ou->unit->grad_shard + off, inv = 1.0 / opt->scale;
+        for (int64_t i = 0; i < n; i++) {
+          g[i] *= inv;
+          bad |= !(fabs(g[i]) <= DBL_MAX); /* inf or NaN */
+        }
+      } else {
+        float *g = (float *)ou->unit->grad_shard + off, inv = (float)(1.0 / opt->scale);
+        for (int64_t i = 0; i < n; i++) {
+          g[i] *= inv;
+          bad |= !(fabsf(g[i]) <= FLT_MAX);
+        }
+      }
+    }
+  }
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, ctx->comm));
+  opt->found_inf = bad;
+  opt->unscaled_step = ctx->step;
+  return FSDP_SUCCESS;
+}
+
+/* After a step, taken or skipped: the scale for the next one (PyTorch's update). */
+static void update_scale(FSDPOptimizer opt)
+{
+  if (!opt->scaler) return;
+  if (opt->found_inf) {
+    opt->scale *= opt->backoff_factor;
+    opt->growth_tracker = 0;
+    opt->skipped++;
+  } else if (++opt->growth_tracker == opt->growth_interval) {
+    opt->scale *= opt->growth_factor;
+    opt->growth_tracker = 0;
+  }
+  opt->found_inf = false;
+}
+
 /* ------------------------------------------------------------------ clipping */
 
 FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm)
@@ -276,6 +387,7 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
   CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
   ctx = opt->ctx;
   FSDPCall(FSDPContextFinishBackward(ctx)); /* the gradient shards must be final */
+  FSDPCall(unscale(opt));                   /* clipping sees true gradients */
   /* The first replica speaks for its shard: replicas hold the same one. */
   if (ctx->replica_index == 0)
     for (int u = 0; u < opt->nunits; u++) {
@@ -360,6 +472,12 @@ FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
             "FSDPOptimizerStep: parameters were frozen or unfrozen after FSDPOptimizerSetUp: set trainability "
             "before it (a new optimizer picks up the change)");
   FSDPCall(FSDPContextFinishBackward(opt->ctx));
+  FSDPCall(unscale(opt));
+  if (opt->found_inf) { /* on every rank alike: they agreed in unscale */
+    opt->last_norm = NAN;
+    update_scale(opt);
+    return FSDP_SUCCESS;
+  }
   lr = current_lr(opt);
   if (opt->max_norm > 0) FSDPCall(FSDPOptimizerClipGradNorm(opt, opt->max_norm, &opt->last_norm));
   else opt->last_norm = NAN;
@@ -386,6 +504,7 @@ FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
     }
   }
   opt->step++;
+  update_scale(opt);
   return FSDP_SUCCESS;
 }
 
@@ -438,6 +557,10 @@ static FSDPErrorCode optimizer_view(FSDPViewer viewer, void *arg)
                                    (long long)o->warmup, (long long)o->total));
   else FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: constant\n"));
   if (o->max_norm > 0) FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient clipping: global norm %g\n", o->max_norm));
+  if (o->scaler)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient scaler: scale %g (x%g after %lld steps without inf/NaN, x%g on "
+                                   "one), %lld steps skipped\n", o->scale, o->growth_factor,
+                                   (long long)o->growth_interval, o->backoff_factor, (long long)o->skipped));
   if (o->setup)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "state per rank: %lld to %lld elements (%d tensors per element)\n",
                                    (long long)minmax[0], (long long)-minmax[1], o->nstates));
