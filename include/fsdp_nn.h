@@ -6,7 +6,9 @@
    accumulates, and overwrite input gradients.  A model built from a spec
    string registers its parameters in an FSDPContext, one unit per block by
    default, and runs forward and backward with just-in-time all-gathers and
-   reduce-scatters.  doc/nn.md describes the layers, the spec and the
+   reduce-scatters.  Under a mixed-precision policy (FSDPContextSetMixedPrecision)
+   a model widens each layer's 16-bit parameters to fp32 just before its
+   kernels run.  doc/nn.md describes the layers, the spec and the
    initialization exactly. */
 #ifndef FSDP_NN_H
 #define FSDP_NN_H

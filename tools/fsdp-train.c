@@ -370,6 +370,8 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   char lmax[64];
   FSDPMemoryPlan plan;
   FSDPCommStats cs;
+  FSDPDataType pdt;
+  bool low;
 
   FSDPCall(FSDPGetMemoryStats(&st));
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) peak[c] = (double)st.peak[c];
@@ -391,13 +393,17 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
      forward to backward; with F = 1 the parameters are the shard itself. */
   FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
   FSDPCall(FSDPContextGetMemoryPlan(ctx, &plan));
+  /* Mixed precision: parameters in 2 bytes (the paper's K_low), gradients in 4. */
+  FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, NULL));
+  low = pdt != FSDP_FLOAT32;
   if (factor > 1 && (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2)) {
-    formula[FSDP_MEM_UNSHARDED] = "sum(psi_i) + 2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = 4.0 * ((double)shard * factor + 2.0 * (double)maxunit);
+    formula[FSDP_MEM_UNSHARDED] = low ? "sum(psi_i)/2 + 2 max(psi_i)" : "sum(psi_i) + 2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = (low ? 2.0 : 4.0) * (double)shard * factor + 8.0 * (double)maxunit;
   } else {
-    snprintf(lmax, sizeof lmax, "(L + 2) max(psi_i), L = %d", plan.unsharded_buffers);
-    formula[FSDP_MEM_UNSHARDED] = factor > 1 ? lmax : "2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = 4.0 * ((factor > 1 ? plan.unsharded_buffers : 0) + 2.0) * (double)maxunit;
+    snprintf(lmax, sizeof lmax, "(L%s + 2) max(psi_i), L = %d%s%s", low ? "/2" : "", plan.unsharded_buffers,
+             low ? ", " : "", low ? FSDPDataTypeName(pdt) : "");
+    formula[FSDP_MEM_UNSHARDED] = plan.unsharded_buffers ? lmax : "2 max(psi_i)";
+    expect[FSDP_MEM_UNSHARDED] = ((low ? 2.0 : 4.0) * plan.unsharded_buffers + 8.0) * (double)maxunit;
   }
   formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
   expect[FSDP_MEM_COMM_STAGING] = 4.0 * (double)maxunit / factor; /* padded units divide by F */
@@ -499,8 +505,22 @@ static FILE *reopen_loss_log(const char *path, int64_t step)
 
 /* ------------------------------------------------------------------ training */
 
-static FSDPErrorCode configure_optimizer(FSDPOptimizer opt, const Args *a)
+/* "  scale S  skipped N" with the gradient scaler on (buf NULL: the scaler's
+   announcement for the header), "" without. */
+static const char *scale_text(FSDPOptimizer opt, char *buf, size_t size)
 {
+  double scale;
+  int64_t skipped;
+  bool on;
+  if (FSDPOptimizerGetGradScaler(opt, &on) || !on || FSDPOptimizerGetGradScale(opt, &scale, &skipped)) return "";
+  if (!buf) return ", gradient scaler on";
+  snprintf(buf, size, "  scale %g  skipped %lld", scale, (long long)skipped);
+  return buf;
+}
+
+static FSDPErrorCode configure_optimizer(FSDPContext ctx, FSDPOptimizer opt, const Args *a)
+{
+  FSDPDataType pdt, rdt;
   if (!strcmp(a->optimizer, "sgd")) FSDPCall(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_SGD));
   else if (!strcmp(a->optimizer, "adamw")) FSDPCall(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_ADAMW));
   else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -optimizer %s is not sgd or adamw", a->optimizer);
@@ -517,6 +537,9 @@ static FSDPErrorCode configure_optimizer(FSDPOptimizer opt, const Args *a)
     FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, a->warmup_steps, a->steps));
   } else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -lr_schedule %s is not constant or cosine", a->lr_schedule);
   FSDPCall(FSDPOptimizerSetClipGradNorm(opt, a->clip_grad_norm));
+  /* fp16's range needs loss scaling; -fsdp_grad_scaler false still turns it off. */
+  FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, &rdt));
+  if (pdt == FSDP_FLOAT16 || rdt == FSDP_FLOAT16) FSDPCall(FSDPOptimizerSetGradScaler(opt, true));
   FSDPCall(FSDPOptimizerSetFromOptions(opt));
   return FSDP_SUCCESS;
 }
@@ -578,7 +601,7 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(FSDPModelSetUp(model));
   if (a->init[0]) FSDPCall(FSDPContextLoad(ctx, NULL, a->init));
   FSDPCall(FSDPOptimizerCreate(ctx, &opt));
-  FSDPCall(configure_optimizer(opt, a));
+  FSDPCall(configure_optimizer(ctx, opt, a));
   FSDPCall(FSDPOptimizerSetUp(opt));
   if (a->resume[0]) {
     FSDPTrainingState ts;
@@ -600,8 +623,13 @@ static FSDPErrorCode train(const Args *a)
     int nunits;
     FSDPCall(FSDPContextGetNumUnits(ctx, &nunits));
     printf("fsdp-train: %s, %lld parameters in %d units\n", a->model, (long long)numel, nunits);
+    FSDPDataType pdt, rdt;
+    FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, &rdt));
     printf("fsdp-train: %d ranks, %s sharding, F = %d, %d replicas; %s\n", size,
            FSDPShardingStrategyName(strategy), factor, nreplicas, data.description);
+    if (pdt != FSDP_FLOAT32 || rdt != FSDP_FLOAT32)
+      printf("fsdp-train: mixed precision: parameters %s, reductions %s, fp32 master shards%s\n",
+             FSDPDataTypeName(pdt), FSDPDataTypeName(rdt), scale_text(opt, NULL, 0));
     printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
            (long long)a->steps, (long long)a->batch, (long long)per, (long long)K, a->optimizer, a->lr, a->lr_schedule);
     if (a->resume[0])
@@ -639,9 +667,10 @@ static FSDPErrorCode train(const Args *a)
   last_logged = first;
 
   for (int64_t s = first; s < a->steps; s++) {
-    double local = 0, step_loss;
+    double local = 0, step_loss, scale;
     bool progress;
     int signo;
+    FSDPCall(FSDPOptimizerGetGradScale(opt, &scale, NULL));
     FSDPCall(FSDPContextZeroGrad(ctx));
     for (int64_t k = 0; k < K; k++) {
       double l;
@@ -651,8 +680,9 @@ static FSDPErrorCode train(const Args *a)
       FSDPCall(FSDPModelForward(model, per, x, &pred));
       if (labels) FSDPCall(FSDPCrossEntropyLoss(per, out, pred, labels, &l, dy));
       else FSDPCall(FSDPMSELoss(per, out, pred, yt, &l, dy));
-      if (K > 1)
-        for (int64_t i = 0; i < per * out; i++) dy[i] /= (float)K;
+      /* The loss of the step is the mean over micro-batches, scaled for fp16. */
+      if (K > 1 || scale != 1)
+        for (int64_t i = 0; i < per * out; i++) dy[i] = dy[i] / (float)K * (float)scale;
       FSDPCall(FSDPModelBackward(model, dy));
       local += l;
     }
@@ -683,9 +713,11 @@ static FSDPErrorCode train(const Args *a)
       peak = max_over_ranks((double)st.total_peak);
       FSDPFormatBytes_Private(b1, sizeof b1, peak);
       if (rank == 0) {
-        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s/rank  comm %.3f GB/s\n",
+        char sc[64];
+        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s/rank  comm %.3f GB/s%s\n",
                (long long)(s + 1), (long long)a->steps, loss, (double)(nsteps * a->batch * K) / dt, 1e3 * dt / (double)nsteps,
-               b1, comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0);
+               b1, comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0,
+               scale_text(opt, sc, sizeof sc));
         fflush(stdout);
       }
       comm_last = comm_time;

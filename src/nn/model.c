@@ -40,6 +40,8 @@ struct FSDPModel_s {
   int64_t n, capacity;    /* rows of the last forward, rows the buffers hold */
   const float *x;
   float *scratch[2];      /* gradients flowing backward, [capacity, width] each */
+  FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
+  float *wide;            /* one layer's weight and bias widened to fp32 (16-bit views only) */
   bool have_forward;
 };
 
@@ -306,6 +308,16 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   FSDPCall(build_units(model));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
+  model->view_dtype = FSDP_FLOAT32;
+  if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
+  if (model->view_dtype != FSDP_FLOAT32) {
+    /* The kernels compute in fp32: a low-precision layer is widened just
+       before it runs, into room for the largest layer. */
+    int64_t most = 0;
+    for (int i = 0; i < model->nlayers; i++)
+      if (model->layers[i].kind != LAYER_ACT && layer_numel(&model->layers[i]) > most) most = layer_numel(&model->layers[i]);
+    FSDPCall(FSDPMalloc((size_t)most * sizeof(float), FSDP_MEM_OTHER, &model->wide));
+  }
   model->setup = true;
   return FSDP_SUCCESS;
 }
@@ -356,9 +368,20 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
   return FSDP_SUCCESS;
 }
 
+/* A parameter as fp32: its view, or the view widened (the weight at the
+   start of the scratch, the bias after it). */
 static FSDPErrorCode param(FSDPModel m, const Layer *l, FSDPParamId id, float **v)
 {
-  FSDPCall(FlatParamGetParam(m->units[l->unit], id, (void **)v));
+  void *view;
+  int64_t numel;
+  FSDPCall(FlatParamGetParam(m->units[l->unit], id, &view));
+  if (!m->wide) {
+    *v = view;
+    return FSDP_SUCCESS;
+  }
+  FSDPCall(FlatParamGetParamInfo(m->units[l->unit], id, NULL, NULL, NULL, &numel));
+  *v = m->wide + (id == l->weight ? 0 : l->kind == LAYER_FC ? l->out * l->in : l->out);
+  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, *v, m->view_dtype, view, numel));
   return FSDP_SUCCESS;
 }
 
@@ -512,6 +535,7 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   m = *model;
   if (!m) return FSDP_SUCCESS;
   FSDPCall(free_buffers(m));
+  FSDPCall(FSDPFree(&m->wide));
   FSDPCall(FSDPFree(&m->layers));
   FSDPCall(FSDPFree(&m->units));
   FSDPCall(FSDPFree(&m->spec));
