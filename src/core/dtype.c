@@ -1,21 +1,31 @@
 /* FSDPDataTypeConvert: float32 to and from bfloat16 and float16, with round
    to nearest even, and float32 to and from float64.  The 16-bit conversions
-   are branch-free integer and float arithmetic on each element, so the loops
-   vectorize (GCC 12 does at -O3: 4 to 8 elements per instruction with SSE2;
-   -O2's cheap cost model leaves them scalar).  They need the default
+   are branch-free integer and float arithmetic on each element.  With
+   SSE2, GCC 12 vectorizes the bf16 loops and the bf16 sum (4 to 8 elements
+   per instruction; measured 0.6 ns per element narrowing, 0.35 widening);
+   the fp16 loops stay scalar (1.8 and 1.1 ns).  They need the default
    rounding mode and no flush-to-zero, as C11 gives them. */
 #include <string.h>
 
 #include "coreimpl.h"
 
-static inline uint32_t bits_of(float f)
+/* GCC vectorizes these loops only under its dynamic cost model (-O3's); ask
+   for it here, so that the usual -O2 builds get the vector loops too.  The
+   helpers carry the same options, or GCC would not inline them. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_COMPILER)
+#define VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define VECTORIZE
+#endif
+
+VECTORIZE static inline uint32_t bits_of(float f)
 {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 
-static inline float float_of(uint32_t u)
+VECTORIZE static inline float float_of(uint32_t u)
 {
   float f;
   memcpy(&f, &u, sizeof f);
@@ -26,7 +36,7 @@ static inline float float_of(uint32_t u)
    (less one when the kept part is even, so that ties go to even) and cut.
    A NaN keeps its sign and becomes quiet, whatever its payload: cutting
    alone could turn it into an infinity. */
-static inline uint16_t bf16_from_f32(float f)
+VECTORIZE static inline uint16_t bf16_from_f32(float f)
 {
   uint32_t u = bits_of(f);
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -34,14 +44,14 @@ static inline uint16_t bf16_from_f32(float f)
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
-static inline float f32_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
+VECTORIZE static inline float f32_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
 
 /* float16: let the FPU round.  Scaling |f| up by 2^112 and down by 2^-110
    overflows exactly the values above the float16 range to infinity; adding
    a power of two chosen from f's exponent (never below the subnormal
    threshold) leaves the float16 mantissa in the low bits of the sum,
    rounded to nearest even by the addition itself. */
-static inline uint16_t f16_from_f32(float f)
+VECTORIZE static inline uint16_t f16_from_f32(float f)
 {
   uint32_t u = bits_of(f), twice = u + u, sign = u & 0x80000000u;
   uint32_t bias = twice & 0xff000000u;
@@ -56,7 +66,7 @@ static inline uint16_t f16_from_f32(float f)
 
 /* float16 to float32 is exact: normals by moving the exponent, subnormals by
    building 0.5 + m 2^-24 and subtracting 0.5. */
-static inline float f32_from_f16(uint16_t h)
+VECTORIZE static inline float f32_from_f16(uint16_t h)
 {
   uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, twice = w + w;
   float normal = float_of((twice >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
@@ -64,7 +74,7 @@ static inline float f32_from_f16(uint16_t h)
   return float_of(sign | (twice < (1u << 27) ? bits_of(subnormal) : bits_of(normal)));
 }
 
-FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n)
+VECTORIZE FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n)
 {
   FSDPCheck((int)to >= 0 && to < FSDP_NUM_DATA_TYPES && (int)from >= 0 && from < FSDP_NUM_DATA_TYPES, MPI_COMM_SELF,
             FSDP_ERR_ARG, "FSDPDataTypeConvert: data types %d and %d are not both FSDPDataType values", (int)to,
@@ -114,7 +124,7 @@ FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from,
 /* Reductions of 16-bit gradients: each pairwise sum is done in fp32 and
    rounded once, so a sum over W ranks rounds W - 1 times, as NCCL's bf16
    and fp16 sums do.  The datatype is MPI_UINT16_T, carrying the bits. */
-void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
+VECTORIZE void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
 {
   const uint16_t *a = in;
   uint16_t *b = inout;
@@ -122,7 +132,7 @@ void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
   for (int i = 0; i < *len; i++) b[i] = bf16_from_f32(f32_from_bf16(a[i]) + f32_from_bf16(b[i]));
 }
 
-void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
+VECTORIZE void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
 {
   const uint16_t *a = in;
   uint16_t *b = inout;
