@@ -16,6 +16,7 @@
    mpitest: -n 4 */
 #include <math.h>
 
+#include "fsdp_nn.h"
 #include "fsdptest.h"
 
 enum { NUNITS = 3 };
@@ -370,6 +371,66 @@ static void test_errors_and_init(void)
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* ------------------------------------------------------------------ the layer library */
+
+/* An FSDPModel under bf16 parameters equals an fp32 one whose parameters are
+   the rounded values: the widening (70 rows: two blocks of the 64 widened
+   at a time) is exact, only the summation order of dx differs. */
+static void test_model(void)
+{
+  const char *spec = "mlp:in=5,hidden=70,depth=2,out=3,act=tanh,norm=layernorm";
+  FSDPContext ctx[2];
+  FSDPModel model[2];
+  float x[4 * 5], dy[4 * 3], *y[2];
+  int nunits;
+
+  for (int i = 0; i < 4 * 5; i++) x[i] = test_value((uint64_t)(300 + rank), i);
+  for (int i = 0; i < 4 * 3; i++) dy[i] = test_value((uint64_t)(400 + rank), i);
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx[k]));
+    TEST_OK(FSDPContextSetMixedPrecision(ctx[k], k ? FSDP_BFLOAT16 : FSDP_FLOAT32, FSDP_FLOAT32));
+    TEST_OK(FSDPModelCreate(ctx[k], spec, &model[k]));
+    TEST_OK(FSDPModelSetSeed(model[k], 5));
+    TEST_OK(FSDPModelSetUp(model[k]));
+  }
+  TEST_OK(FSDPContextGetNumUnits(ctx[0], &nunits));
+  for (int u = 0; u < nunits; u++) { /* the fp32 model gets the rounded values */
+    FlatParam unit;
+    float *shard;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx[0], u, &unit));
+    TEST_OK(FlatParamGetShard(unit, (void **)&shard, &n));
+    for (int64_t i = 0; i < n; i++) shard[i] = rounded(FSDP_BFLOAT16, shard[i]);
+  }
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPContextZeroGrad(ctx[k]));
+    TEST_OK(FSDPModelForward(model[k], 4, x, &y[k]));
+  }
+  for (int i = 0; i < 4 * 3; i++)
+    TEST_ASSERT(fabsf(y[1][i] - y[0][i]) <= 1e-5f * (1 + fabsf(y[0][i])), "bf16 model output %d is %.9g, fp32 %.9g", i,
+                y[1][i], y[0][i]);
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPModelBackward(model[k], dy));
+    TEST_OK(FSDPContextFinishBackward(ctx[k]));
+  }
+  for (int u = 0; u < nunits; u++) {
+    FlatParam a, b;
+    float *ga, *gb;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx[0], u, &a));
+    TEST_OK(FSDPContextGetUnit(ctx[1], u, &b));
+    TEST_OK(FlatParamGetGradShard(a, (void **)&ga, &n));
+    TEST_OK(FlatParamGetGradShard(b, (void **)&gb, NULL));
+    for (int64_t i = 0; i < n; i++)
+      TEST_ASSERT(fabsf(gb[i] - ga[i]) <= 1e-5f * (1 + fabsf(ga[i])), "unit %d gradient %lld: bf16 model %.9g, fp32 %.9g",
+                  u, (long long)i, gb[i], ga[i]);
+  }
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPModelDestroy(&model[k]));
+    TEST_OK(FSDPContextDestroy(&ctx[k]));
+  }
+}
+
 int main(int argc, char **argv)
 {
   TEST_OK(FSDPInitialize(&argc, &argv));
@@ -393,6 +454,7 @@ int main(int argc, char **argv)
   test_grads(FSDP_FULL_SHARD, W, FSDP_FLOAT32, REDUCE_EACH); /* the reference the 1 + 2^-12 element tells apart */
   test_scaler(FSDP_FULL_SHARD, W);
   test_scaler(FSDP_HYBRID_SHARD, 2);
+  test_model();
   TEST_OK(FSDPFinalize());
   if (rank == 0) printf("test_mixed_precision: all passed\n");
   return 0;

@@ -12,6 +12,9 @@
 
 typedef enum { LAYER_FC, LAYER_NORM, LAYER_ACT } LayerKind;
 
+/* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
+#define WIDE_ROWS 64
+
 typedef struct {
   LayerKind kind;
   char name[48];  /* module name: "blocks.3.fc", "head", ... */
@@ -41,7 +44,9 @@ struct FSDPModel_s {
   const float *x;
   float *scratch[2];      /* gradients flowing backward, [capacity, width] each */
   FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
-  float *wide;            /* one layer's weight and bias widened to fp32 (16-bit views only) */
+  float *wide;            /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32, then a
+                             bias or a LayerNorm's weight and bias */
+  int64_t wide_rows;      /* where the second part starts: WIDE_ROWS times the widest input */
   bool have_forward;
 };
 
@@ -311,12 +316,11 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->view_dtype != FSDP_FLOAT32) {
-    /* The kernels compute in fp32: a low-precision layer is widened just
-       before it runs, into room for the largest layer. */
-    int64_t most = 0;
-    for (int i = 0; i < model->nlayers; i++)
-      if (model->layers[i].kind != LAYER_ACT && layer_numel(&model->layers[i]) > most) most = layer_numel(&model->layers[i]);
-    FSDPCall(FSDPMalloc((size_t)most * sizeof(float), FSDP_MEM_OTHER, &model->wide));
+    /* The kernels compute in fp32: a low-precision weight is widened just
+       before use, WIDE_ROWS rows at a time, so that the scratch stays small
+       next to the unsharded buffers mixed precision halves. */
+    model->wide_rows = WIDE_ROWS * model->width;
+    FSDPCall(FSDPMalloc((size_t)(model->wide_rows + 2 * model->width) * sizeof(float), FSDP_MEM_OTHER, &model->wide));
   }
   model->setup = true;
   return FSDP_SUCCESS;
@@ -368,20 +372,59 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
   return FSDP_SUCCESS;
 }
 
-/* A parameter as fp32: its view, or the view widened (the weight at the
-   start of the scratch, the bias after it). */
+/* A vector parameter (a bias, a LayerNorm's weight or bias) as fp32: its
+   view, or the view widened into the scratch (a weight first, a bias after). */
 static FSDPErrorCode param(FSDPModel m, const Layer *l, FSDPParamId id, float **v)
 {
   void *view;
-  int64_t numel;
   FSDPCall(FlatParamGetParam(m->units[l->unit], id, &view));
   if (!m->wide) {
     *v = view;
     return FSDP_SUCCESS;
   }
-  FSDPCall(FlatParamGetParamInfo(m->units[l->unit], id, NULL, NULL, NULL, &numel));
-  *v = m->wide + (id == l->weight ? 0 : l->kind == LAYER_FC ? l->out * l->in : l->out);
-  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, *v, m->view_dtype, view, numel));
+  *v = m->wide + m->wide_rows + (id == l->bias ? l->out : 0);
+  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, *v, m->view_dtype, view, l->out));
+  return FSDP_SUCCESS;
+}
+
+/* Rows [row, row + rows) of a 16-bit weight [out, in], widened into the scratch. */
+static FSDPErrorCode widen_rows(FSDPModel m, const Layer *l, const void *w16, int64_t row, int64_t rows)
+{
+  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, m->wide, m->view_dtype, (const uint16_t *)w16 + row * l->in, rows * l->in));
+  return FSDP_SUCCESS;
+}
+
+/* FSDPLinearForward with a 16-bit weight: y[:, block] = x W[block, :]^T, block by block. */
+static FSDPErrorCode linear_forward_low(FSDPModel m, const Layer *l, int64_t n, const float *x, float *y)
+{
+  void *w16;
+  float *b;
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w16));
+  for (int64_t o = 0; o < l->out; o += WIDE_ROWS) {
+    int64_t r = l->out - o < WIDE_ROWS ? l->out - o : WIDE_ROWS;
+    FSDPCall(widen_rows(m, l, w16, o, r));
+    FSDPGemm_Private(false, true, n, r, l->in, 1.0f, x, l->in, m->wide, l->in, 0.0f, y + o, l->out);
+  }
+  FSDPCall(param(m, l, l->bias, &b));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < l->out; j++) y[i * l->out + j] += b[j];
+  return FSDP_SUCCESS;
+}
+
+/* FSDPLinearBackward with a 16-bit weight: the weight and bias gradients
+   need no weight; dx = sum over blocks of dy[:, block] W[block, :]. */
+static FSDPErrorCode linear_backward_low(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
+                                         float *dx, float *dw, float *db)
+{
+  void *w16;
+  FSDPCall(FSDPLinearBackward(n, l->in, l->out, x, NULL, dy, NULL, dw, db));
+  if (!dx) return FSDP_SUCCESS;
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w16));
+  for (int64_t o = 0; o < l->out; o += WIDE_ROWS) {
+    int64_t r = l->out - o < WIDE_ROWS ? l->out - o : WIDE_ROWS;
+    FSDPCall(widen_rows(m, l, w16, o, r));
+    FSDPGemm_Private(false, false, n, l->in, r, 1.0f, dy + o, l->out, m->wide, l->in, o ? 1.0f : 0.0f, dx, l->in);
+  }
   return FSDP_SUCCESS;
 }
 
@@ -417,6 +460,10 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
     }
     switch (l->kind) {
     case LAYER_FC:
+      if (model->wide) {
+        FSDPCall(linear_forward_low(model, l, n, h, l->y));
+        break;
+      }
       FSDPCall(param(model, l, l->weight, &w));
       FSDPCall(param(model, l, l->bias, &b));
       FSDPCall(FSDPLinearForward(n, l->in, l->out, h, w, b, l->y));
@@ -466,9 +513,13 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
     }
     switch (l->kind) {
     case LAYER_FC:
-      FSDPCall(param(model, l, l->weight, &w));
       FSDPCall(grad(model, l, l->weight, &dw));
       FSDPCall(grad(model, l, l->bias, &db));
+      if (model->wide) {
+        FSDPCall(linear_backward_low(model, l, n, input, g, dx, dw, db));
+        break;
+      }
+      FSDPCall(param(model, l, l->weight, &w));
       FSDPCall(FSDPLinearBackward(n, l->in, l->out, input, w, g, dx, dw, db));
       break;
     case LAYER_NORM:
