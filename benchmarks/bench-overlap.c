@@ -5,12 +5,9 @@
    them alike; each setting's time is its median round (the slowest rank's).
    make benchmarks && OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ./benchmarks/bench-overlap [-fsdp_bench_hidden H] [-fsdp_bench_depth D] [-fsdp_bench_batch B] [-fsdp_bench_steps S] [-fsdp_bench_rounds R]
    Prints one table; doc/performance.md has the numbers measured here. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "fsdp.h"
-#include "fsdp_nn.h"
+#include "benchmlp.h"
 
 typedef struct {
   const char *name;
@@ -56,63 +53,30 @@ static FSDPErrorCode job_create(const Setting *s, const char *spec, Job *j)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode job_steps(Job *j, int64_t steps, int64_t batch, int out, const float *x, const float *t, float *dy)
-{
-  for (int64_t s = 0; s < steps; s++) {
-    float *y;
-    double loss;
-    FSDPCall(FSDPContextZeroGrad(j->ctx));
-    FSDPCall(FSDPModelForward(j->model, batch, x, &y));
-    FSDPCall(FSDPMSELoss(batch, out, y, t, &loss, dy));
-    FSDPCall(FSDPModelBackward(j->model, dy));
-    FSDPCall(FSDPOptimizerStep(j->opt));
-  }
-  return FSDP_SUCCESS;
-}
-
-static int cmp(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
-  int64_t hidden, depth, batch, steps, rounds;
-  int rank, size, in = 64, out = 16;
-  char spec[256];
+  BenchMLP b;
+  int rank, size;
   Job jobs[NSETTINGS];
   double times[NSETTINGS][MAXROUNDS], comm[NSETTINGS], exposed[NSETTINGS];
-  float *x, *t, *dy;
 
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_hidden", "MLP width", 512, 8, 1 << 16, &hidden, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_depth", "MLP blocks (one unit each)", 6, 1, 1024, &depth, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_batch", "rows per rank per step", 64, 1, 1 << 20, &batch, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_steps", "steps per round", 5, 1, 1 << 20, &steps, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_rounds", "rounds (each setting once per round)", 7, 1, MAXROUNDS, &rounds, NULL));
-  snprintf(spec, sizeof spec, "mlp:in=%d,hidden=%lld,depth=%lld,out=%d,act=gelu,norm=layernorm", in,
-           (long long)hidden, (long long)depth, out);
-  x = malloc(sizeof(float) * (size_t)(batch * in));
-  t = malloc(sizeof(float) * (size_t)(batch * out));
-  dy = malloc(sizeof(float) * (size_t)(batch * out));
-  for (int64_t i = 0; i < batch * in; i++) x[i] = (float)((i * 7919 + rank * 13) % 1000) / 1000.0f - 0.5f;
-  for (int64_t i = 0; i < batch * out; i++) t[i] = (float)((i * 104729 + rank) % 1000) / 1000.0f - 0.5f;
+  bench_mlp_setup(&b, MAXROUNDS);
   for (int k = 0; k < NSETTINGS; k++) {
-    FSDPCallAbort(MPI_COMM_WORLD, job_create(&settings[k], spec, &jobs[k]));
-    FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], 2, batch, out, x, t, dy)); /* warm up */
+    FSDPCallAbort(MPI_COMM_WORLD, job_create(&settings[k], b.spec, &jobs[k]));
+    FSDPCallAbort(MPI_COMM_WORLD, bench_mlp_steps(&b, jobs[k].ctx, jobs[k].model, jobs[k].opt, 2)); /* warm up */
   }
   FSDPCommStats before[NSETTINGS];
   for (int k = 0; k < NSETTINGS; k++) FSDPCallAbort(MPI_COMM_WORLD, FSDPContextGetCommStats(jobs[k].ctx, &before[k]));
-  for (int64_t r = 0; r < rounds; r++)
+  for (int64_t r = 0; r < b.rounds; r++)
     for (int k = 0; k < NSETTINGS; k++) {
       double t0, dt;
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      FSDPCallAbort(MPI_COMM_WORLD, job_steps(&jobs[k], steps, batch, out, x, t, dy));
-      dt = (MPI_Wtime() - t0) / (double)steps;
+      FSDPCallAbort(MPI_COMM_WORLD, bench_mlp_steps(&b, jobs[k].ctx, jobs[k].model, jobs[k].opt, b.steps));
+      dt = (MPI_Wtime() - t0) / (double)b.steps;
       MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       times[k][r] = dt;
     }
@@ -123,21 +87,21 @@ int main(int argc, char **argv)
     v[0] = st.comm_time - before[k].comm_time;
     v[1] = st.exposed_time - before[k].exposed_time;
     MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    comm[k] = v[0] / size / (double)(rounds * steps);
-    exposed[k] = v[1] / size / (double)(rounds * steps);
-    qsort(times[k], (size_t)rounds, sizeof(double), cmp);
+    comm[k] = v[0] / size / (double)(b.rounds * b.steps);
+    exposed[k] = v[1] / size / (double)(b.rounds * b.steps);
+    qsort(times[k], (size_t)b.rounds, sizeof(double), bench_compare_doubles);
   }
   if (rank == 0) {
     int64_t numel, shard, maxunit;
     FSDPCallAbort(MPI_COMM_WORLD, FSDPContextGetSizes(jobs[0].ctx, &numel, &shard, &maxunit));
     printf("bench-overlap: W = %d, %s, %lld parameters, batch %lld per rank; %lld rounds of %lld steps, median\n", size,
-           spec, (long long)numel, (long long)batch, (long long)rounds, (long long)steps);
+           b.spec, (long long)numel, (long long)b.batch, (long long)b.rounds, (long long)b.steps);
     printf("%-28s %12s %10s %14s %14s %10s\n", "setting", "ms/step", "vs sync", "comm ms/step", "exposed ms/step",
            "overlap");
     for (int k = 0; k < NSETTINGS; k++) {
-      double med = times[k][rounds / 2];
+      double med = times[k][b.rounds / 2];
       printf("%-28s %12.3f %10.3f %14.3f %14.3f %9.1f%%\n", settings[k].name, 1e3 * med,
-             med / times[0][rounds / 2], 1e3 * comm[k], 1e3 * exposed[k],
+             med / times[0][b.rounds / 2], 1e3 * comm[k], 1e3 * exposed[k],
              comm[k] > 0 ? 100.0 * (1.0 - exposed[k] / comm[k]) : 0.0);
     }
     fflush(stdout);
@@ -147,9 +111,7 @@ int main(int argc, char **argv)
     FSDPCallAbort(MPI_COMM_WORLD, FSDPModelDestroy(&jobs[k].model));
     FSDPCallAbort(MPI_COMM_WORLD, FSDPContextDestroy(&jobs[k].ctx));
   }
-  free(x);
-  free(t);
-  free(dy);
+  bench_mlp_free(&b);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }
