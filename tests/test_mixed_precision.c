@@ -230,6 +230,36 @@ static void test_grads(FSDPShardingStrategy strategy, int factor, FSDPDataType r
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* With replicate sync off a gradient shard holds its shard group's sum,
+   whatever type it was reduced in (the pre-division is undone). */
+static void test_partial(FSDPShardingStrategy strategy, int factor)
+{
+  FlatParam u32[NUNITS], u16[NUNITS];
+  FSDPContext c32 = make(strategy, factor, FSDP_FLOAT32, FSDP_FLOAT32, u32);
+  FSDPContext c16 = make(strategy, factor, FSDP_BFLOAT16, FSDP_BFLOAT16, u16);
+  FSDPContext ctx[2] = {c32, c16};
+  FlatParam *units[2] = {u32, u16};
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPContextZeroGrad(ctx[k]));
+    TEST_OK(FSDPContextSetReplicateGradSync(ctx[k], false));
+    backward(ctx[k], units[k], 1, -1);
+    TEST_OK(FSDPContextFinishBackward(ctx[k]));
+  }
+  for (int u = 0; u < NUNITS; u++) {
+    float *a, *b;
+    int64_t n, begin, end, offset;
+    TEST_OK(FlatParamGetGradShard(u32[u], (void **)&a, &n));
+    TEST_OK(FlatParamGetGradShard(u16[u], (void **)&b, NULL));
+    TEST_OK(FlatParamGetShardRange(u32[u], 0, &begin, &end, &offset));
+    for (int64_t i = 0; i < n; i++) /* element 0 is the one bf16 rounds */
+      TEST_ASSERT(a[i] == b[i] || (i == offset && begin == 0), "%s F=%d, replicate sync off: unit %d shard element %lld "
+                  "is %.9g reduced in bf16, %.9g in fp32", FSDPShardingStrategyName(strategy), factor, u, (long long)i,
+                  b[i], a[i]);
+  }
+  TEST_OK(FSDPContextDestroy(&c32));
+  TEST_OK(FSDPContextDestroy(&c16));
+}
+
 /* ------------------------------------------------------------------ the scaler */
 
 static void snapshot(FlatParam unit[NUNITS], float *out)
@@ -276,6 +306,10 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
       TEST_OK(FSDPOptimizerClipGradNorm(opt, 0, &norm));
       TEST_ASSERT(fabs(norm - want_norm) <= 1e-6 * want_norm, "%s: FSDPOptimizerClipGradNorm measured %.9g, expected "
                   "%.9g", what, norm, want_norm);
+      /* An evaluation forward in between ends a step of the context: the gradients must not be unscaled twice. */
+      TEST_OK(FSDPContextBeginForward(ctx));
+      TEST_OK(FlatParamUnshard(unit[0]));
+      TEST_OK(FlatParamReshard(unit[0]));
     }
     TEST_OK(FSDPOptimizerStep(opt));
     snapshot(unit, after);
@@ -452,6 +486,8 @@ int main(int argc, char **argv)
     }
   }
   test_grads(FSDP_FULL_SHARD, W, FSDP_FLOAT32, REDUCE_EACH); /* the reference the 1 + 2^-12 element tells apart */
+  test_partial(FSDP_HYBRID_SHARD, 2);
+  test_partial(FSDP_NO_SHARD, 1);
   test_scaler(FSDP_FULL_SHARD, W);
   test_scaler(FSDP_HYBRID_SHARD, 2);
   test_model();

@@ -681,25 +681,21 @@ static void divide(FlatParam u, void *x, double w)
   }
 }
 
-/* What the sum of W ranks' gradients is divided by to average it: W, or for
-   16-bit reductions what is left of W after the pre-division. */
-static double post_divisor(FSDPContext ctx) { return (double)ctx->size / ctx->predivide; }
-
 /* Elements converted at a time through a buffer on the stack. */
 #define CHUNK 1024
 
-/* fp32 values -> rdtype in the same memory, each scaled by `scale` (a power
-   of two: exact).  Chunk by chunk through the stack: the 16-bit results
-   land behind the fp32 values still to be read. */
-static FSDPErrorCode narrow_in_place(FlatParam u, void *buf, int64_t n, float scale)
+/* fp32 values -> rdtype, each divided by the pre-division factor (a power
+   of two: exact).  dst may be src: chunk by chunk through the stack, the
+   16-bit results land behind the fp32 values still to be read. */
+static FSDPErrorCode narrow(FlatParam u, void *dst, const void *src, int64_t n)
 {
-  float tmp[CHUNK];
+  float tmp[CHUNK], scale = (float)(1.0 / u->ctx->predivide);
   for (int64_t i = 0; i < n; i += CHUNK) {
     int64_t m = n - i < CHUNK ? n - i : CHUNK;
-    memcpy(tmp, (float *)buf + i, (size_t)m * sizeof *tmp);
+    memcpy(tmp, (const float *)src + i, (size_t)m * sizeof *tmp);
     if (scale != 1)
       for (int64_t k = 0; k < m; k++) tmp[k] *= scale;
-    FSDPCall(FSDPDataTypeConvert(u->rdtype, (uint16_t *)buf + i, FSDP_FLOAT32, tmp, m));
+    FSDPCall(FSDPDataTypeConvert(u->rdtype, (uint16_t *)dst + i, FSDP_FLOAT32, tmp, m));
   }
   return FSDP_SUCCESS;
 }
@@ -720,12 +716,14 @@ static FSDPErrorCode widen_into(FlatParam u, const void *src, float *dst, bool a
   return FSDP_SUCCESS;
 }
 
-/* The reduction's result (in unit->target) into the gradient shard, divided
-   by `divisor` (1: a partial sum, divided when the replicas are reached). */
+/* The reduction's result (in unit->target) into the gradient shard: the sum
+   divided by `divisor` (W; or 1, a partial sum, divided when the replicas
+   are reached).  16-bit sums are of pre-divided values. */
 static FSDPErrorCode land(FlatParam u, double divisor)
 {
   FSDPContext ctx = u->ctx;
-  if (u->rdtype != u->dtype) FSDPCall(widen_into(u, ctx->staging, u->grad_shard, u->grad == GRAD_NONE, divisor));
+  if (u->rdtype != u->dtype)
+    FSDPCall(widen_into(u, ctx->staging, u->grad_shard, u->grad == GRAD_NONE, divisor / ctx->predivide));
   else {
     divide(u, u->target, divisor);
     if (u->target == ctx->staging) add_into(u, u->grad_shard, ctx->staging);
@@ -752,7 +750,21 @@ FSDPErrorCode FlatParamPutGrad_Private(FlatParam u)
 /* The reduction's collectives: a reduce-scatter in the shard group, followed
    on the stream by the all-reduce across replicas; or, with F = 1, one
    all-reduce straight across them. */
+static FSDPErrorCode submit_reduction(FlatParam unit);
+
 static FSDPErrorCode start_reduction(FlatParam unit)
+{
+  FSDPErrorCode ierr;
+  bool low = unit->rdtype != unit->dtype;
+  if (low) FSDPCall(narrow(unit, unit->ugrad, unit->ugrad, unit->padded));
+  ierr = submit_reduction(unit);
+  /* Rounded in place, the gradient cannot be reduced again: it is lost, as the error says. */
+  if (ierr && low) (void)FlatParamPutGrad_Private(unit);
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode submit_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
   bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1, low = unit->rdtype != unit->dtype;
@@ -761,7 +773,6 @@ static FSDPErrorCode start_reduction(FlatParam unit)
   /* Nothing to keep: reduce straight into the gradient shard; else into the
      staging buffer, added after.  16-bit sums always land in staging. */
   unit->target = unit->grad == GRAD_NONE && !low ? unit->grad_shard : ctx->staging;
-  if (low) FSDPCall(narrow_in_place(unit, unit->ugrad, unit->padded, (float)(1.0 / ctx->predivide)));
   if (ctx->factor == 1 && replicate && unit->grad != GRAD_PARTIAL) {
     unit->reduced_all = true;
     unit->replicate_now = false;
@@ -830,11 +841,11 @@ static FSDPErrorCode allreduce_average(FlatParam unit)
   bool low = unit->rdtype != unit->dtype;
   void *buf = low ? ctx->staging : unit->grad_shard;
   uint64_t ticket;
-  if (low) FSDPCall(FSDPDataTypeConvert(unit->rdtype, buf, unit->dtype, unit->grad_shard, unit->shard_numel));
+  if (low) FSDPCall(narrow(unit, buf, unit->grad_shard, unit->shard_numel));
   FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, buf, (int)unit->shard_numel, false, &ticket));
   FSDPCall(CommStreamWait(ctx->stream, ticket));
-  if (low) FSDPCall(widen_into(unit, buf, unit->grad_shard, true, post_divisor(ctx)));
-  else divide(unit, buf, post_divisor(ctx));
+  if (low) FSDPCall(widen_into(unit, buf, unit->grad_shard, true, ctx->size / ctx->predivide));
+  else divide(unit, buf, ctx->size);
   return FSDP_SUCCESS;
 }
 
@@ -852,7 +863,7 @@ static FSDPErrorCode complete_reduction(FlatParam unit)
   unit->reduce = unit->reduce_first = 0;
   FSDPCall(ierr);
   if (unit->reduced_all) {
-    FSDPCall(land(unit, post_divisor(ctx)));
+    FSDPCall(land(unit, ctx->size));
     unit->grad = GRAD_SYNCED;
   } else if (unit->replicate_now) { /* a partial sum in the shard: the whole of it crosses the replicas now */
     FSDPCall(land(unit, 1));

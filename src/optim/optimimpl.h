@@ -30,8 +30,8 @@ struct FSDPOptimizer_s {
   bool scaler;
   double init_scale, growth_factor, backoff_factor, scale;
   int64_t growth_interval, growth_tracker, skipped;
-  int64_t unscaled_step; /* the context's step whose gradients were unscaled last (-1: none) */
-  bool found_inf;        /* whether the ranks found an inf or NaN in them */
+  bool unscaled;  /* the gradients were unscaled since the last step (PyTorch's per-optimizer state) */
+  bool found_inf; /* whether the ranks found an inf or NaN in them */
   bool setup;
   int64_t trainable_changes; /* the context's count at SetUp */
   OptUnit *units;

@@ -68,7 +68,6 @@ FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt)
   o->growth_factor = 2.0;
   o->backoff_factor = 0.5;
   o->growth_interval = 2000;
-  o->unscaled_step = -1;
   *opt = o;
   return FSDP_SUCCESS;
 }
@@ -278,12 +277,14 @@ static FSDPErrorCode agree_on_frozen(FSDPOptimizer opt)
   for (int u = 0; u < ctx->nunits; u++)
     for (int i = 0; i < ctx->units[u]->nparams; i++)
       h = FSDPHashBytes_Private(h, &ctx->units[u]->params[i].frozen, sizeof(bool));
+  /* A rank without the scaler would miss its all-reduce in every step. */
+  h = FSDPHashBytes_Private(h, &opt->scaler, sizeof opt->scaler);
   minmax[0] = h;
   minmax[1] = ~h;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
   FSDPCheck(minmax[0] == h && ~minmax[1] == h, ctx->comm, FSDP_ERR_ARG,
-            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable): every rank must freeze the "
-            "same ones");
+            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable), or not all of them turned "
+            "the gradient scaler on: every rank must freeze the same ones and set the same scaler");
   return FSDP_SUCCESS;
 }
 
@@ -329,13 +330,13 @@ static double current_lr(const FSDPOptimizer opt)
 
 /* Multiplies this rank's trainable gradient elements by 1/scale and agrees
    over all ranks (every shard group and replica) whether any is an inf or a
-   NaN: once per backward pass (PyTorch's unscale_), however often clipping
+   NaN: once between two steps (PyTorch's unscale_), however often clipping
    and stepping ask.  Collective. */
 static FSDPErrorCode unscale(FSDPOptimizer opt)
 {
   FSDPContext ctx = opt->ctx;
   int bad = 0;
-  if (!opt->scaler || opt->unscaled_step == ctx->step) return FSDP_SUCCESS;
+  if (!opt->scaler || opt->unscaled) return FSDP_SUCCESS;
   for (int u = 0; u < opt->nunits; u++) {
     OptUnit *ou = &opt->units[u];
     for (int s = 0; s < ou->nsegments; s++) {
@@ -357,7 +358,7 @@ static FSDPErrorCode unscale(FSDPOptimizer opt)
   }
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, ctx->comm));
   opt->found_inf = bad;
-  opt->unscaled_step = ctx->step;
+  opt->unscaled = true;
   return FSDP_SUCCESS;
 }
 
@@ -373,7 +374,7 @@ static void update_scale(FSDPOptimizer opt)
     opt->scale *= opt->growth_factor;
     opt->growth_tracker = 0;
   }
-  opt->found_inf = false;
+  opt->unscaled = opt->found_inf = false;
 }
 
 /* ------------------------------------------------------------------ clipping */
