@@ -681,6 +681,9 @@ static void divide(FlatParam u, void *x, double w)
   }
 }
 
+/* Whether u's gradients cross the network in 16 bits. */
+static bool reduces_low(const FlatParam u) { return u->rdtype != u->dtype; }
+
 /* Elements converted at a time through a buffer on the stack. */
 #define CHUNK 1024
 
@@ -700,14 +703,15 @@ static FSDPErrorCode narrow(FlatParam u, void *dst, const void *src, int64_t n)
   return FSDP_SUCCESS;
 }
 
-/* A shard of 16-bit sums -> the fp32 gradient shard: divided by `divisor`,
-   assigned or added. */
-static FSDPErrorCode widen_into(FlatParam u, const void *src, float *dst, bool assign, double divisor)
+/* The 16-bit sums in staging -> the fp32 gradient shard: divided by
+   `divisor`, assigned or added. */
+static FSDPErrorCode widen_into_grad(FlatParam u, bool assign, double divisor)
 {
-  float tmp[CHUNK], d = (float)divisor;
+  const uint16_t *src = u->ctx->staging;
+  float tmp[CHUNK], *dst = u->grad_shard, d = (float)divisor;
   for (int64_t i = 0; i < u->shard_numel; i += CHUNK) {
     int64_t m = u->shard_numel - i < CHUNK ? u->shard_numel - i : CHUNK;
-    FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, tmp, u->rdtype, (const uint16_t *)src + i, m));
+    FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, tmp, u->rdtype, src + i, m));
     if (assign)
       for (int64_t k = 0; k < m; k++) dst[i + k] = tmp[k] / d;
     else
@@ -722,8 +726,7 @@ static FSDPErrorCode widen_into(FlatParam u, const void *src, float *dst, bool a
 static FSDPErrorCode land(FlatParam u, double divisor)
 {
   FSDPContext ctx = u->ctx;
-  if (u->rdtype != u->dtype)
-    FSDPCall(widen_into(u, ctx->staging, u->grad_shard, u->grad == GRAD_NONE, divisor / ctx->predivide));
+  if (reduces_low(u)) FSDPCall(widen_into_grad(u, u->grad == GRAD_NONE, divisor / ctx->predivide));
   else {
     divide(u, u->target, divisor);
     if (u->target == ctx->staging) add_into(u, u->grad_shard, ctx->staging);
@@ -755,7 +758,7 @@ static FSDPErrorCode submit_reduction(FlatParam unit);
 static FSDPErrorCode start_reduction(FlatParam unit)
 {
   FSDPErrorCode ierr;
-  bool low = unit->rdtype != unit->dtype;
+  bool low = reduces_low(unit);
   if (low) FSDPCall(narrow(unit, unit->ugrad, unit->ugrad, unit->padded));
   ierr = submit_reduction(unit);
   /* Rounded in place, the gradient cannot be reduced again: it is lost, as the error says. */
@@ -767,12 +770,12 @@ static FSDPErrorCode start_reduction(FlatParam unit)
 static FSDPErrorCode submit_reduction(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1, low = unit->rdtype != unit->dtype;
+  bool replicate = ctx->replicate_grad_sync && ctx->nreplicas > 1;
   int count = (int)unit->shard_numel;
 
   /* Nothing to keep: reduce straight into the gradient shard; else into the
      staging buffer, added after.  16-bit sums always land in staging. */
-  unit->target = unit->grad == GRAD_NONE && !low ? unit->grad_shard : ctx->staging;
+  unit->target = unit->grad == GRAD_NONE && !reduces_low(unit) ? unit->grad_shard : ctx->staging;
   if (ctx->factor == 1 && replicate && unit->grad != GRAD_PARTIAL) {
     unit->reduced_all = true;
     unit->replicate_now = false;
@@ -838,13 +841,13 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
 static FSDPErrorCode allreduce_average(FlatParam unit)
 {
   FSDPContext ctx = unit->ctx;
-  bool low = unit->rdtype != unit->dtype;
+  bool low = reduces_low(unit);
   void *buf = low ? ctx->staging : unit->grad_shard;
   uint64_t ticket;
   if (low) FSDPCall(narrow(unit, buf, unit->grad_shard, unit->shard_numel));
   FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, buf, (int)unit->shard_numel, false, &ticket));
   FSDPCall(CommStreamWait(ctx->stream, ticket));
-  if (low) FSDPCall(widen_into(unit, buf, unit->grad_shard, true, ctx->size / ctx->predivide));
+  if (low) FSDPCall(widen_into_grad(unit, true, ctx->size / ctx->predivide));
   else divide(unit, buf, ctx->size);
   return FSDP_SUCCESS;
 }
