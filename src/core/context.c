@@ -303,13 +303,11 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
     FSDPCall(FSDPOptionsGetEnum("-fsdp_reduce_dtype",
                                 "mixed precision: the type gradients are reduced in (default: -fsdp_param_dtype's)",
                                 dtype_names, pset ? param : (int)ctx->reduce_dtype, &reduce, &rset));
-    if (pset || rset) {
-      FSDPCheck(is_policy_dtype((FSDPDataType)param) && is_policy_dtype((FSDPDataType)reduce), MPI_COMM_SELF,
-                FSDP_ERR_OPTION, "-fsdp_%s_dtype %s: mixed precision types are fp32, bf16 and fp16",
-                is_policy_dtype((FSDPDataType)param) ? "reduce" : "param",
-                dtype_names[is_policy_dtype((FSDPDataType)param) ? reduce : param]);
-      FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
-    }
+    FSDPCheck(is_policy_dtype((FSDPDataType)param), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_param_dtype %s: mixed precision types are fp32, bf16 and fp16", dtype_names[param]);
+    FSDPCheck(is_policy_dtype((FSDPDataType)reduce), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16", dtype_names[reduce]);
+    if (pset || rset) FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
   }
   FSDPCall(FSDPOptionsGetBool("-fsdp_sync_params", "broadcast parameters from the first replica at SetUp",
                               ctx->sync_params, &ctx->sync_params, NULL));
@@ -821,7 +819,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    int64_t es = (int64_t)FSDPDataTypeSize(u->dtype), ps = ctx->setup ? (int64_t)FSDPDataTypeSize(u->pdtype) : es;
+    int64_t es = (int64_t)FSDPDataTypeSize(u->dtype), ps = (int64_t)FSDPDataTypeSize(u->pdtype);
     numel += u->numel;
     nparams += u->nparams;
     shard_bytes += u->shard_numel * es;
