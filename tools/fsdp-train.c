@@ -505,15 +505,13 @@ static FILE *reopen_loss_log(const char *path, int64_t step)
 
 /* ------------------------------------------------------------------ training */
 
-/* "  scale S  skipped N" with the gradient scaler on (buf NULL: the scaler's
-   announcement for the header), "" without. */
+/* "  scale S  skipped N" for a progress line with the gradient scaler on, "" without. */
 static const char *scale_text(FSDPOptimizer opt, char *buf, size_t size)
 {
   double scale;
   int64_t skipped;
   bool on;
   if (FSDPOptimizerGetGradScaler(opt, &on) || !on || FSDPOptimizerGetGradScale(opt, &scale, &skipped)) return "";
-  if (!buf) return ", gradient scaler on";
   snprintf(buf, size, "  scale %g  skipped %lld", scale, (long long)skipped);
   return buf;
 }
@@ -624,12 +622,14 @@ static FSDPErrorCode train(const Args *a)
     FSDPCall(FSDPContextGetNumUnits(ctx, &nunits));
     printf("fsdp-train: %s, %lld parameters in %d units\n", a->model, (long long)numel, nunits);
     FSDPDataType pdt, rdt;
+    bool scaler;
     FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, &rdt));
+    FSDPCall(FSDPOptimizerGetGradScaler(opt, &scaler));
     printf("fsdp-train: %d ranks, %s sharding, F = %d, %d replicas; %s\n", size,
            FSDPShardingStrategyName(strategy), factor, nreplicas, data.description);
     if (pdt != FSDP_FLOAT32 || rdt != FSDP_FLOAT32)
       printf("fsdp-train: mixed precision: parameters %s, reductions %s, fp32 master shards%s\n",
-             FSDPDataTypeName(pdt), FSDPDataTypeName(rdt), scale_text(opt, NULL, 0));
+             FSDPDataTypeName(pdt), FSDPDataTypeName(rdt), scaler ? ", gradient scaler on" : "");
     printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
            (long long)a->steps, (long long)a->batch, (long long)per, (long long)K, a->optimizer, a->lr, a->lr_schedule);
     if (a->resume[0])
