@@ -11,10 +11,14 @@
    - The scaler: steps unscale exactly; an overflow on one rank's gradient
      makes every rank skip the step and halve the scale; the scale grows
      after growth_interval good steps; clipping sees unscaled gradients.
+     A checkpoint carries the scale and the growth counter to a new optimizer.
    - Errors: a bad policy type, fp64 units, a policy after SetUp; a unit
      initializer fills fp32 values even under a 16-bit policy.
    mpitest: -n 4 */
 #include <math.h>
+#include <unistd.h>
+
+#include "fsdp_config.h"
 
 #include "fsdp_nn.h"
 #include "fsdptest.h"
@@ -339,6 +343,35 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
       }
     }
   }
+#ifdef FSDP_HAVE_HDF5
+  { /* The scale (1024) and the growth counter (1 good step of 2) survive a checkpoint. */
+    FSDPOptimizer fresh;
+    char dir[256], path[300];
+    if (rank == 0) {
+      snprintf(dir, sizeof dir, "%s/fsdp-test-mp-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+      TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    snprintf(path, sizeof path, "%s/scaler.h5", dir);
+    TEST_OK(FSDPContextSave(ctx, opt, path));
+    TEST_OK(FSDPOptimizerCreate(ctx, &fresh));
+    TEST_OK(FSDPOptimizerSetType(fresh, FSDP_OPTIMIZER_SGD));
+    TEST_OK(FSDPOptimizerSetGradScaler(fresh, true));
+    TEST_OK(FSDPOptimizerSetGradScalerParams(fresh, 65536, 2, 0.5, 2));
+    TEST_OK(FSDPOptimizerSetUp(fresh));
+    TEST_OK(FSDPContextLoad(ctx, fresh, path));
+    TEST_OK(FSDPOptimizerGetGradScale(fresh, &scale, NULL));
+    TEST_ASSERT(scale == 1024, "%s: the loaded scale is %g, the saved one 1024", what, scale);
+    TEST_OK(FSDPContextZeroGrad(ctx));
+    backward(ctx, unit, (float)scale, -1);
+    TEST_OK(FSDPOptimizerStep(fresh));
+    TEST_OK(FSDPOptimizerGetGradScale(fresh, &scale, NULL));
+    TEST_ASSERT(scale == 2048, "%s: after the loaded counter's second good step the scale is %g, not 2048", what, scale);
+    TEST_OK(FSDPOptimizerDestroy(&fresh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) TEST_ASSERT(unlink(path) == 0 && rmdir(dir) == 0, "cannot remove %s", dir);
+  }
+#endif
   TEST_OK(FSDPOptimizerDestroy(&opt));
   TEST_OK(FSDPContextDestroy(&ctx));
 }
