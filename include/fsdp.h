@@ -551,6 +551,9 @@ FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, vo
 FSDPErrorCode FSDPFree(void *ptr);
 FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
 FSDPErrorCode FSDPMemoryResetPeak(void);
+/* The same for device memory (-fsdp_device cuda): what the contexts of this
+   process hold on their GPU. */
+FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats);
 const char *FSDPMemCategoryName(FSDPMemCategory category);
 
 /* ------------------------------------------------------------------ overlap engine (doc/overlap.md) */
@@ -586,6 +589,29 @@ FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);        
 FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
 /* Before each collective, check that every rank issues the same one. */
 FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+
+/* ------------------------------------------------------------------ devices (doc/cuda.md) */
+
+/* Where a context's shards, gradients, unsharded buffers and staging live.
+   CUDA: device memory on the rank's GPU (the ShardGroup's choice), NCCL in
+   the shard group; FlatParamGetParam, FlatParamGetGrad, FlatParamGetShard
+   and FlatParamGetGradShard then return device pointers, ordered on the
+   context's compute stream.  Initializers still fill host memory. */
+typedef enum { FSDP_DEVICE_HOST = 0, FSDP_DEVICE_CUDA, FSDP_NUM_DEVICE_TYPES } FSDPDeviceType;
+/* How gradients cross the replicas on a GPU: MPI (through pinned host
+   staging, or device pointers when MPI is CUDA-aware), or NCCL. */
+typedef enum { FSDP_REPLICATE_ENGINE_MPI = 0, FSDP_REPLICATE_ENGINE_NCCL, FSDP_NUM_REPLICATE_ENGINES } FSDPReplicateEngine;
+
+/* Before SetUp. */
+FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
+FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
+/* The cudaStream_t the caller computes on (default: a stream of the context's, see FSDPContextGetCUDAStream). */
+FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, void *stream);
+/* After SetUp: the compute stream, and the GPU's CUDA ordinal (-1 on the host). */
+FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordinal);
+FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
+/* Whether MPI may be given device pointers (default: what MPI says, if it can tell; else false). */
+FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware); /* -fsdp_mpi_cuda_aware */
 
 /* ------------------------------------------------------------------ mixed precision (doc/flatparam.md) */
 

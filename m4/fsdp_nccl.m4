@@ -36,5 +36,7 @@ AS_IF([test "x$with_nccl" = xno], [fsdp_nccl_summary="no (--without-nccl)"],
 ])
 AC_SUBST([NCCL_CFLAGS])
 AC_SUBST([NCCL_LIBS])
+AS_IF([test $fsdp_have_nccl = yes], [FSDP_WITH_NCCL=1], [FSDP_WITH_NCCL=0])
+AC_SUBST([FSDP_WITH_NCCL])
 AM_CONDITIONAL([FSDP_HAVE_NCCL], [test $fsdp_have_nccl = yes])
 ])

@@ -1,11 +1,13 @@
 /* commimpl.h: the communication stream.  Collectives submitted to a stream
    run in submission order, asynchronously to the submitting thread, which
-   gets a ticket and blocks only when it waits for one (doc/overlap.md).  The
-   CUDA backend implements the same calls with a CUDA stream and events. */
+   gets a ticket and blocks only when it waits for one (doc/overlap.md).  On
+   a GPU (doc/cuda.md) the same calls order collectives after the compute
+   stream's work through events, run NCCL on a communication stream of the
+   device's, and the MPI ones through pinned host staging. */
 #ifndef FSDP_COMMIMPL_H
 #define FSDP_COMMIMPL_H
 
-#include "fsdpimpl.h"
+#include "../device/deviceimpl.h"
 
 typedef enum { COMM_ALLGATHER = 0, COMM_REDUCE_SCATTER, COMM_ALLREDUCE, COMM_NUM_KINDS } CommKind;
 
@@ -23,13 +25,19 @@ typedef struct {
   FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */
   FSDPLogEvent unit_event;
   bool after_previous; /* reads what the previous operation writes: starts when that one is done */
+  /* device streams only */
+  FSDPDataType dtype; /* of the elements (type is its MPI datatype) */
+  void *nccl;         /* the NCCL communicator to run it on; NULL: MPI on comm */
+  bool cuda_aware;    /* MPI takes the device pointers themselves; else through pinned staging */
 } CommOp;
 
 typedef struct CommStream_s *CommStream;
 
 const char *CommKindName(CommKind kind);
-/* abort_comm: what the watchdog aborts; timeout: seconds, 0 = never. */
-FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, CommStream *stream);
+/* abort_comm: what the watchdog aborts; timeout: seconds, 0 = never.  With a
+   device, the stream runs on it (the engine is not used). */
+FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, Device dev,
+                               CommStream *stream);
 /* Queues op; *ticket identifies it for CommStreamWait (tickets start at 1). */
 FSDPErrorCode CommStreamSubmit(CommStream stream, const CommOp *op, uint64_t *ticket);
 /* Blocks until the operation is done and retires its ticket; the time spent

@@ -6,7 +6,12 @@
                 progresses only inside MPI calls (waits and tests).
    sync         the collective runs inside Submit: the reference path.
    Operations are queued in a ring of fixed size allocated at creation, so a
-   step allocates nothing here. */
+   step allocates nothing here.
+   With a Device the stream is the GPU's (doc/cuda.md): each operation waits
+   on the compute stream through an event, NCCL ones run on the device's
+   communication stream, MPI ones one at a time through pinned staging
+   (copied out, MPI_I*, copied back) or on device pointers (CUDA-aware MPI),
+   progressed inside the library's calls as the nonblocking engine is. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,9 +21,14 @@
 
 #define RING 64 /* operations queued and not yet waited for, at most */
 
+/* Where a device operation on MPI is (NCCL ones go from QUEUED to DONE). */
+typedef enum { DEV_QUEUED = 0, DEV_STAGING, DEV_RUNNING, DEV_LANDING, DEV_DONE } DevPhase;
+
 typedef struct {
   CommOp op;
   uint64_t ticket;
+  void *ready, *staged, *landed; /* device events: the compute stream's point, staging out, the result in */
+  DevPhase phase;
   bool queued;  /* submitted and not retired (waited for) */
   bool started; /* nonblocking: the MPI_I* call is made */
   bool done;
@@ -42,6 +52,8 @@ struct CommStream_s {
   double comm_time, exposed_time;
   int64_t ncollectives;
   FSDPLogEvent ev_wait;
+  Device dev;          /* NULL: the host engines */
+  uint64_t mpi_active; /* device: the MPI operation using the pinned staging (0: none) */
 };
 
 static const char *const kind_names[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
@@ -105,7 +117,21 @@ static void *thread_main(void *arg)
   return NULL;
 }
 
-FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, CommStream *stream)
+static void destroy_events(CommStream s)
+{
+#ifdef FSDP_HAVE_CUDA
+  for (int i = 0; i < RING; i++) {
+    DeviceEventDestroy_Private(s->ring[i].ready);
+    DeviceEventDestroy_Private(s->ring[i].staged);
+    DeviceEventDestroy_Private(s->ring[i].landed);
+  }
+#else
+  (void)s;
+#endif
+}
+
+FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, Device dev,
+                               CommStream *stream)
 {
   CommStream s;
   FSDPLogEvent ev_wait;
@@ -123,7 +149,19 @@ FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm a
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->done, NULL);
-  if (engine == FSDP_COMM_ENGINE_THREAD) {
+  s->dev = dev;
+#ifdef FSDP_HAVE_CUDA
+  for (int i = 0; dev && i < RING; i++) {
+    FSDPErrorCode ierr = DeviceEventCreate_Private(dev, &s->ring[i].ready);
+    if (!ierr) ierr = DeviceEventCreate_Private(dev, &s->ring[i].staged);
+    if (!ierr) ierr = DeviceEventCreate_Private(dev, &s->ring[i].landed);
+    if (ierr) {
+      (void)CommStreamDestroy(&s);
+      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    }
+  }
+#endif
+  if (!dev && engine == FSDP_COMM_ENGINE_THREAD) {
     err = pthread_create(&s->thread, NULL, thread_main, s);
     if (err) {
       (void)CommStreamDestroy(&s);
@@ -163,6 +201,157 @@ static void progress(CommStream s)
   }
 }
 
+#ifdef FSDP_HAVE_CUDA
+/* Device MPI operations: the bytes that leave and arrive, at offsets of the pinned staging. */
+static void mpi_layout(const CommOp *op, int rank, int size, size_t *out_off, const void **out_src, size_t *out_bytes,
+                       size_t *in_bytes, size_t *send_off)
+{
+  size_t es = FSDPDataTypeSize(op->dtype), n = (size_t)op->count * es;
+  *send_off = 0;
+  switch (op->kind) {
+  case COMM_ALLGATHER: /* this rank's block goes out, all of them come back */
+    *out_off = (size_t)rank * n;
+    *out_src = op->send == MPI_IN_PLACE ? (const char *)op->recv + *out_off : op->send;
+    *out_bytes = n;
+    *in_bytes = n * (size_t)size;
+    break;
+  case COMM_REDUCE_SCATTER: /* all of it goes out after the result's room */
+    *send_off = (n + 255) / 256 * 256;
+    *out_off = *send_off;
+    *out_src = op->send;
+    *out_bytes = n * (size_t)size;
+    *in_bytes = n;
+    break;
+  default:
+    *out_off = 0;
+    *out_src = op->send == MPI_IN_PLACE ? op->recv : op->send;
+    *out_bytes = n;
+    *in_bytes = n;
+    break;
+  }
+}
+
+static int start_mpi(const CommOp *op, void *base, size_t send_off, MPI_Request *req)
+{
+  char *b = base;
+  switch (op->kind) {
+  case COMM_ALLGATHER:
+    return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, op->count, op->type, op->comm, req);
+  case COMM_REDUCE_SCATTER:
+    return MPI_Ireduce_scatter_block(b + send_off, b, op->count, op->type, op->op, op->comm, req);
+  default: return MPI_Iallreduce(MPI_IN_PLACE, b, op->count, op->type, op->op, op->comm, req);
+  }
+}
+
+static void dev_finish(CommStream s, Slot *sl, int mpierr)
+{
+  sl->mpierr = mpierr;
+  sl->phase = DEV_DONE;
+  sl->done = true;
+  sl->end = FSDPTime_Private();
+  if (sl->op.nccl == NULL && s->mpi_active == sl->ticket) s->mpi_active = 0;
+  if (!mpierr) account(s, sl);
+}
+
+/* Moves device operations along; a CUDA failure is returned. */
+static FSDPErrorCode dev_progress(CommStream s)
+{
+  for (uint64_t t = first_ticket(s); t <= s->submitted; t++) {
+    Slot *sl = slot_of(s, t);
+    bool passed = false;
+    if (!sl->queued || sl->done) continue;
+    if (sl->op.nccl) { /* on the communication stream since Submit */
+      FSDPCall(DeviceEventDone_Private(sl->landed, &passed));
+      if (passed) dev_finish(s, sl, MPI_SUCCESS);
+      continue;
+    }
+    /* MPI: one at a time through the staging, in submission order. */
+    if (sl->phase == DEV_QUEUED) {
+      size_t out_off, out_bytes, in_bytes, send_off;
+      const void *out_src;
+      int rank, size;
+      if (s->mpi_active) continue;
+      MPI_Comm_rank(sl->op.comm, &rank);
+      MPI_Comm_size(sl->op.comm, &size);
+      mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
+      s->mpi_active = t;
+      sl->start = FSDPTime_Private();
+      /* CUDA-aware: only the wait for the compute stream's point. */
+      FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.cuda_aware ? NULL : (char *)DevicePinned_Private(s->dev) + out_off,
+                                      out_src, sl->op.cuda_aware ? 0 : out_bytes, sl->ready, sl->staged));
+      sl->phase = DEV_STAGING;
+      sl->started = true;
+    }
+    if (sl->phase == DEV_STAGING) {
+      FSDPCall(DeviceEventDone_Private(sl->staged, &passed));
+      if (!passed) continue;
+      if (sl->op.cuda_aware) {
+        sl->mpierr = start_nonblocking(&sl->op, &sl->request);
+      } else {
+        size_t out_off, out_bytes, in_bytes, send_off;
+        const void *out_src;
+        int rank, size;
+        MPI_Comm_rank(sl->op.comm, &rank);
+        MPI_Comm_size(sl->op.comm, &size);
+        mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
+        sl->mpierr = start_mpi(&sl->op, DevicePinned_Private(s->dev), send_off, &sl->request);
+      }
+      if (sl->mpierr) {
+        dev_finish(s, sl, sl->mpierr);
+        continue;
+      }
+      sl->phase = DEV_RUNNING;
+    }
+    if (sl->phase == DEV_RUNNING) {
+      int flag = 0, err = MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE);
+      if (err) {
+        dev_finish(s, sl, err);
+        continue;
+      }
+      if (!flag) continue;
+      if (sl->op.cuda_aware) {
+        dev_finish(s, sl, MPI_SUCCESS);
+        continue;
+      }
+      {
+        size_t out_off, out_bytes, in_bytes, send_off;
+        const void *out_src;
+        int rank, size;
+        MPI_Comm_rank(sl->op.comm, &rank);
+        MPI_Comm_size(sl->op.comm, &size);
+        mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
+        FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.recv, DevicePinned_Private(s->dev), in_bytes, NULL, sl->landed));
+      }
+      sl->phase = DEV_LANDING;
+    }
+    if (sl->phase == DEV_LANDING) {
+      FSDPCall(DeviceEventDone_Private(sl->landed, &passed));
+      if (passed) dev_finish(s, sl, MPI_SUCCESS);
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode dev_submit(CommStream s, Slot *sl)
+{
+  sl->phase = DEV_QUEUED;
+  FSDPCall(DeviceMarkReady_Private(s->dev, sl->ready));
+  if (sl->op.nccl) {
+    DeviceCollective c = {.kind = (int)sl->op.kind,
+                          .send = sl->op.send == MPI_IN_PLACE ? NULL : sl->op.send,
+                          .recv = sl->op.recv,
+                          .count = (size_t)sl->op.count,
+                          .dtype = sl->op.dtype,
+                          .nccl = sl->op.nccl};
+    sl->start = FSDPTime_Private();
+    FSDPCall(DeviceLaunchNCCL_Private(s->dev, &c, sl->ready, sl->landed));
+    sl->started = true;
+  }
+  FSDPCall(dev_progress(s));
+  return FSDP_SUCCESS;
+}
+#endif
+
 FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
 {
   uint64_t t = s->submitted + 1;
@@ -179,6 +368,18 @@ FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
   s->submitted = t;
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->lock);
+#ifdef FSDP_HAVE_CUDA
+  if (s->dev) {
+    FSDPErrorCode ierr = dev_submit(s, sl);
+    if (ierr) { /* not on the device: retired here */
+      sl->queued = false;
+      if (s->mpi_active == t) s->mpi_active = 0;
+      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    }
+    *ticket = t;
+    return FSDP_SUCCESS;
+  }
+#endif
   if (s->engine == FSDP_COMM_ENGINE_SYNC) {
     sl->start = FSDPTime_Private();
     sl->mpierr = run_blocking(op);
@@ -203,6 +404,10 @@ static void watchdog_fire(CommStream s, const char *what, double waited)
           "Aborting the job.\n",
           rank, what, waited, s->timeout, (long long)s->step);
   fflush(stderr);
+#ifdef FSDP_HAVE_CUDA
+  /* NCCL kernels waiting for a peer would keep the GPU busy through the abort. */
+  if (s->dev) DeviceCommAbort_Private(s->dev);
+#endif
   MPI_Abort(s->abort_comm, FSDP_ERR_TIMEOUT);
 }
 
@@ -246,6 +451,44 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
   sl = slot_of(s, ticket);
   FSDPCheck(sl->queued && sl->ticket == ticket, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
             "operation %llu was waited for already", (unsigned long long)ticket);
+#ifdef FSDP_HAVE_CUDA
+  if (s->dev) {
+    FSDPErrorCode ierr = dev_progress(s);
+    blocked = !sl->done;
+    if (blocked) (void)FSDPLogEventBegin(s->ev_wait);
+    while (!ierr && !sl->done) {
+      ierr = dev_progress(s);
+      if (!sl->done && DeviceCommFailed_Private(s->dev, what, sizeof what)) {
+        int rank = -1;
+        MPI_Comm_rank(s->abort_comm, &rank);
+        fprintf(stderr, "[%d] libfsdp: %s at step %lld. Aborting the job.\n", rank, what, (long long)s->step);
+        fflush(stderr);
+        DeviceCommAbort_Private(s->dev);
+        MPI_Abort(s->abort_comm, FSDP_ERR_NCCL);
+      }
+      if (!ierr && !sl->done && overdue(s, t0, &waited)) {
+        describe(oldest_pending(s, sl), what, sizeof what);
+        watchdog_fire(s, what, waited);
+      }
+    }
+    if (blocked) {
+      (void)FSDPLogEventEnd(s->ev_wait, 0);
+      s->exposed_time += FSDPTime_Private() - t0;
+    }
+    if (ierr) { /* the device failed under it: nothing more will come of it */
+      if (!sl->done) dev_finish(s, sl, MPI_SUCCESS);
+      sl->queued = false;
+      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    }
+    /* The compute stream reads the result after it lands. */
+    if (!sl->mpierr && (sl->op.nccl || !sl->op.cuda_aware)) ierr = DeviceComputeWaits_Private(s->dev, sl->landed);
+    err = sl->mpierr;
+    sl->queued = false;
+    if (err != MPI_SUCCESS) FSDPCallMPI(err);
+    FSDPCall(ierr);
+    return FSDP_SUCCESS;
+  }
+#endif
   if (s->engine == FSDP_COMM_ENGINE_THREAD) {
     pthread_mutex_lock(&s->lock);
     blocked = !sl->done;
@@ -290,6 +533,10 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
   int flag = 0;
   while (!flag) {
     FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
+#ifdef FSDP_HAVE_CUDA
+    if (s->dev) FSDPCall(dev_progress(s));
+    else
+#endif
     if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
     if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);
   }
@@ -325,6 +572,7 @@ FSDPErrorCode CommStreamDestroy(CommStream *stream)
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
   }
+  destroy_events(s);
   pthread_cond_destroy(&s->work);
   pthread_cond_destroy(&s->done);
   pthread_mutex_destroy(&s->lock);

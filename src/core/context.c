@@ -10,6 +10,8 @@ static const char *const checkpoint_io_names[] = {"collective", "independent", N
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16", NULL};
 static const size_t dtype_sizes[] = {4, 8, 2, 2};
+static const char *const device_names[] = {"host", "cuda", NULL};
+static const char *const replicate_engine_names[] = {"mpi", "nccl", NULL};
 
 const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
 {
@@ -120,7 +122,8 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPCall(FSDPFree(&c->units));
   FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
   FSDPCall(BufferPoolDestroy_Private(&c->grads_pool));
-  FSDPCall(FSDPFree(&c->staging));
+  FSDPCall(DeviceFree_Private(c->dev, &c->staging, c->plan.bytes[FSDP_MEM_COMM_STAGING], FSDP_MEM_COMM_STAGING));
+  FSDPCall(DeviceDestroy_Private(&c->dev));
   FSDPCall(FSDPFree(&c->order));
   FSDPCall(FSDPFree(&c->prev_order));
   FSDPCall(FSDPFree(&c->check_records));
@@ -279,6 +282,63 @@ FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck((int)device >= 0 && device < FSDP_NUM_DEVICE_TYPES, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetDevice: %d is not an FSDPDeviceType (host, cuda)", (int)device);
+  ctx->device = device;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device)
+{
+  CHECK_CTX(ctx);
+  if (device) *device = ctx->device;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, void *stream)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->user_stream = stream;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordinal)
+{
+  CHECK_SETUP(ctx);
+  if (stream) *stream = DeviceStream_Private(ctx->dev);
+  if (ordinal) *ordinal = DeviceOrdinal_Private(ctx->dev);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck((int)engine >= 0 && engine < FSDP_NUM_REPLICATE_ENGINES, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetReplicateEngine: %d is not an FSDPReplicateEngine (mpi, nccl)", (int)engine);
+  ctx->replicate_engine = engine;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->cuda_aware = aware;
+  ctx->cuda_aware_set = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextCheckHost_Private(FSDPContext ctx, const char *what)
+{
+  FSDPCheck(ctx->device == FSDP_DEVICE_HOST, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "%s works on host memory only so far, but the context's buffers are on %s (-fsdp_device %s): see "
+            "doc/cuda.md for what the CUDA backend covers",
+            what, DeviceDescribe_Private(ctx->dev), device_names[ctx->device]);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
   int choice;
@@ -309,6 +369,20 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
               "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16", dtype_names[reduce]);
     if (pset || rset) FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
   }
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_device",
+                              "where shards, gradients and unsharded buffers live: host, or cuda (the rank's GPU, "
+                              "NCCL in the shard group)",
+                              device_names, (int)ctx->device, &choice, NULL));
+  ctx->device = (FSDPDeviceType)choice;
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_replicate_engine",
+                              "-fsdp_device cuda: how gradients cross the replicas: mpi (pinned host staging, or "
+                              "device pointers with -fsdp_mpi_cuda_aware) or nccl",
+                              replicate_engine_names, (int)ctx->replicate_engine, &choice, NULL));
+  ctx->replicate_engine = (FSDPReplicateEngine)choice;
+  FSDPCall(FSDPOptionsGetBool("-fsdp_mpi_cuda_aware",
+                              "-fsdp_device cuda: give MPI device pointers (default: what MPI reports, else false)",
+                              ctx->cuda_aware, &ctx->cuda_aware, &set));
+  if (set) ctx->cuda_aware_set = true;
   FSDPCall(FSDPOptionsGetBool("-fsdp_sync_params", "broadcast parameters from the first replica at SetUp",
                               ctx->sync_params, &ctx->sync_params, NULL));
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the context and its process layout at SetUp", ctx->view_at_setup,
@@ -395,7 +469,7 @@ static uint64_t model_hash(FSDPContext ctx, int *nparams)
   int settings[] = {(int)ctx->strategy,  ctx->sync_params,      ctx->view_at_setup, ctx->nunits,
                     !!ctx->unit_init,    !!ctx->shard_init,     (int)ctx->engine,   (int)ctx->backward_prefetch,
                     ctx->forward_prefetch, ctx->limit,          ctx->debug_collectives, (int)ctx->param_dtype,
-                    (int)ctx->reduce_dtype};
+                    (int)ctx->reduce_dtype, (int)ctx->device, (int)ctx->replicate_engine};
   *nparams = 0;
   h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -450,7 +524,7 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
                      "%d parameters): every rank must register the same units and parameters, with the same names, "
                      "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
                      "-fsdp_sync_params, -fsdp_view, -fsdp_comm_engine, the prefetch and limiter options, "
-                     "-fsdp_debug_collectives, the mixed-precision types)",
+                     "-fsdp_debug_collectives, the mixed-precision types, -fsdp_device, -fsdp_replicate_engine)",
                      mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
   for (int i = 0; !ierr && i < ctx->nunits; i++)
@@ -508,12 +582,12 @@ static FSDPErrorCode plan_memory(FSDPContext ctx)
   /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP) or the shards are the units. */
   if (!ctx->direct && !own) nparams = ctx->limit > 0 ? ctx->limit : 2;
   if (nparams > ctx->nunits) nparams = ctx->nunits;
-  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
-  /* The unit computing its gradient, and the one whose reduction is in flight. */
-  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ngrads, ctx->nunits, max_gbytes, FSDP_MEM_UNSHARDED));
-  /* One shard in the master type: room for a 16-bit one too. */
-  if (max_shard) FSDPCall(FSDPMalloc(max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
   memset(plan, 0, sizeof *plan);
+  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
+  /* The unit computing its gradient, and the one whose reduction is in flight. */
+  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ctx->dev, ngrads, ctx->nunits, max_gbytes, FSDP_MEM_UNSHARDED));
+  /* One shard in the master type: room for a 16-bit one too. */
+  if (max_shard) FSDPCall(DeviceAlloc_Private(ctx->dev, max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
   plan->bytes[FSDP_MEM_PARAMS] = shards;
   plan->bytes[FSDP_MEM_GRADS] = shards;
   plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)nparams * max_pbytes + (size_t)ngrads * max_gbytes + own;
@@ -561,6 +635,60 @@ static FSDPErrorCode choose_engine(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* The rank's GPU: the ShardGroup's hwloc choice when CUDA sees it, else
+   the node-local rank modulo the GPUs visible. */
+static FSDPErrorCode start_device(FSDPContext ctx)
+{
+  const char *busid = NULL;
+  MPI_Comm node;
+  int local_rank;
+  if (ctx->device == FSDP_DEVICE_HOST) return FSDP_SUCCESS;
+  FSDPCall(ShardGroupGetDevicePCIBusId(ctx->group, &busid));
+  FSDPCallMPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  FSDPCallMPI(MPI_Comm_rank(node, &local_rank));
+  FSDPCallMPI(MPI_Comm_free(&node));
+  FSDPCall(DeviceCreate_Private(busid, local_rank, ctx->user_stream, &ctx->dev));
+  return FSDP_SUCCESS;
+}
+
+/* Whether MPI takes device pointers: the user's word, else MPICH's and Open
+   MPI's own (MPIX_Query_cuda_support), else no. */
+static bool mpi_is_cuda_aware(void)
+{
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
+
+/* NCCL communicators, and pinned staging for what goes through MPI: the
+   largest all-gather or reduce-scatter with its send block, or all-reduce. */
+static FSDPErrorCode start_device_comm(FSDPContext ctx)
+{
+  size_t most = 0;
+  int shard_rank;
+  bool replicate = ctx->replicate_engine == FSDP_REPLICATE_ENGINE_NCCL;
+  if (!ctx->cuda_aware_set) ctx->cuda_aware = mpi_is_cuda_aware();
+  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->stream_shard_comm, ctx->stream_replicate_comm, replicate,
+                                   ctx->fallback, sizeof ctx->fallback));
+  FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &shard_rank));
+  if (ctx->fallback[0] && shard_rank == 0) {
+    fprintf(stderr, "libfsdp WARNING: [%d] %s\n", ctx->rank, ctx->fallback);
+    fflush(stderr);
+  }
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t es = FSDPDataTypeSize(u->pdtype) > FSDPDataTypeSize(u->rdtype) ? FSDPDataTypeSize(u->pdtype)
+                                                                           : FSDPDataTypeSize(u->rdtype);
+    size_t need = ((size_t)u->shard_numel * es + 255) / 256 * 256 + (size_t)u->padded * es;
+    if (need > most) most = need;
+  }
+  if (most && (!DeviceNCCL_Private(ctx->dev, true) || !DeviceNCCL_Private(ctx->dev, false)))
+    FSDPCall(DeviceReservePinned_Private(ctx->dev, most));
+  return FSDP_SUCCESS;
+}
+
 /* The stream's own communicators, so that nothing else can interleave with
    its collectives, and the per-unit events of -fsdp_log_view_units. */
 static FSDPErrorCode start_engine(FSDPContext ctx)
@@ -591,7 +719,8 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
       fprintf(stderr, "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
               "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
-  FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, &ctx->stream));
+  if (ctx->dev) FSDPCall(start_device_comm(ctx));
+  FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, ctx->dev, &ctx->stream));
   return FSDP_SUCCESS;
 }
 
@@ -611,6 +740,8 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &rank));
   FSDPCheck(rank == ctx->shard_index, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "shard index %d is rank %d of the shard comm",
             ctx->shard_index, rank);
+  /* A rank without a usable GPU says why; the others learn that it failed. */
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device(ctx)));
   ctx->laid_out = true;
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
@@ -711,9 +842,10 @@ FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype);
-    memset(u->grad_shard, 0, (size_t)u->shard_numel * es);
+    FSDPCall(DeviceZero_Private(ctx->dev, u->grad_shard, (size_t)u->shard_numel * es));
     u->grad = GRAD_NONE;
-    if (u->ugrad && u->state == FSDP_FLATPARAM_UNSHARDED) memset(u->ugrad, 0, (size_t)u->padded * es);
+    if (u->ugrad && u->state == FSDP_FLATPARAM_UNSHARDED)
+      FSDPCall(DeviceZero_Private(ctx->dev, u->ugrad, (size_t)u->padded * es));
     else FSDPCall(FlatParamPutGrad_Private(u));
   }
   return FSDP_SUCCESS;
@@ -738,9 +870,20 @@ FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
   if (ctx->nreplicas == 1) return FSDP_SUCCESS;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
+    size_t bytes = (size_t)u->shard_numel * FSDPDataTypeSize(u->dtype);
+    void *buf = u->shard;
     FSDPCall(FSDPLogEventBegin(ctx->ev_broadcast));
-    FSDPCallMPI(MPI_Bcast(u->shard, (int)u->shard_numel, FSDPDataTypeMPI_Private(u->dtype), 0, ctx->replicate_comm));
-    FSDPCall(FSDPLogEventEnd(ctx->ev_broadcast, (int64_t)((size_t)u->shard_numel * FSDPDataTypeSize(u->dtype))));
+    /* On a GPU, through the host: once, at SetUp or on request, not per step. */
+    if (ctx->dev) {
+      FSDPCall(FSDPMalloc(bytes, FSDP_MEM_COMM_STAGING, &buf));
+      FSDPCall(DeviceToHost_Private(ctx->dev, buf, u->shard, bytes));
+    }
+    FSDPCallMPI(MPI_Bcast(buf, (int)u->shard_numel, FSDPDataTypeMPI_Private(u->dtype), 0, ctx->replicate_comm));
+    if (ctx->dev) {
+      FSDPCall(DeviceFromHost_Private(ctx->dev, u->shard, buf, bytes));
+      FSDPCall(FSDPFree(&buf));
+    }
+    FSDPCall(FSDPLogEventEnd(ctx->ev_broadcast, (int64_t)bytes));
   }
   return FSDP_SUCCESS;
 }
@@ -835,9 +978,16 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPopTab(v));
     return FSDP_SUCCESS;
   }
-  FSDPCall(FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device host\n",
+  FSDPCall(FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device %s\n",
                                  strategy_names[ctx->strategy], ctx->size, ctx->factor, ctx->nreplicas,
-                                 ctx->nreplicas == 1 ? "" : "s"));
+                                 ctx->nreplicas == 1 ? "" : "s", device_names[ctx->device]));
+  if (ctx->dev)
+    FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] %s: shard group on %s, replicas on %s%s\n", ctx->rank,
+                                               DeviceDescribe_Private(ctx->dev),
+                                               DeviceNCCL_Private(ctx->dev, true) ? "NCCL" : "MPI (host staging)",
+                                               DeviceNCCL_Private(ctx->dev, false) ? "NCCL"
+                                               : ctx->cuda_aware ? "MPI (CUDA-aware)" : "MPI (host staging)",
+                                               ctx->fallback[0] ? ": one GPU shared" : ""));
   if (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32)
     FSDPCall(FSDPViewerASCIIPrintf(v, "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
                                    "in %s%s; fp32 master shards, gradients and optimizer state\n",

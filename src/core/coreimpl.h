@@ -4,10 +4,6 @@
 
 #include "../comm/commimpl.h"
 
-/* Where a context's buffers live.  Only the host exists so far; the field is
-   here so that device memory plugs in without changing the runtime. */
-typedef enum { FSDP_DEVICE_HOST = 0 } FSDPDeviceType;
-
 typedef struct {
   char *name;
   int ndim;
@@ -62,6 +58,7 @@ typedef struct {
   size_t bytes;
   FSDPMemCategory category;
   int64_t growths;
+  Device dev; /* where the buffers are (NULL: host) */
 } BufferPool;
 
 typedef enum { PHASE_NONE = 0, PHASE_FORWARD, PHASE_BACKWARD } StepPhase;
@@ -71,7 +68,13 @@ struct FSDPContext_s {
   int rank, size;
   ShardGroup group;
   FSDPShardingStrategy strategy;
+  /* where buffers live (doc/cuda.md): dev is NULL on the host */
   FSDPDeviceType device;
+  Device dev;
+  void *user_stream;
+  FSDPReplicateEngine replicate_engine;
+  bool cuda_aware, cuda_aware_set;
+  char fallback[512]; /* why a group's collectives use MPI on a GPU, or "" */
   /* mixed precision: FSDP_FLOAT32 is the units' own precision */
   FSDPDataType param_dtype, reduce_dtype;
   bool direct;      /* F = 1 at full precision: the unsharded view is the shard itself */
@@ -146,12 +149,15 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit);
 /* Gives the unsharded gradient back to the context's buffers. */
 FSDPErrorCode FlatParamPutGrad_Private(FlatParam unit);
 /* n buffers of `bytes` now, room for cap (a pool never holds more than one per unit). */
-FSDPErrorCode BufferPoolCreate_Private(BufferPool *pool, int n, int cap, size_t bytes, FSDPMemCategory category);
+FSDPErrorCode BufferPoolCreate_Private(BufferPool *pool, Device dev, int n, int cap, size_t bytes,
+                                       FSDPMemCategory category);
 FSDPErrorCode BufferPoolDestroy_Private(BufferPool *pool);
 /* Lays the unit out for F shards and allocates this rank's. */
 FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor);
 /* Initialization at SetUp: the unit materialized on this rank, or shard by shard. */
 FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, void *user);
 FSDPErrorCode FlatParamInitShard_Private(FlatParam unit, FSDPShardInitFn init, void *user);
+/* Refuses, on a GPU context, what works on host memory only so far. */
+FSDPErrorCode FSDPContextCheckHost_Private(FSDPContext ctx, const char *what);
 
 #endif

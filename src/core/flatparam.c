@@ -54,6 +54,8 @@ static void *at_param(const FlatParam u, void *base, int64_t element)
   return (char *)base + (size_t)element * FSDPDataTypeSize(view_dtype(u));
 }
 
+static size_t own_bytes(const FlatParam u) { return (size_t)u->padded * FSDPDataTypeSize(u->pdtype); }
+
 static bool keeps_params_for_backward(FSDPShardingStrategy s)
 {
   return s == FSDP_SHARD_GRAD_OP || s == FSDP_HYBRID_SHARD_ZERO2;
@@ -163,11 +165,11 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
   /* FSDP_FLOAT32 in the policy is the unit's own precision (checked: only fp32 units mix). */
   unit->pdtype = unit->ctx->param_dtype == FSDP_FLOAT32 ? unit->dtype : unit->ctx->param_dtype;
   unit->rdtype = unit->ctx->reduce_dtype == FSDP_FLOAT32 ? unit->dtype : unit->ctx->reduce_dtype;
-  FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_PARAMS, &unit->shard));
-  FSDPCall(FSDPCalloc((size_t)unit->shard_numel, es, FSDP_MEM_GRADS, &unit->grad_shard));
+  FSDPCall(DeviceCalloc_Private(unit->ctx->dev, (size_t)unit->shard_numel * es, FSDP_MEM_PARAMS, &unit->shard));
+  FSDPCall(DeviceCalloc_Private(unit->ctx->dev, (size_t)unit->shard_numel * es, FSDP_MEM_GRADS, &unit->grad_shard));
   /* Parameters kept from forward to backward: every unit has a buffer of its own. */
   if (factor > 1 && keeps_params_for_backward(unit->ctx->strategy))
-    FSDPCall(FSDPMalloc((size_t)unit->padded * FSDPDataTypeSize(unit->pdtype), FSDP_MEM_UNSHARDED, &unit->own));
+    FSDPCall(DeviceAlloc_Private(unit->ctx->dev, own_bytes(unit), FSDP_MEM_UNSHARDED, &unit->own));
   return FSDP_SUCCESS;
 }
 
@@ -180,9 +182,10 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit)
     FSDPCall(FSDPFree(&u->params[i].shape));
   }
   FSDPCall(FSDPFree(&u->params));
-  FSDPCall(FSDPFree(&u->own)); /* pool buffers are the context's */
-  FSDPCall(FSDPFree(&u->shard));
-  FSDPCall(FSDPFree(&u->grad_shard));
+  /* pool buffers are the context's */
+  FSDPCall(DeviceFree_Private(u->ctx->dev, &u->own, own_bytes(u), FSDP_MEM_UNSHARDED));
+  FSDPCall(DeviceFree_Private(u->ctx->dev, &u->shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_PARAMS));
+  FSDPCall(DeviceFree_Private(u->ctx->dev, &u->grad_shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_GRADS));
   FSDPCall(FSDPFree(&u->name));
   FSDPCall(FSDPFree(unit));
   return FSDP_SUCCESS;
@@ -321,22 +324,24 @@ FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values)
 
 /* ------------------------------------------------------------------ buffers of the memory plan */
 
-FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, int n, int cap, size_t bytes, FSDPMemCategory category)
+FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, Device dev, int n, int cap, size_t bytes,
+                                       FSDPMemCategory category)
 {
   memset(p, 0, sizeof *p);
+  p->dev = dev;
   p->cap = cap > n ? cap : n;
   p->bytes = bytes;
   p->category = category;
   if (p->cap == 0) return FSDP_SUCCESS;
   FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->bufs, FSDP_MEM_OTHER, &p->bufs));
   FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->used, FSDP_MEM_OTHER, &p->used));
-  for (; p->n < n; p->n++) FSDPCall(FSDPMalloc(bytes, category, &p->bufs[p->n]));
+  for (; p->n < n; p->n++) FSDPCall(DeviceAlloc_Private(dev, bytes, category, &p->bufs[p->n]));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
 {
-  for (int i = 0; i < p->n; i++) FSDPCall(FSDPFree(&p->bufs[i]));
+  for (int i = 0; i < p->n; i++) FSDPCall(DeviceFree_Private(p->dev, &p->bufs[i], p->bytes, p->category));
   FSDPCall(FSDPFree(&p->bufs));
   FSDPCall(FSDPFree(&p->used));
   return FSDP_SUCCESS;
@@ -354,7 +359,7 @@ static FSDPErrorCode pool_get(BufferPool *p, void **buf)
     }
   /* Each unit holds at most one buffer of a pool, so cap (the number of units) is never passed. */
   FSDPCheck(p->n < p->cap, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "buffer pool of %d buffers is exhausted", p->cap);
-  FSDPCall(FSDPMalloc(p->bytes, p->category, &p->bufs[p->n]));
+  FSDPCall(DeviceAlloc_Private(p->dev, p->bytes, p->category, &p->bufs[p->n]));
   p->used[p->n] = true;
   p->in_use++;
   p->growths++;
@@ -467,7 +472,10 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
                .unit_event = ctx->ev_unit ? ctx->ev_unit[COMM_NUM_KINDS * u->index + kind] : -1,
-               .after_previous = after};
+               .after_previous = after,
+               .dtype = dtype,
+               .nccl = DeviceNCCL_Private(ctx->dev, shard),
+               .cuda_aware = ctx->cuda_aware};
   if (ctx->debug_collectives) FSDPCall(check_collective(u, kind, shard, count));
   FSDPCall(CommStreamSubmit(ctx->stream, &op, ticket));
   return FSDP_SUCCESS;
@@ -482,8 +490,9 @@ static FSDPErrorCode start_gather(FlatParam u)
   FSDPErrorCode ierr = FSDP_SUCCESS;
   bool convert = u->pdtype != u->dtype;
   if (convert)
-    ierr = FSDPDataTypeConvert(u->pdtype, at_param(u, u->unsharded, (int64_t)u->ctx->shard_index * u->shard_numel),
-                               u->dtype, u->shard, u->shard_numel);
+    ierr = DeviceConvert_Private(u->ctx->dev, u->pdtype,
+                                 at_param(u, u->unsharded, (int64_t)u->ctx->shard_index * u->shard_numel), u->dtype,
+                                 u->shard, u->shard_numel, 1);
   if (!ierr && u->ctx->factor == 1) {
     u->state = FSDP_FLATPARAM_UNSHARDED;
     return FSDP_SUCCESS;
@@ -654,84 +663,29 @@ FSDPErrorCode FlatParamReshard(FlatParam unit)
 
 /* ------------------------------------------------------------------ gradient reduction */
 
-static void add_into(FlatParam u, void *dst, const void *src)
-{
-  if (u->dtype == FSDP_FLOAT64) {
-    double *d = dst;
-    const double *s = src;
-    for (int64_t i = 0; i < u->shard_numel; i++) d[i] += s[i];
-  } else {
-    float *d = dst;
-    const float *s = src;
-    for (int64_t i = 0; i < u->shard_numel; i++) d[i] += s[i];
-  }
-}
-
-/* Sum over W ranks -> average.  A division, not a multiplication by 1/W, so
-   that an average of exactly representable values is exact. */
-static void divide(FlatParam u, void *x, double w)
-{
-  if (w == 1) return;
-  if (u->dtype == FSDP_FLOAT64) {
-    double *d = x;
-    for (int64_t i = 0; i < u->shard_numel; i++) d[i] /= w;
-  } else {
-    float *d = x;
-    for (int64_t i = 0; i < u->shard_numel; i++) d[i] /= (float)w;
-  }
-}
-
 /* Whether u's gradients cross the network in 16 bits. */
 static bool reduces_low(const FlatParam u) { return u->rdtype != u->dtype; }
 
-/* Elements converted at a time through a buffer on the stack. */
-#define CHUNK 1024
-
 /* fp32 values -> rdtype, each divided by the pre-division factor (a power
-   of two: exact).  dst may be src: chunk by chunk through the stack, the
-   16-bit results land behind the fp32 values still to be read. */
+   of two: exact).  dst may be src: the gradient is rounded in place. */
 static FSDPErrorCode narrow(FlatParam u, void *dst, const void *src, int64_t n)
 {
-  float tmp[CHUNK], scale = (float)(1.0 / u->ctx->predivide);
-  for (int64_t i = 0; i < n; i += CHUNK) {
-    int64_t m = n - i < CHUNK ? n - i : CHUNK;
-    memcpy(tmp, (const float *)src + i, (size_t)m * sizeof *tmp);
-    if (scale != 1)
-      for (int64_t k = 0; k < m; k++) tmp[k] *= scale;
-    FSDPCall(FSDPDataTypeConvert(u->rdtype, (uint16_t *)dst + i, FSDP_FLOAT32, tmp, m));
-  }
-  return FSDP_SUCCESS;
-}
-
-/* The 16-bit sums in staging -> the fp32 gradient shard: divided by
-   `divisor`, assigned or added. */
-static FSDPErrorCode widen_into_grad(FlatParam u, bool assign, double divisor)
-{
-  const uint16_t *src = u->ctx->staging;
-  float tmp[CHUNK], *dst = u->grad_shard, d = (float)divisor;
-  for (int64_t i = 0; i < u->shard_numel; i += CHUNK) {
-    int64_t m = u->shard_numel - i < CHUNK ? u->shard_numel - i : CHUNK;
-    FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, tmp, u->rdtype, src + i, m));
-    if (assign)
-      for (int64_t k = 0; k < m; k++) dst[i + k] = tmp[k] / d;
-    else
-      for (int64_t k = 0; k < m; k++) dst[i + k] += tmp[k] / d;
-  }
-  return FSDP_SUCCESS;
+  return DeviceConvert_Private(u->ctx->dev, u->rdtype, dst, FSDP_FLOAT32, src, n, 1.0 / u->ctx->predivide);
 }
 
 /* The reduction's result (in unit->target) into the gradient shard: the sum
    divided by `divisor` (W; or 1, a partial sum, divided when the replicas
-   are reached).  16-bit sums are of pre-divided values. */
+   are reached), assigned when the shard held nothing, else added.  16-bit
+   sums are of pre-divided values, and always in staging. */
 static FSDPErrorCode land(FlatParam u, double divisor)
 {
   FSDPContext ctx = u->ctx;
-  if (reduces_low(u)) FSDPCall(widen_into_grad(u, u->grad == GRAD_NONE, divisor / ctx->predivide));
-  else {
-    divide(u, u->target, divisor);
-    if (u->target == ctx->staging) add_into(u, u->grad_shard, ctx->staging);
-  }
-  return FSDP_SUCCESS;
+  if (reduces_low(u))
+    return DeviceAccumulate_Private(ctx->dev, FSDP_FLOAT32, u->grad_shard, u->rdtype, ctx->staging, u->shard_numel,
+                                    divisor / ctx->predivide, u->grad == GRAD_NONE);
+  if (divisor == 1 && u->target == u->grad_shard) return FSDP_SUCCESS;
+  return DeviceAccumulate_Private(ctx->dev, u->dtype, u->grad_shard, u->dtype, u->target, u->shard_numel, divisor,
+                                  u->target == u->grad_shard);
 }
 
 /* The unsharded gradient, zeroed, from the plan's gradient buffers. */
@@ -739,7 +693,7 @@ static FSDPErrorCode take_grad(FlatParam u)
 {
   if (u->ugrad) return FSDP_SUCCESS;
   FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad));
-  memset(u->ugrad, 0, (size_t)u->padded * esize(u));
+  FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
   return FSDP_SUCCESS;
 }
 
@@ -847,8 +801,11 @@ static FSDPErrorCode allreduce_average(FlatParam unit)
   if (low) FSDPCall(narrow(unit, buf, unit->grad_shard, unit->shard_numel));
   FSDPCall(submit(unit, COMM_ALLREDUCE, MPI_IN_PLACE, buf, (int)unit->shard_numel, false, &ticket));
   FSDPCall(CommStreamWait(ctx->stream, ticket));
-  if (low) FSDPCall(widen_into_grad(unit, true, ctx->size / ctx->predivide));
-  else divide(unit, buf, ctx->size);
+  if (low)
+    FSDPCall(DeviceAccumulate_Private(ctx->dev, FSDP_FLOAT32, unit->grad_shard, unit->rdtype, buf, unit->shard_numel,
+                                      ctx->size / ctx->predivide, true));
+  else
+    FSDPCall(DeviceAccumulate_Private(ctx->dev, unit->dtype, buf, unit->dtype, buf, unit->shard_numel, ctx->size, true));
   return FSDP_SUCCESS;
 }
 
@@ -907,11 +864,35 @@ FSDPErrorCode FlatParamFlushGrad_Private(FlatParam unit)
 
 /* ------------------------------------------------------------------ initialization */
 
+/* On a GPU an initializer fills host memory (as FSDPModel's and user code
+   expect): the unit, or one shard, in a buffer of its own, then copied up.
+   This is SetUp, not a step: it may allocate. */
+static FSDPErrorCode init_unit_device(FlatParam unit, FSDPUnitInitFn init, void *user)
+{
+  FSDPContext ctx = unit->ctx;
+  size_t es = esize(unit);
+  void *host = NULL;
+  FSDPErrorCode ierr;
+  FSDPCall(FSDPCalloc((size_t)unit->padded, es, FSDP_MEM_OTHER, &host));
+  unit->unsharded = host;
+  unit->state = FSDP_FLATPARAM_UNSHARDED;
+  ierr = init(unit, user);
+  if (!ierr)
+    ierr = DeviceFromHost_Private(ctx->dev, unit->shard, at(unit, host, (int64_t)ctx->shard_index * unit->shard_numel),
+                                  (size_t)unit->shard_numel * es);
+  unit->unsharded = NULL;
+  unit->state = FSDP_FLATPARAM_SHARDED;
+  FSDPCall(FSDPFree(&host));
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, void *user)
 {
   FSDPErrorCode ierr;
   size_t es = esize(unit);
 
+  if (unit->ctx->dev) return init_unit_device(unit, init, user);
   /* In one of the plan's buffers: initialization needs no memory of its own.
      The initializer fills the master copy's type: in mixed precision the
      parameter buffers are too small for it, a gradient buffer is not. */
@@ -936,9 +917,19 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
 FSDPErrorCode FlatParamInitShard_Private(FlatParam unit, FSDPShardInitFn init, void *user)
 {
   int64_t begin, end, offset;
-  for (int i = 0; i < unit->nparams; i++) {
-    FSDPCall(FlatParamGetShardRange(unit, i, &begin, &end, &offset));
-    if (begin < end) FSDPCall(init(unit, i, begin, end, at(unit, unit->shard, offset), user));
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  size_t bytes = (size_t)unit->shard_numel * esize(unit);
+  void *shard = unit->shard;
+  /* On a GPU, through a host copy of the shard (see init_unit_device). */
+  if (unit->ctx->dev) FSDPCall(FSDPCalloc(1, bytes, FSDP_MEM_OTHER, &shard));
+  for (int i = 0; i < unit->nparams && !ierr; i++) {
+    ierr = FlatParamGetShardRange(unit, i, &begin, &end, &offset);
+    if (!ierr && begin < end) ierr = init(unit, i, begin, end, at(unit, shard, offset), user);
   }
+  if (unit->ctx->dev) {
+    if (!ierr) ierr = DeviceFromHost_Private(unit->ctx->dev, unit->shard, shard, bytes);
+    FSDPCall(FSDPFree(&shard));
+  }
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }

@@ -649,6 +649,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPErrorCode ierr = FSDP_SUCCESS;
 
   CHECK_CTX_SETUP(ctx);
+  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPContextSave"));
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path must not be NULL or empty");
   FSDPCheck(strlen(path) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path is longer than 4000 characters");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
@@ -1068,6 +1069,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
 FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path)
 {
   CHECK_CTX_SETUP(ctx);
+  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPContextLoad"));
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: path must not be NULL or empty");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: the optimizer belongs to another context");
   FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,

@@ -313,6 +313,15 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   FSDPCall(build_units(model));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
+  {
+    /* SetUp agreed on the device: every rank refuses together. */
+    FSDPDeviceType device;
+    FSDPCall(FSDPContextGetDevice(model->ctx, &device));
+    FSDPCheck(device == FSDP_DEVICE_HOST, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+              "FSDPModelSetUp: model '%s': the layer library runs on the host only so far, but the context is set "
+              "for -fsdp_device cuda: see doc/cuda.md for what the CUDA backend covers",
+              model->spec);
+  }
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->view_dtype != FSDP_FLOAT32) {

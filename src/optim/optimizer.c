@@ -295,6 +295,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   ctx = opt->ctx;
   FSDPCheck(ctx->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPOptimizerSetUp: the context is not set up: call FSDPContextSetUp (or FSDPModelSetUp) first");
+  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPOptimizer"));
   FSDPCheck(opt->schedule != FSDP_LR_COSINE || opt->total > opt->warmup, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
             (long long)opt->total, (long long)opt->warmup);

@@ -127,6 +127,39 @@ FSDPErrorCode FSDPMemoryResetPeak(void)
   return FSDP_SUCCESS;
 }
 
+/* Device memory (src/device): counted apart from the host's. */
+static _Atomic size_t dev_current[FSDP_MEM_NUM_CATEGORIES];
+static _Atomic size_t dev_peak[FSDP_MEM_NUM_CATEGORIES];
+static _Atomic size_t dev_total_current, dev_total_peak;
+static _Atomic uint64_t dev_nallocs, dev_nfrees;
+
+void FSDPDeviceMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed)
+{
+  if (freed) {
+    atomic_fetch_sub(&dev_current[category], bytes);
+    atomic_fetch_sub(&dev_total_current, bytes);
+    atomic_fetch_add(&dev_nfrees, 1);
+    return;
+  }
+  raise_peak(&dev_peak[category], atomic_fetch_add(&dev_current[category], bytes) + bytes);
+  raise_peak(&dev_total_peak, atomic_fetch_add(&dev_total_current, bytes) + bytes);
+  atomic_fetch_add(&dev_nallocs, 1);
+}
+
+FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats)
+{
+  FSDPCheck(stats, MPI_COMM_SELF, FSDP_ERR_ARG, "stats must not be NULL");
+  for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
+    stats->current[c] = atomic_load(&dev_current[c]);
+    stats->peak[c] = atomic_load(&dev_peak[c]);
+  }
+  stats->total_current = atomic_load(&dev_total_current);
+  stats->total_peak = atomic_load(&dev_total_peak);
+  stats->nallocs = atomic_load(&dev_nallocs);
+  stats->nfrees = atomic_load(&dev_nfrees);
+  return FSDP_SUCCESS;
+}
+
 uint64_t FSDPHashBytes_Private(uint64_t h, const void *data, size_t n)
 {
   const unsigned char *p = data;

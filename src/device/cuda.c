@@ -1,0 +1,364 @@
+/* A context's GPU (deviceimpl.h): device choice, streams, events, NCCL
+   communicators, pinned staging (doc/cuda.md).  Built without CUDA, only
+   DeviceCreate_Private exists, and it says so. */
+#include <stdio.h>
+#include <string.h>
+
+#include "deviceimpl.h"
+
+#ifndef FSDP_HAVE_CUDA
+
+FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev)
+{
+  (void)busid;
+  (void)local_rank;
+  (void)stream;
+  *dev = NULL;
+  FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "-fsdp_device cuda: this libfsdp was built without CUDA (configure --with-cuda and --with-nccl)");
+}
+FSDPErrorCode DeviceDestroy_Private(Device *dev)
+{
+  *dev = NULL;
+  return FSDP_SUCCESS;
+}
+const char *DeviceDescribe_Private(Device dev)
+{
+  (void)dev;
+  return "the host";
+}
+void *DeviceStream_Private(Device dev)
+{
+  (void)dev;
+  return NULL;
+}
+
+#else
+
+#include <cuda_runtime.h>
+#ifdef FSDP_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+struct Device_s {
+  int ordinal;
+  char busid[32], desc[sizeof((struct cudaDeviceProp *)0)->name + 64];
+  cudaStream_t compute, comm;
+  bool own_compute;
+#ifdef FSDP_HAVE_NCCL
+  ncclComm_t nccl_shard, nccl_replicate;
+#endif
+  void *pinned;
+  size_t pinned_bytes;
+};
+
+#define CHECK_CUDA(call, what)                                                                                   \
+  do {                                                                                                           \
+    cudaError_t e_ = (call);                                                                                     \
+    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
+              cudaGetErrorName(e_));                                                                             \
+  } while (0)
+
+#ifdef FSDP_HAVE_NCCL
+#define CHECK_NCCL(call, what)                                                                                   \
+  do {                                                                                                           \
+    ncclResult_t r_ = (call);                                                                                    \
+    FSDPCheck(r_ == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "%s: %s", what, ncclGetErrorString(r_));         \
+  } while (0)
+#endif
+
+FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev)
+{
+  Device d;
+  int n = 0, ordinal = -1;
+  cudaError_t e;
+  struct cudaDeviceProp prop;
+
+  *dev = NULL;
+  e = cudaGetDeviceCount(&n);
+  FSDPCheck(e == cudaSuccess && n > 0, MPI_COMM_SELF, FSDP_ERR_CUDA,
+            "-fsdp_device cuda: no CUDA device is visible to this process (cudaGetDeviceCount: %s%s%s): run on a "
+            "node with a GPU, check CUDA_VISIBLE_DEVICES, or use -fsdp_device host",
+            e == cudaSuccess ? "0 devices" : cudaGetErrorString(e), e == cudaSuccess ? "" : ", ",
+            e == cudaSuccess ? "" : cudaGetErrorName(e));
+  /* hwloc's choice when CUDA sees it (CUDA_VISIBLE_DEVICES may hide it). */
+  if (busid && cudaDeviceGetByPCIBusId(&ordinal, busid) != cudaSuccess) {
+    (void)cudaGetLastError();
+    ordinal = -1;
+  }
+  if (ordinal < 0) ordinal = local_rank % n;
+  CHECK_CUDA(cudaSetDevice(ordinal), "cudaSetDevice");
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+  FSDPCall(FSDPCalloc(1, sizeof *d, FSDP_MEM_OTHER, &d));
+  d->ordinal = ordinal;
+  if (cudaDeviceGetPCIBusId(d->busid, (int)sizeof d->busid, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(d->busid, sizeof d->busid, "?");
+  }
+  snprintf(d->desc, sizeof d->desc, "GPU %d (%s, %s)", ordinal, d->busid, prop.name);
+  if (stream) d->compute = (cudaStream_t)stream;
+  else {
+    e = cudaStreamCreateWithFlags(&d->compute, cudaStreamNonBlocking);
+    d->own_compute = e == cudaSuccess;
+  }
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->comm, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    (void)DeviceDestroy_Private(&d);
+    CHECK_CUDA(e, "cudaStreamCreate");
+  }
+  *dev = d;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceDestroy_Private(Device *dev)
+{
+  Device d = *dev;
+  if (!d) return FSDP_SUCCESS;
+  if (d->comm) (void)cudaStreamSynchronize(d->comm);
+  if (d->compute) (void)cudaStreamSynchronize(d->compute);
+#ifdef FSDP_HAVE_NCCL
+  if (d->nccl_shard) (void)ncclCommDestroy(d->nccl_shard);
+  if (d->nccl_replicate) (void)ncclCommDestroy(d->nccl_replicate);
+#endif
+  if (d->pinned) {
+    (void)cudaFreeHost(d->pinned);
+    FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
+  }
+  if (d->comm) (void)cudaStreamDestroy(d->comm);
+  if (d->own_compute) (void)cudaStreamDestroy(d->compute);
+  FSDPCall(FSDPFree(dev));
+  return FSDP_SUCCESS;
+}
+
+const char *DeviceDescribe_Private(Device dev) { return dev ? dev->desc : "the host"; }
+int DeviceOrdinal_Private(Device dev) { return dev ? dev->ordinal : -1; }
+void *DeviceStream_Private(Device dev) { return dev ? (void *)dev->compute : NULL; }
+
+/* Whether two ranks of comm use the same GPU (same node name, same bus id);
+   if so, which, in why. */
+static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool *shared, char *why, size_t len)
+{
+  enum { KEY = MPI_MAX_PROCESSOR_NAME + 32 };
+  char *keys;
+  int size, namelen = 0;
+  char mine[KEY];
+
+  memset(mine, 0, sizeof mine);
+  FSDPCallMPI(MPI_Get_processor_name(mine, &namelen));
+  snprintf(mine + MPI_MAX_PROCESSOR_NAME, 32, "%s", d->busid);
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  FSDPCall(FSDPMalloc((size_t)size * KEY, FSDP_MEM_OTHER, &keys));
+  FSDPCallMPI(MPI_Allgather(mine, KEY, MPI_CHAR, keys, KEY, MPI_CHAR, comm));
+  *shared = false;
+  for (int a = 0; a < size && !*shared; a++)
+    for (int b = a + 1; b < size && !*shared; b++)
+      if (!memcmp(keys + (size_t)a * KEY, keys + (size_t)b * KEY, KEY)) {
+        *shared = true;
+        snprintf(why, len,
+                 "ranks %d and %d of the %s group both use GPU %s on %s, and NCCL refuses a GPU twice in one "
+                 "communicator: the %s group's collectives go through MPI with host staging (slower; give each rank "
+                 "its own GPU)",
+                 a, b, group, keys + (size_t)a * KEY + MPI_MAX_PROCESSOR_NAME, keys + (size_t)a * KEY, group);
+      }
+  FSDPCall(FSDPFree(&keys));
+  return FSDP_SUCCESS;
+}
+
+#ifdef FSDP_HAVE_NCCL
+static FSDPErrorCode nccl_comm(MPI_Comm comm, ncclComm_t *nccl)
+{
+  ncclUniqueId id;
+  int rank, size;
+  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  if (rank == 0) CHECK_NCCL(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  FSDPCallMPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
+  CHECK_NCCL(ncclCommInitRank(nccl, size, id, rank), "ncclCommInitRank");
+  return FSDP_SUCCESS;
+}
+#endif
+
+FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
+                                      char *why, size_t len)
+{
+  bool shared = false;
+  int fsize, rsize;
+  why[0] = '\0';
+  FSDPCallMPI(MPI_Comm_size(shard_comm, &fsize));
+  FSDPCallMPI(MPI_Comm_size(replicate_comm, &rsize));
+#ifdef FSDP_HAVE_NCCL
+  if (fsize > 1) {
+    FSDPCall(shares_gpu(d, shard_comm, "shard", &shared, why, len));
+    if (!shared) FSDPCall(nccl_comm(shard_comm, &d->nccl_shard));
+  }
+  /* A shard group on MPI keeps the replicas on MPI too: the stream orders
+     NCCL work after MPI work only through the host. */
+  if (replicate_nccl && rsize > 1 && !shared) {
+    FSDPCall(shares_gpu(d, replicate_comm, "replicate", &shared, why, len));
+    if (!shared) FSDPCall(nccl_comm(replicate_comm, &d->nccl_replicate));
+  }
+#else
+  (void)replicate_nccl;
+  if (fsize > 1) snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
+  (void)shared;
+  (void)d;
+#endif
+  return FSDP_SUCCESS;
+}
+
+void *DeviceNCCL_Private(Device d, bool shard)
+{
+#ifdef FSDP_HAVE_NCCL
+  if (d) return shard ? (void *)d->nccl_shard : (void *)d->nccl_replicate;
+#else
+  (void)d;
+  (void)shard;
+#endif
+  return NULL;
+}
+
+FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
+{
+  if (bytes <= d->pinned_bytes) return FSDP_SUCCESS;
+  if (d->pinned) {
+    CHECK_CUDA(cudaFreeHost(d->pinned), "cudaFreeHost");
+    FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
+    d->pinned = NULL;
+    d->pinned_bytes = 0;
+  }
+  {
+    cudaError_t e = cudaMallocHost(&d->pinned, bytes);
+    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_MEM, "cudaMallocHost of %zu bytes of pinned staging: %s",
+              bytes, cudaGetErrorString(e));
+  }
+  d->pinned_bytes = bytes;
+  FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, bytes, false);
+  return FSDP_SUCCESS;
+}
+
+void *DevicePinned_Private(Device d) { return d->pinned; }
+
+/* ------------------------------------------------------------------ the communication stream */
+
+FSDPErrorCode DeviceEventCreate_Private(Device d, void **event)
+{
+  cudaEvent_t ev;
+  (void)d;
+  CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  *event = (void *)ev;
+  return FSDP_SUCCESS;
+}
+
+void DeviceEventDestroy_Private(void *event)
+{
+  if (event) (void)cudaEventDestroy((cudaEvent_t)event);
+}
+
+FSDPErrorCode DeviceMarkReady_Private(Device d, void *ready)
+{
+  CHECK_CUDA(cudaEventRecord((cudaEvent_t)ready, d->compute), "cudaEventRecord on the compute stream");
+  return FSDP_SUCCESS;
+}
+
+#ifdef FSDP_HAVE_NCCL
+static ncclDataType_t nccl_type(FSDPDataType t)
+{
+  switch (t) {
+  case FSDP_FLOAT64: return ncclFloat64;
+  case FSDP_BFLOAT16: return ncclBfloat16;
+  case FSDP_FLOAT16: return ncclFloat16;
+  default: return ncclFloat32;
+  }
+}
+#endif
+
+FSDPErrorCode DeviceLaunchNCCL_Private(Device d, const DeviceCollective *c, void *ready, void *done)
+{
+#ifdef FSDP_HAVE_NCCL
+  ncclComm_t comm = (ncclComm_t)c->nccl;
+  ncclDataType_t t = nccl_type(c->dtype);
+  ncclResult_t r;
+  CHECK_CUDA(cudaStreamWaitEvent(d->comm, (cudaEvent_t)ready, 0), "cudaStreamWaitEvent");
+  switch (c->kind) {
+  case 0: /* COMM_ALLGATHER; MPI_IN_PLACE: this rank's block of recv */
+    if (c->send) r = ncclAllGather(c->send, c->recv, c->count, t, comm, d->comm);
+    else {
+      int rank;
+      CHECK_NCCL(ncclCommUserRank(comm, &rank), "ncclCommUserRank");
+      r = ncclAllGather((char *)c->recv + (size_t)rank * c->count * FSDPDataTypeSize(c->dtype), c->recv, c->count, t,
+                        comm, d->comm);
+    }
+    break;
+  case 1: r = ncclReduceScatter(c->send, c->recv, c->count, t, ncclSum, comm, d->comm); break;
+  default: r = ncclAllReduce(c->send ? c->send : c->recv, c->recv, c->count, t, ncclSum, comm, d->comm); break;
+  }
+  CHECK_NCCL(r, "NCCL collective");
+  CHECK_CUDA(cudaEventRecord((cudaEvent_t)done, d->comm), "cudaEventRecord on the communication stream");
+  return FSDP_SUCCESS;
+#else
+  (void)d;
+  (void)c;
+  (void)ready;
+  (void)done;
+  FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "a NCCL collective in a build without NCCL");
+#endif
+}
+
+FSDPErrorCode DeviceCommCopy_Private(Device d, void *dst, const void *src, size_t bytes, void *ready, void *done)
+{
+  if (ready) CHECK_CUDA(cudaStreamWaitEvent(d->comm, (cudaEvent_t)ready, 0), "cudaStreamWaitEvent");
+  if (bytes) CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d->comm), "cudaMemcpyAsync (staging)");
+  CHECK_CUDA(cudaEventRecord((cudaEvent_t)done, d->comm), "cudaEventRecord on the communication stream");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceEventDone_Private(void *event, bool *done)
+{
+  cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+  *done = e == cudaSuccess;
+  if (e == cudaErrorNotReady) return FSDP_SUCCESS;
+  CHECK_CUDA(e, "cudaEventQuery");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceComputeWaits_Private(Device d, void *done)
+{
+  CHECK_CUDA(cudaStreamWaitEvent(d->compute, (cudaEvent_t)done, 0), "cudaStreamWaitEvent on the compute stream");
+  return FSDP_SUCCESS;
+}
+
+bool DeviceCommFailed_Private(Device d, char *msg, size_t len)
+{
+#ifdef FSDP_HAVE_NCCL
+  ncclComm_t comms[2] = {d->nccl_shard, d->nccl_replicate};
+  const char *names[2] = {"shard", "replicate"};
+  for (int k = 0; k < 2; k++) {
+    ncclResult_t r = ncclSuccess;
+    if (!comms[k]) continue;
+    if (ncclCommGetAsyncError(comms[k], &r) != ncclSuccess) continue;
+    if (r != ncclSuccess && r != ncclInProgress) {
+      snprintf(msg, len, "NCCL reports an asynchronous error on the %s group's communicator: %s (%s)", names[k],
+               ncclGetErrorString(r), ncclGetLastError(comms[k]));
+      return true;
+    }
+  }
+#else
+  (void)d;
+  (void)msg;
+  (void)len;
+#endif
+  return false;
+}
+
+void DeviceCommAbort_Private(Device d)
+{
+#ifdef FSDP_HAVE_NCCL
+  if (d->nccl_shard) (void)ncclCommAbort(d->nccl_shard);
+  if (d->nccl_replicate) (void)ncclCommAbort(d->nccl_replicate);
+  d->nccl_shard = d->nccl_replicate = NULL;
+#else
+  (void)d;
+#endif
+}
+
+#endif /* FSDP_HAVE_CUDA */

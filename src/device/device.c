@@ -1,0 +1,209 @@
+/* The runtime's operations on buffers (deviceimpl.h): the host loops, and
+   the same operations on the device's compute stream when the context has a
+   GPU.  A NULL Device is the host. */
+#include <string.h>
+
+#include "deviceimpl.h"
+#include "elementwise.h"
+
+#ifdef FSDP_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+
+#define CHECK_CUDA(call, what)                                                                                   \
+  do {                                                                                                           \
+    cudaError_t e_ = (cudaError_t)(call);                                                                        \
+    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
+              cudaGetErrorName(e_));                                                                             \
+  } while (0)
+#endif
+
+/* ------------------------------------------------------------------ memory */
+
+/* Device memory is counted by category as host memory is, in its own
+   totals (FSDPGetDeviceMemoryStats).  No header can sit in front of it: the
+   caller gives the size and category back when it frees. */
+
+FSDPErrorCode DeviceAlloc_Private(Device dev, size_t bytes, FSDPMemCategory category, void *ptr)
+{
+  if (!dev) return FSDPMalloc(bytes, category, ptr);
+#ifdef FSDP_HAVE_CUDA
+  {
+    void *p = NULL;
+    cudaError_t e;
+    memset(ptr, 0, sizeof p);
+    /* cudaMalloc of 0 bytes returns NULL, which reads as "not allocated". */
+    e = cudaMalloc(&p, bytes ? bytes : 1);
+    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_MEM, "cudaMalloc of %zu bytes of %s on %s: %s", bytes,
+              FSDPMemCategoryName(category), DeviceDescribe_Private(dev), cudaGetErrorString(e));
+    FSDPDeviceMemoryCount_Private(category, bytes, false);
+    memcpy(ptr, &p, sizeof p);
+    return FSDP_SUCCESS;
+  }
+#else
+  FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED, "DeviceAlloc: libfsdp was built without CUDA");
+#endif
+}
+
+FSDPErrorCode DeviceCalloc_Private(Device dev, size_t bytes, FSDPMemCategory category, void *ptr)
+{
+  void *p;
+  FSDPCall(DeviceAlloc_Private(dev, bytes, category, &p));
+  FSDPCall(DeviceZero_Private(dev, p, bytes));
+  memcpy(ptr, &p, sizeof p);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceFree_Private(Device dev, void *ptr, size_t bytes, FSDPMemCategory category)
+{
+  if (!dev) return FSDPFree(ptr);
+#ifdef FSDP_HAVE_CUDA
+  {
+    void *p;
+    memcpy(&p, ptr, sizeof p);
+    if (!p) return FSDP_SUCCESS;
+    CHECK_CUDA(cudaFree(p), "cudaFree");
+    FSDPDeviceMemoryCount_Private(category, bytes, true);
+    memset(ptr, 0, sizeof p);
+  }
+#else
+  (void)bytes;
+  (void)category;
+#endif
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceZero_Private(Device dev, void *p, size_t bytes)
+{
+  if (!bytes) return FSDP_SUCCESS;
+  if (!dev) {
+    memset(p, 0, bytes);
+    return FSDP_SUCCESS;
+  }
+#ifdef FSDP_HAVE_CUDA
+  CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)DeviceStream_Private(dev)), "cudaMemsetAsync");
+#endif
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceCopy_Private(Device dev, void *dst, const void *src, size_t bytes)
+{
+  if (!bytes || dst == src) return FSDP_SUCCESS;
+  if (!dev) {
+    memmove(dst, src, bytes);
+    return FSDP_SUCCESS;
+  }
+#ifdef FSDP_HAVE_CUDA
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)DeviceStream_Private(dev)),
+             "cudaMemcpyAsync (device to device)");
+#endif
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size_t bytes)
+{
+  if (!dev) return DeviceCopy_Private(dev, host, src, bytes);
+#ifdef FSDP_HAVE_CUDA
+  {
+    cudaStream_t s = (cudaStream_t)DeviceStream_Private(dev);
+    if (!bytes) return FSDP_SUCCESS;
+    CHECK_CUDA(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (device to host)");
+    CHECK_CUDA(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy to the host");
+  }
+#endif
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceFromHost_Private(Device dev, void *dst, const void *host, size_t bytes)
+{
+  if (!dev) return DeviceCopy_Private(dev, dst, host, bytes);
+#ifdef FSDP_HAVE_CUDA
+  {
+    cudaStream_t s = (cudaStream_t)DeviceStream_Private(dev);
+    if (!bytes) return FSDP_SUCCESS;
+    CHECK_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (host to device)");
+    /* The host buffer may be reused as soon as this returns. */
+    CHECK_CUDA(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy from the host");
+  }
+#endif
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceSynchronize_Private(Device dev)
+{
+  if (!dev) return FSDP_SUCCESS;
+#ifdef FSDP_HAVE_CUDA
+  CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)DeviceStream_Private(dev)), "cudaStreamSynchronize");
+#endif
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ arithmetic */
+
+/* Elements converted at a time through a buffer on the stack. */
+#define CHUNK 1024
+
+static bool is16(FSDPDataType t) { return t == FSDP_BFLOAT16 || t == FSDP_FLOAT16; }
+
+FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from, const void *src,
+                                    int64_t n, double scale)
+{
+  FSDPCheck(from == FSDP_FLOAT32 || to == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "DeviceConvert: %s to %s", FSDPDataTypeName(from), FSDPDataTypeName(to));
+  if (dev) {
+#ifdef FSDP_HAVE_CUDA
+    if (to == from && scale == 1) return DeviceCopy_Private(dev, dst, src, (size_t)n * FSDPDataTypeSize(to));
+    CHECK_CUDA(FSDPKernelConvert((int)to, dst, (int)from, src, n, scale, DeviceStream_Private(dev)),
+               "the conversion kernel");
+#endif
+    return FSDP_SUCCESS;
+  }
+  if (scale == 1) return FSDPDataTypeConvert(to, dst, from, src, n);
+  FSDPCheck(from == FSDP_FLOAT32 && is16(to), MPI_COMM_SELF, FSDP_ERR_INTERNAL, "DeviceConvert: scaled %s to %s",
+            FSDPDataTypeName(from), FSDPDataTypeName(to));
+  {
+    /* Chunk by chunk through the stack: in place, the 16-bit results land
+       behind the fp32 values still to be read. */
+    float tmp[CHUNK], s = (float)scale;
+    for (int64_t i = 0; i < n; i += CHUNK) {
+      int64_t m = n - i < CHUNK ? n - i : CHUNK;
+      memcpy(tmp, (const float *)src + i, (size_t)m * sizeof *tmp);
+      for (int64_t k = 0; k < m; k++) tmp[k] *= s;
+      FSDPCall(FSDPDataTypeConvert(to, (uint16_t *)dst + i, FSDP_FLOAT32, tmp, m));
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+FSDP_EW_VECTORIZE FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from,
+                                                         const void *src, int64_t n, double divisor, bool assign)
+{
+  FSDPCheck(to == from || (to == FSDP_FLOAT32 && is16(from)), MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "DeviceAccumulate: %s into %s", FSDPDataTypeName(from), FSDPDataTypeName(to));
+  if (dev) {
+#ifdef FSDP_HAVE_CUDA
+    CHECK_CUDA(FSDPKernelAccumulate((int)to, dst, (int)from, src, n, divisor, assign, DeviceStream_Private(dev)),
+               "the accumulation kernel");
+#endif
+    return FSDP_SUCCESS;
+  }
+  /* A division, not a multiplication by 1/divisor: an average of exactly
+     representable values is exact. */
+  if (to == FSDP_FLOAT64) {
+    double *d = dst;
+    const double *s = src;
+    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + s[i] / divisor;
+  } else if (to == from) {
+    float *d = dst, w = (float)divisor;
+    const float *s = src;
+    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + s[i] / w;
+  } else {
+    float *d = dst, w = (float)divisor;
+    const uint16_t *s = src;
+    int bf16 = from == FSDP_BFLOAT16;
+    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + fsdp_widen16(s[i], bf16) / w;
+  }
+  return FSDP_SUCCESS;
+}

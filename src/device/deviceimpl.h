@@ -1,0 +1,94 @@
+/* deviceimpl.h: where a context's buffers live, and the operations the
+   runtime does on them (doc/cuda.md).  A Device is a context's GPU: its
+   ordinal, a compute stream (the user's, or one of its own), a
+   communication stream, NCCL communicators and pinned staging.  NULL is the
+   host: every call then runs the plain loops on host memory, so the host
+   backend and the CUDA one share one runtime.  Operations on device memory
+   are ordered on the compute stream; the *Host* calls return when the bytes
+   have arrived. */
+#ifndef FSDP_DEVICEIMPL_H
+#define FSDP_DEVICEIMPL_H
+
+#include "fsdpimpl.h"
+
+typedef struct Device_s *Device;
+
+/* ------------------------------------------------------------------ set-up (cuda.c) */
+
+/* Binds this rank to a GPU: the one at PCI bus id `busid` (the ShardGroup's
+   hwloc choice) when CUDA sees it, else local_rank modulo the visible GPUs.
+   `stream` is the user's cudaStream_t (NULL: the context makes its own).
+   Without a usable GPU this fails with a message that says why. */
+FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev);
+FSDPErrorCode DeviceDestroy_Private(Device *dev);
+/* "GPU 0 (0000:18:00.0, NVIDIA H200)": what views print. */
+const char *DeviceDescribe_Private(Device dev);
+int DeviceOrdinal_Private(Device dev);
+/* Collective on comm: NCCL communicators for the shard group (and the
+   replicate group when `replicate_nccl`).  A group in which two ranks share a
+   GPU gets none (NCCL refuses that); *why then says so, for the warning. */
+FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
+                                      char *why, size_t len);
+/* The NCCL communicator of the shard or the replicate group, or NULL: MPI
+   with host staging (or device pointers, with `cuda_aware`). */
+void *DeviceNCCL_Private(Device dev, bool shard);
+/* Pinned host memory for the MPI path, at least `bytes`; allocated once. */
+FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes);
+void *DevicePinned_Private(Device dev);
+
+/* ------------------------------------------------------------------ memory (device.c) */
+
+FSDPErrorCode DeviceAlloc_Private(Device dev, size_t bytes, FSDPMemCategory category, void *ptr);
+FSDPErrorCode DeviceCalloc_Private(Device dev, size_t bytes, FSDPMemCategory category, void *ptr);
+/* ptr is the address of the pointer; bytes and category as allocated (device memory has no header). */
+FSDPErrorCode DeviceFree_Private(Device dev, void *ptr, size_t bytes, FSDPMemCategory category);
+FSDPErrorCode DeviceZero_Private(Device dev, void *p, size_t bytes);
+FSDPErrorCode DeviceCopy_Private(Device dev, void *dst, const void *src, size_t bytes);
+/* Between device memory and the host; synchronous. */
+FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size_t bytes);
+FSDPErrorCode DeviceFromHost_Private(Device dev, void *dst, const void *host, size_t bytes);
+FSDPErrorCode DeviceSynchronize_Private(Device dev);
+/* The compute stream (a cudaStream_t), for the kernels' launches. */
+void *DeviceStream_Private(Device dev);
+
+/* ------------------------------------------------------------------ arithmetic (device.c, kernels.cu) */
+
+/* dst[i] = src[i] * scale, converted from `from` to `to` (fp32 <-> bf16,
+   fp16, fp64).  dst may be src when narrowing fp32 to 16 bits: the 16-bit
+   values land behind the fp32 ones still to be read. */
+FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from, const void *src,
+                                    int64_t n, double scale);
+/* dst[i] = (assign ? 0 : dst[i]) + src[i] / divisor; dst in `to` (fp32 or
+   fp64), src in `to` or, for fp32, bf16 or fp16. */
+FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from, const void *src,
+                                       int64_t n, double divisor, bool assign);
+
+/* ------------------------------------------------------------------ the communication stream (cuda.c, for stream.c) */
+
+/* Events mark points on the streams; each slot of the stream has its own. */
+FSDPErrorCode DeviceEventCreate_Private(Device dev, void **event);
+void DeviceEventDestroy_Private(void *event);
+/* Records `ready` on the compute stream: what the collective reads is written. */
+FSDPErrorCode DeviceMarkReady_Private(Device dev, void *ready);
+/* The communication stream waits for `ready`, runs a NCCL collective, records `done`. */
+typedef struct {
+  int kind; /* a CommKind */
+  const void *send;
+  void *recv;
+  size_t count; /* as CommOp's */
+  FSDPDataType dtype;
+  void *nccl;
+} DeviceCollective;
+FSDPErrorCode DeviceLaunchNCCL_Private(Device dev, const DeviceCollective *c, void *ready, void *done);
+/* On the communication stream, after `ready` (if not NULL): copies bytes, records `done`. */
+FSDPErrorCode DeviceCommCopy_Private(Device dev, void *dst, const void *src, size_t bytes, void *ready, void *done);
+/* Whether `event` has passed; a CUDA error is returned. */
+FSDPErrorCode DeviceEventDone_Private(void *event, bool *done);
+/* The compute stream waits for `done` (what the collective wrote). */
+FSDPErrorCode DeviceComputeWaits_Private(Device dev, void *done);
+/* An asynchronous NCCL error on one of the communicators, described in msg (false: none). */
+bool DeviceCommFailed_Private(Device dev, char *msg, size_t len);
+/* The watchdog's last act: abort the NCCL communicators so nothing hangs in them. */
+void DeviceCommAbort_Private(Device dev);
+
+#endif

@@ -1,0 +1,96 @@
+/* kernels.cu: the CUDA kernels of the runtime's arithmetic on buffers
+   (deviceimpl.h).  The per-element rounding is elementwise.h's, shared with
+   the host loops, so the two backends agree bit for bit. */
+#include <cuda_runtime.h>
+
+#include "elementwise.h"
+#include "kernels.h"
+
+/* The FSDPDataType values (fsdp.h), which this file does not include. */
+enum { T_F32 = 0, T_F64 = 1, T_BF16 = 2, T_F16 = 3 };
+
+static const int THREADS = 256;
+
+static unsigned blocks_for(int64_t n)
+{
+  int64_t b = (n + THREADS - 1) / THREADS;
+  return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8); /* grid-stride loops cover the rest */
+}
+
+#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void narrow16(uint16_t *dst, const float *src, int64_t n, float scale, int bf16)
+{
+  GRID_STRIDE(i, n) dst[i] = fsdp_narrow16(src[i] * scale, bf16);
+}
+
+/* In place: element i's two bytes overlap the float that element i/2 reads.
+   One block converts a chunk into registers, synchronizes, then writes it:
+   the writes of chunk k end before chunk k+1's floats begin. */
+__global__ void narrow16_in_place(void *buf, int64_t n, float scale, int bf16)
+{
+  const float *src = (const float *)buf;
+  uint16_t *dst = (uint16_t *)buf;
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    int64_t i = base + threadIdx.x;
+    uint16_t h = i < n ? fsdp_narrow16(src[i] * scale, bf16) : 0;
+    __syncthreads();
+    if (i < n) dst[i] = h;
+    __syncthreads();
+  }
+}
+
+__global__ void widen16(float *dst, const uint16_t *src, int64_t n, float scale, int bf16)
+{
+  GRID_STRIDE(i, n) dst[i] = fsdp_widen16(src[i], bf16) * scale;
+}
+
+template <typename To, typename From> __global__ void cast(To *dst, const From *src, int64_t n, double scale)
+{
+  GRID_STRIDE(i, n) dst[i] = scale == 1 ? (To)src[i] : (To)((double)src[i] * scale);
+}
+
+/* A division, not a multiplication by 1/divisor: averages of exactly
+   representable values stay exact, as on the host. */
+template <typename T> __global__ void accumulate(T *dst, const T *src, int64_t n, T divisor, int assign)
+{
+  GRID_STRIDE(i, n) dst[i] = (assign ? (T)0 : dst[i]) + src[i] / divisor;
+}
+
+__global__ void accumulate16(float *dst, const uint16_t *src, int64_t n, float divisor, int assign, int bf16)
+{
+  GRID_STRIDE(i, n) dst[i] = (assign ? 0.0f : dst[i]) + fsdp_widen16(src[i], bf16) / divisor;
+}
+
+extern "C" int FSDPKernelConvert(int to, void *dst, int from, const void *src, int64_t n, double scale, void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (from == T_F32 && (to == T_BF16 || to == T_F16)) {
+    if (dst == src) narrow16_in_place<<<1, 1024, 0, s>>>(dst, n, (float)scale, to == T_BF16);
+    else narrow16<<<blocks_for(n), THREADS, 0, s>>>((uint16_t *)dst, (const float *)src, n, (float)scale, to == T_BF16);
+  } else if (to == T_F32 && (from == T_BF16 || from == T_F16))
+    widen16<<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const uint16_t *)src, n, (float)scale, from == T_BF16);
+  else if (to == T_F64 && from == T_F32)
+    cast<double, float><<<blocks_for(n), THREADS, 0, s>>>((double *)dst, (const float *)src, n, scale);
+  else if (to == T_F32 && from == T_F64)
+    cast<float, double><<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const double *)src, n, scale);
+  else return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelAccumulate(int to, void *dst, int from, const void *src, int64_t n, double divisor, int assign,
+                                    void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (to == T_F64 && from == T_F64)
+    accumulate<double><<<blocks_for(n), THREADS, 0, s>>>((double *)dst, (const double *)src, n, divisor, assign);
+  else if (to == T_F32 && from == T_F32)
+    accumulate<float><<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const float *)src, n, (float)divisor, assign);
+  else if (to == T_F32 && (from == T_BF16 || from == T_F16))
+    accumulate16<<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const uint16_t *)src, n, (float)divisor, assign,
+                                                   from == T_BF16);
+  else return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
