@@ -6,10 +6,14 @@
    gradient shards must equal the host's bit for bit (the inputs are chosen
    so that every sum is exact: NCCL's summation order cannot show), under
    full, none and hybrid sharding, fp32 and bf16, with the replicas on MPI
-   and on NCCL.  Without a GPU the comparison is skipped (exit 77) after the
-   error checks have passed.
+   and on NCCL; then SGD and AdamW steps (with the gradient scaler, and with
+   clipping, whose norm sums in another order: 1e-6) on those shards.
+   Without a GPU the comparison is skipped (exit 77) after the error checks
+   have passed.
    mpitest: -n 4
    mpitest: -n 2 */
+#include <math.h>
+
 #include "fsdptest.h"
 
 #if FSDP_WITH_CUDA
@@ -124,6 +128,66 @@ static void compare(const char *what, const char *unit, const void *host, const 
   free(copy);
 }
 
+/* The two shards within rel of each other (bit for bit when rel is 0). */
+static void compare_close(const char *what, const float *host, const void *dev, int64_t n, double rel,
+                          const char *config)
+{
+  float *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
+  download(copy, dev, (size_t)n * sizeof *copy);
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)copy[i] - host[i]), scale = fabs((double)host[i]) + 1e-30;
+    TEST_ASSERT(rel > 0 ? d <= rel * scale : copy[i] == host[i] || (host[i] != host[i] && copy[i] != copy[i]),
+                "%s: %s element %lld: device %.9g, host %.9g", config, what, (long long)i, copy[i], host[i]);
+  }
+  free(copy);
+}
+
+/* Steps of `type` on the gradients both contexts hold: the fused kernels
+   against the host loops.  Without clipping every operation rounds alike
+   (nvcc builds without FMA); clipping's norm sums in another order. */
+static void step_both(FSDPContext host, FSDPContext dev, FlatParam hu[], FlatParam du[], FSDPOptimizerType type,
+                      double max_norm, bool scaler, const char *config)
+{
+  FSDPOptimizer ho, dopt;
+  double hn, dn;
+  char what[160];
+  FSDPOptimizer opts[2];
+  TEST_OK(FSDPOptimizerCreate(host, &ho));
+  TEST_OK(FSDPOptimizerCreate(dev, &dopt));
+  opts[0] = ho;
+  opts[1] = dopt;
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPOptimizerSetType(opts[k], type));
+    TEST_OK(FSDPOptimizerSetLearningRate(opts[k], 0.05));
+    TEST_OK(FSDPOptimizerSetWeightDecay(opts[k], 0.01));
+    if (type == FSDP_OPTIMIZER_SGD) TEST_OK(FSDPOptimizerSetMomentum(opts[k], 0.9, true));
+    TEST_OK(FSDPOptimizerSetClipGradNorm(opts[k], max_norm));
+    TEST_OK(FSDPOptimizerSetGradScaler(opts[k], scaler));
+    if (scaler) TEST_OK(FSDPOptimizerSetGradScalerParams(opts[k], 4.0, 2.0, 0.5, 1));
+    TEST_OK(FSDPOptimizerSetUp(opts[k]));
+  }
+  for (int step = 0; step < 3; step++) {
+    TEST_OK(FSDPOptimizerStep(ho));
+    TEST_OK(FSDPOptimizerStep(dopt));
+    TEST_OK(FSDPOptimizerGetGradNorm(ho, &hn));
+    TEST_OK(FSDPOptimizerGetGradNorm(dopt, &dn));
+    if (max_norm > 0)
+      TEST_ASSERT(fabs(hn - dn) <= 1e-12 * hn, "%s: gradient norm %.17g on the device, %.17g on the host", config,
+                  dn, hn);
+    for (int u = 0; u < NUNITS; u++) {
+      void *hs, *ds;
+      int64_t n;
+      TEST_OK(FlatParamGetShard(hu[u], &hs, &n));
+      TEST_OK(FlatParamGetShard(du[u], &ds, NULL));
+      snprintf(what, sizeof what, "%s step %d (clip %g, scaler %s), shard of unit %d",
+               type == FSDP_OPTIMIZER_SGD ? "SGD" : "AdamW", step, max_norm, scaler ? "on" : "off", u);
+      compare_close(what, hs, ds, n, max_norm > 0 ? 1e-6 : 0, config);
+    }
+  }
+  TEST_OK(FSDPOptimizerDestroy(&dopt));
+  TEST_OK(FSDPOptimizerDestroy(&ho));
+}
+
 static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType pdtype, FSDPReplicateEngine engine)
 {
   FlatParam hu[NUNITS], du[NUNITS];
@@ -184,6 +248,10 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
       compare("the gradient shard", "", hs, ds, (size_t)n * sizeof(float), config);
     }
   }
+  /* The optimizer on the shards, from these gradients (scaled by 4 when the scaler is on: still exact). */
+  step_both(host, dev, hu, du, FSDP_OPTIMIZER_SGD, 0, false, config);
+  step_both(host, dev, hu, du, FSDP_OPTIMIZER_ADAMW, 0, true, config);
+  step_both(host, dev, hu, du, FSDP_OPTIMIZER_ADAMW, 0.5, false, config);
   TEST_OK(FSDPContextDestroy(&dev));
   TEST_OK(FSDPContextDestroy(&host));
   TEST_OK(FSDPGetDeviceMemoryStats(&stats));

@@ -32,10 +32,65 @@ void *DeviceStream_Private(Device dev)
   (void)dev;
   return NULL;
 }
+int DeviceOrdinal_Private(Device dev)
+{
+  (void)dev;
+  return -1;
+}
+void *DeviceNCCL_Private(Device dev, bool shard)
+{
+  (void)dev;
+  (void)shard;
+  return NULL;
+}
+
+/* Without CUDA no Device exists (DeviceCreate_Private fails), so nothing
+   calls these; they are here for the linker. */
+#define UNREACHABLE(name)                                                                                          FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
+FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
+                                      char *why, size_t len)
+{
+  (void)dev, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)why, (void)len;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes)
+{
+  (void)dev, (void)bytes;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceScale_Private(Device dev, FSDPDataType dtype, void *x, int64_t n, double factor, bool check)
+{
+  (void)dev, (void)dtype, (void)x, (void)n, (void)factor, (void)check;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceSumSquares_Private(Device dev, FSDPDataType dtype, const void *x, int64_t n)
+{
+  (void)dev, (void)dtype, (void)x, (void)n;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceTakeReductions_Private(Device dev, bool *nonfinite, double *sumsq)
+{
+  (void)dev, (void)nonfinite, (void)sumsq;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceSGD_Private(Device dev, FSDPDataType dtype, void *p, const void *g, void *buf, int64_t n,
+                                const DeviceHyper *h)
+{
+  (void)dev, (void)dtype, (void)p, (void)g, (void)buf, (void)n, (void)h;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceAdamW_Private(Device dev, FSDPDataType dtype, void *p, const void *g, void *m, void *v, int64_t n,
+                                  const DeviceHyper *h)
+{
+  (void)dev, (void)dtype, (void)p, (void)g, (void)m, (void)v, (void)n, (void)h;
+  UNREACHABLE(__func__);
+}
 
 #else
 
 #include <cuda_runtime.h>
+
+#include "kernels.h"
 #ifdef FSDP_HAVE_NCCL
 #include <nccl.h>
 #endif
@@ -50,6 +105,11 @@ struct Device_s {
 #endif
   void *pinned;
   size_t pinned_bytes;
+  /* the optimizer's reductions: a flag (int) and a sum (double), in device memory */
+  struct Scratch {
+    double sum;
+    int flag;
+  } *scratch;
 };
 
 #define CHECK_CUDA(call, what)                                                                                   \
@@ -102,9 +162,11 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
     d->own_compute = e == cudaSuccess;
   }
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->comm, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&d->scratch, sizeof *d->scratch);
+  if (e == cudaSuccess) e = cudaMemset(d->scratch, 0, sizeof *d->scratch);
   if (e != cudaSuccess) {
     (void)DeviceDestroy_Private(&d);
-    CHECK_CUDA(e, "cudaStreamCreate");
+    CHECK_CUDA(e, "creating the device's streams and scratch");
   }
   *dev = d;
   return FSDP_SUCCESS;
@@ -124,6 +186,7 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
     (void)cudaFreeHost(d->pinned);
     FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
   }
+  if (d->scratch) (void)cudaFree(d->scratch);
   if (d->comm) (void)cudaStreamDestroy(d->comm);
   if (d->own_compute) (void)cudaStreamDestroy(d->compute);
   FSDPCall(FSDPFree(dev));
@@ -237,6 +300,57 @@ FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
 }
 
 void *DevicePinned_Private(Device d) { return d->pinned; }
+
+/* ------------------------------------------------------------------ the optimizer's passes */
+
+FSDPErrorCode DeviceScale_Private(Device d, FSDPDataType dtype, void *x, int64_t n, double factor, bool check)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelScale((int)dtype, x, n, factor, check ? &d->scratch->flag : NULL, d->compute),
+             "the scaling kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceSumSquares_Private(Device d, FSDPDataType dtype, const void *x, int64_t n)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelSumSquares((int)dtype, x, n, &d->scratch->sum, d->compute),
+             "the sum-of-squares kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceTakeReductions_Private(Device d, bool *nonfinite, double *sumsq)
+{
+  struct Scratch got;
+  CHECK_CUDA(cudaMemcpyAsync(&got, d->scratch, sizeof got, cudaMemcpyDeviceToHost, d->compute),
+             "cudaMemcpyAsync of the optimizer's reductions");
+  CHECK_CUDA(cudaMemsetAsync(d->scratch, 0, sizeof *d->scratch, d->compute), "cudaMemsetAsync");
+  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize");
+  if (nonfinite) *nonfinite = got.flag != 0;
+  if (sumsq) *sumsq = got.sum;
+  return FSDP_SUCCESS;
+}
+
+static FSDPKernelHyper kernel_hyper(const DeviceHyper *h)
+{
+  FSDPKernelHyper k = {h->lr, h->weight_decay, h->momentum, h->beta1, h->beta2, h->eps, h->step_size, h->bc2_sqrt,
+                       h->nesterov, h->first};
+  return k;
+}
+
+FSDPErrorCode DeviceSGD_Private(Device d, FSDPDataType dtype, void *p, const void *g, void *buf, int64_t n,
+                                const DeviceHyper *h)
+{
+  FSDPKernelHyper k = kernel_hyper(h);
+  CHECK_CUDA((cudaError_t)FSDPKernelSGD((int)dtype, p, g, buf, n, &k, d->compute), "the SGD kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceAdamW_Private(Device d, FSDPDataType dtype, void *p, const void *g, void *m, void *v, int64_t n,
+                                  const DeviceHyper *h)
+{
+  FSDPKernelHyper k = kernel_hyper(h);
+  CHECK_CUDA((cudaError_t)FSDPKernelAdamW((int)dtype, p, g, m, v, n, &k, d->compute), "the AdamW kernel");
+  return FSDP_SUCCESS;
+}
 
 /* ------------------------------------------------------------------ the communication stream */
 

@@ -63,6 +63,23 @@ FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDP
 FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from, const void *src,
                                        int64_t n, double divisor, bool assign);
 
+/* The optimizer's passes over shard segments on a GPU (cuda.c; the host
+   loops are optimizer.c's).  x *= factor, remembering with `check` whether
+   a result is not finite; x^2 added to a running sum; both read (and reset)
+   by DeviceTakeReductions_Private, which waits for the compute stream. */
+FSDPErrorCode DeviceScale_Private(Device dev, FSDPDataType dtype, void *x, int64_t n, double factor, bool check);
+FSDPErrorCode DeviceSumSquares_Private(Device dev, FSDPDataType dtype, const void *x, int64_t n);
+FSDPErrorCode DeviceTakeReductions_Private(Device dev, bool *nonfinite, double *sumsq);
+/* One SGD or AdamW update of a segment (buf, m, v may be NULL as on the host). */
+typedef struct {
+  double lr, weight_decay, momentum, beta1, beta2, eps, step_size, bc2_sqrt;
+  bool nesterov, first;
+} DeviceHyper;
+FSDPErrorCode DeviceSGD_Private(Device dev, FSDPDataType dtype, void *p, const void *g, void *buf, int64_t n,
+                                const DeviceHyper *h);
+FSDPErrorCode DeviceAdamW_Private(Device dev, FSDPDataType dtype, void *p, const void *g, void *m, void *v, int64_t n,
+                                  const DeviceHyper *h);
+
 /* ------------------------------------------------------------------ the communication stream (cuda.c, for stream.c) */
 
 /* Events mark points on the streams; each slot of the stream has its own. */

@@ -94,3 +94,103 @@ extern "C" int FSDPKernelAccumulate(int to, void *dst, int from, const void *src
   else return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
+
+/* ------------------------------------------------------------------ the optimizer
+   The same formulas, in the same types and order, as optimizer.c's loops;
+   nvcc builds this file without FMA contraction (-fmad=false), so the device
+   rounds each operation as the host does. */
+
+template <typename T> __device__ bool is_finite_value(T x) { return fabs((double)x) <= (sizeof(T) == 8 ? 1.7976931348623157e308 : 3.4028234663852886e38); }
+
+template <typename T> __global__ void scale_k(T *x, int64_t n, T factor, int *flag)
+{
+  int bad = 0;
+  GRID_STRIDE(i, n)
+  {
+    x[i] *= factor;
+    bad |= !is_finite_value(x[i]);
+  }
+  if (flag && bad) atomicOr(flag, 1);
+}
+
+template <typename T> __global__ void sumsq_k(const T *x, int64_t n, double *sum)
+{
+  __shared__ double part[THREADS];
+  double s = 0;
+  GRID_STRIDE(i, n) s += (double)x[i] * x[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = THREADS / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, part[0]);
+}
+
+template <typename T> __global__ void sgd_k(T *p, const T *g, T *buf, int64_t n, FSDPKernelHyper h)
+{
+  const T wd = (T)h.weight_decay, mom = (T)h.momentum, rate = (T)h.lr;
+  GRID_STRIDE(i, n)
+  {
+    T d = g[i];
+    if (wd != 0) d += wd * p[i];
+    if (buf) {
+      buf[i] = h.first ? d : mom * buf[i] + d;
+      d = h.nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] -= rate * d;
+  }
+}
+
+template <typename T> __global__ void adamw_k(T *p, const T *g, T *m, T *v, int64_t n, FSDPKernelHyper h)
+{
+  const T decay = (T)(1.0 - h.lr * h.weight_decay), b1 = (T)h.beta1, b2 = (T)h.beta2, eps = (T)h.eps;
+  const T step_size = (T)h.step_size, bc2_sqrt = (T)h.bc2_sqrt;
+  GRID_STRIDE(i, n)
+  {
+    p[i] *= decay;
+    m[i] += (1 - b1) * (g[i] - m[i]);
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    /* As in C, sqrt is of a double, and the rest of the line follows it. */
+    p[i] -= step_size * m[i] / (sqrt((double)v[i]) / bc2_sqrt + eps);
+  }
+}
+
+extern "C" int FSDPKernelScale(int dtype, void *x, int64_t n, double factor, int *flag, void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (dtype == T_F64) scale_k<double><<<blocks_for(n), THREADS, 0, s>>>((double *)x, n, factor, flag);
+  else scale_k<float><<<blocks_for(n), THREADS, 0, s>>>((float *)x, n, (float)factor, flag);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelSumSquares(int dtype, const void *x, int64_t n, double *sum, void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (dtype == T_F64) sumsq_k<double><<<blocks_for(n), THREADS, 0, s>>>((const double *)x, n, sum);
+  else sumsq_k<float><<<blocks_for(n), THREADS, 0, s>>>((const float *)x, n, sum);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelSGD(int dtype, void *p, const void *g, void *buf, int64_t n, const FSDPKernelHyper *h,
+                             void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (dtype == T_F64) sgd_k<double><<<blocks_for(n), THREADS, 0, s>>>((double *)p, (const double *)g, (double *)buf, n, *h);
+  else sgd_k<float><<<blocks_for(n), THREADS, 0, s>>>((float *)p, (const float *)g, (float *)buf, n, *h);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n,
+                               const FSDPKernelHyper *h, void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n <= 0) return cudaSuccess;
+  if (dtype == T_F64)
+    adamw_k<double><<<blocks_for(n), THREADS, 0, s>>>((double *)p, (const double *)g, (double *)m, (double *)v, n, *h);
+  else adamw_k<float><<<blocks_for(n), THREADS, 0, s>>>((float *)p, (const float *)g, (float *)m, (float *)v, n, *h);
+  return cudaGetLastError();
+}

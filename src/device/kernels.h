@@ -17,6 +17,20 @@ int FSDPKernelConvert(int to, void *dst, int from, const void *src, int64_t n, d
 int FSDPKernelAccumulate(int to, void *dst, int from, const void *src, int64_t n, double divisor, int assign,
                          void *stream);
 
+/* The optimizer on shards (optimizer.c has the host loops and the formulas).
+   x *= factor; *flag (device memory) set to 1 if a result is not finite. */
+int FSDPKernelScale(int dtype, void *x, int64_t n, double factor, int *flag, void *stream);
+/* *sum (device memory, a double) += the sum of x[i]^2. */
+int FSDPKernelSumSquares(int dtype, const void *x, int64_t n, double *sum, void *stream);
+typedef struct {
+  double lr, weight_decay, momentum, beta1, beta2, eps;
+  double step_size, bc2_sqrt; /* AdamW's bias corrections, from the host */
+  int nesterov, first;        /* SGD: the first step sets the momentum buffer */
+} FSDPKernelHyper;
+int FSDPKernelSGD(int dtype, void *p, const void *g, void *buf, int64_t n, const FSDPKernelHyper *h, void *stream);
+int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n, const FSDPKernelHyper *h,
+                    void *stream);
+
 #ifdef __cplusplus
 }
 #endif

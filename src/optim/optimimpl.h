@@ -15,6 +15,7 @@ typedef struct {
   int nsegments, capacity;
   int64_t numel;  /* trainable elements in the shard */
   void *state[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
+  size_t state_bytes; /* of each */
 } OptUnit;
 
 struct FSDPOptimizer_s {
@@ -36,6 +37,7 @@ struct FSDPOptimizer_s {
   int64_t trainable_changes; /* the context's count at SetUp */
   OptUnit *units;
   int nunits;
+  Device dev; /* the context's at SetUp: the state is freed there, even after the context */
   int nstates;
   int64_t state_numel;
 };

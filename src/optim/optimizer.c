@@ -295,7 +295,6 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   ctx = opt->ctx;
   FSDPCheck(ctx->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPOptimizerSetUp: the context is not set up: call FSDPContextSetUp (or FSDPModelSetUp) first");
-  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPOptimizer"));
   FSDPCheck(opt->schedule != FSDP_LR_COSINE || opt->total > opt->warmup, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
             (long long)opt->total, (long long)opt->warmup);
@@ -303,12 +302,14 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;
   FSDPCall(FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
   opt->nunits = ctx->nunits;
+  opt->dev = ctx->dev;
   for (int u = 0; u < ctx->nunits; u++) {
     OptUnit *ou = &opt->units[u];
     ou->unit = ctx->units[u];
     FSDPCall(build_segments(ou));
+    ou->state_bytes = (size_t)ou->numel * FSDPDataTypeSize(ou->unit->dtype);
     for (int s = 0; s < opt->nstates; s++)
-      FSDPCall(FSDPCalloc((size_t)ou->numel, FSDPDataTypeSize(ou->unit->dtype), FSDP_MEM_OPTIM_STATE, &ou->state[s]));
+      FSDPCall(DeviceCalloc_Private(ctx->dev, ou->state_bytes, FSDP_MEM_OPTIM_STATE, &ou->state[s]));
     opt->state_numel += (int64_t)opt->nstates * ou->numel;
   }
   opt->trainable_changes = ctx->trainable_changes;
@@ -333,11 +334,27 @@ static double current_lr(const FSDPOptimizer opt)
    over all ranks (every shard group and replica) whether any is an inf or a
    NaN: once between two steps (PyTorch's unscale_), however often clipping
    and stepping ask.  Collective. */
+static void *at_elem(const OptUnit *ou, void *base, int64_t i)
+{
+  return (char *)base + (size_t)i * FSDPDataTypeSize(ou->unit->dtype);
+}
+
 static FSDPErrorCode unscale(FSDPOptimizer opt)
 {
   FSDPContext ctx = opt->ctx;
   int bad = 0;
   if (!opt->scaler || opt->unscaled) return FSDP_SUCCESS;
+  if (ctx->dev) {
+    bool nonfinite;
+    for (int u = 0; u < opt->nunits; u++) {
+      OptUnit *ou = &opt->units[u];
+      for (int s = 0; s < ou->nsegments; s++)
+        FSDPCall(DeviceScale_Private(ctx->dev, ou->unit->dtype, at_elem(ou, ou->unit->grad_shard, ou->segments[s].offset),
+                                     ou->segments[s].numel, 1.0 / opt->scale, true));
+    }
+    FSDPCall(DeviceTakeReductions_Private(ctx->dev, &nonfinite, NULL));
+    bad = nonfinite;
+  } else
   for (int u = 0; u < opt->nunits; u++) {
     OptUnit *ou = &opt->units[u];
     for (int s = 0; s < ou->nsegments; s++) {
@@ -391,7 +408,16 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
   FSDPCall(FSDPContextFinishBackward(ctx)); /* the gradient shards must be final */
   FSDPCall(unscale(opt));                   /* clipping sees true gradients */
   /* The first replica speaks for its shard: replicas hold the same one. */
-  if (ctx->replica_index == 0)
+  if (ctx->replica_index == 0 && ctx->dev) {
+    for (int u = 0; u < opt->nunits; u++) {
+      OptUnit *ou = &opt->units[u];
+      for (int s = 0; s < ou->nsegments; s++)
+        FSDPCall(DeviceSumSquares_Private(ctx->dev, ou->unit->dtype,
+                                          at_elem(ou, ou->unit->grad_shard, ou->segments[s].offset),
+                                          ou->segments[s].numel));
+    }
+    FSDPCall(DeviceTakeReductions_Private(ctx->dev, NULL, &sumsq));
+  } else if (ctx->replica_index == 0)
     for (int u = 0; u < opt->nunits; u++) {
       OptUnit *ou = &opt->units[u];
       for (int s = 0; s < ou->nsegments; s++) {
@@ -415,7 +441,8 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
     OptUnit *ou = &opt->units[u];
     for (int s = 0; s < ou->nsegments; s++) {
       int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
-      if (ou->unit->dtype == FSDP_FLOAT64) {
+      if (ctx->dev) FSDPCall(DeviceScale_Private(ctx->dev, ou->unit->dtype, at_elem(ou, ou->unit->grad_shard, off), n, coef, false));
+      else if (ou->unit->dtype == FSDP_FLOAT64) {
         double *g = (double *)ou->unit->grad_shard + off;
         for (int64_t i = 0; i < n; i++) g[i] *= coef;
       } else {
@@ -466,6 +493,29 @@ DEFINE_SGD(double, f64)
 DEFINE_ADAMW(float, f32)
 DEFINE_ADAMW(double, f64)
 
+/* The same update on a GPU: one kernel per segment, the bias corrections
+   computed here as the host loops compute them. */
+static FSDPErrorCode device_update(FSDPOptimizer o, OptUnit *ou, double lr, int64_t off, int64_t packed, int64_t n)
+{
+  Device dev = o->ctx->dev;
+  double t = (double)(o->step + 1);
+  DeviceHyper h = {.lr = lr,
+                   .weight_decay = o->weight_decay,
+                   .momentum = o->momentum,
+                   .beta1 = o->beta1,
+                   .beta2 = o->beta2,
+                   .eps = o->eps,
+                   .step_size = lr / (1.0 - pow(o->beta1, t)),
+                   .bc2_sqrt = sqrt(1.0 - pow(o->beta2, t)),
+                   .nesterov = o->nesterov,
+                   .first = o->step == 0};
+  void *p = at_elem(ou, ou->unit->shard, off), *g = at_elem(ou, ou->unit->grad_shard, off);
+  void *s0 = ou->state[0] ? at_elem(ou, ou->state[0], packed) : NULL;
+  void *s1 = ou->state[1] ? at_elem(ou, ou->state[1], packed) : NULL;
+  if (o->type == FSDP_OPTIMIZER_ADAMW) return DeviceAdamW_Private(dev, ou->unit->dtype, p, g, s0, s1, n, &h);
+  return DeviceSGD_Private(dev, ou->unit->dtype, p, g, s0, n, &h);
+}
+
 FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
 {
   double lr;
@@ -489,7 +539,8 @@ FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
     bool f64 = ou->unit->dtype == FSDP_FLOAT64;
     for (int s = 0; s < ou->nsegments; s++) {
       int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
-      if (f64) {
+      if (opt->ctx->dev) FSDPCall(device_update(opt, ou, lr, off, packed, n));
+      else if (f64) {
         double *p = (double *)ou->unit->shard + off, *g = (double *)ou->unit->grad_shard + off;
         double *s0 = ou->state[0] ? (double *)ou->state[0] + packed : NULL;
         double *s1 = ou->state[1] ? (double *)ou->state[1] + packed : NULL;
@@ -585,8 +636,8 @@ FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt)
   if (!o) return FSDP_SUCCESS;
   for (int u = 0; u < o->nunits; u++) {
     FSDPCall(FSDPFree(&o->units[u].segments));
-    FSDPCall(FSDPFree(&o->units[u].state[0]));
-    FSDPCall(FSDPFree(&o->units[u].state[1]));
+    for (int s = 0; s < 2; s++)
+      FSDPCall(DeviceFree_Private(o->dev, &o->units[u].state[s], o->units[u].state_bytes, FSDP_MEM_OPTIM_STATE));
   }
   FSDPCall(FSDPFree(&o->units));
   FSDPCall(FSDPFree(opt));
