@@ -29,6 +29,7 @@ typedef struct {
   uint64_t ticket;
   void *ready, *staged, *landed; /* device events: the compute stream's point, staging out, the result in */
   DevPhase phase;
+  size_t send_off, in_bytes; /* device MPI: where the send block sits in the staging, the bytes coming back */
   bool queued;  /* submitted and not retired (waited for) */
   bool started; /* nonblocking: the MPI_I* call is made */
   bool done;
@@ -267,13 +268,13 @@ static FSDPErrorCode dev_progress(CommStream s)
     }
     /* MPI: one at a time through the staging, in submission order. */
     if (sl->phase == DEV_QUEUED) {
-      size_t out_off, out_bytes, in_bytes, send_off;
+      size_t out_off, out_bytes;
       const void *out_src;
       int rank, size;
       if (s->mpi_active) continue;
       MPI_Comm_rank(sl->op.comm, &rank);
       MPI_Comm_size(sl->op.comm, &size);
-      mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
+      mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &sl->in_bytes, &sl->send_off);
       s->mpi_active = t;
       sl->start = FSDPTime_Private();
       /* CUDA-aware: only the wait for the compute stream's point. */
@@ -285,17 +286,8 @@ static FSDPErrorCode dev_progress(CommStream s)
     if (sl->phase == DEV_STAGING) {
       FSDPCall(DeviceEventDone_Private(sl->staged, &passed));
       if (!passed) continue;
-      if (sl->op.cuda_aware) {
-        sl->mpierr = start_nonblocking(&sl->op, &sl->request);
-      } else {
-        size_t out_off, out_bytes, in_bytes, send_off;
-        const void *out_src;
-        int rank, size;
-        MPI_Comm_rank(sl->op.comm, &rank);
-        MPI_Comm_size(sl->op.comm, &size);
-        mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
-        sl->mpierr = start_mpi(&sl->op, DevicePinned_Private(s->dev), send_off, &sl->request);
-      }
+      if (sl->op.cuda_aware) sl->mpierr = start_nonblocking(&sl->op, &sl->request);
+      else sl->mpierr = start_mpi(&sl->op, DevicePinned_Private(s->dev), sl->send_off, &sl->request);
       if (sl->mpierr) {
         dev_finish(s, sl, sl->mpierr);
         continue;
@@ -313,15 +305,7 @@ static FSDPErrorCode dev_progress(CommStream s)
         dev_finish(s, sl, MPI_SUCCESS);
         continue;
       }
-      {
-        size_t out_off, out_bytes, in_bytes, send_off;
-        const void *out_src;
-        int rank, size;
-        MPI_Comm_rank(sl->op.comm, &rank);
-        MPI_Comm_size(sl->op.comm, &size);
-        mpi_layout(&sl->op, rank, size, &out_off, &out_src, &out_bytes, &in_bytes, &send_off);
-        FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.recv, DevicePinned_Private(s->dev), in_bytes, NULL, sl->landed));
-      }
+      FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.recv, DevicePinned_Private(s->dev), sl->in_bytes, NULL, sl->landed));
       sl->phase = DEV_LANDING;
     }
     if (sl->phase == DEV_LANDING) {

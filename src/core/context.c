@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "coreimpl.h"
+#ifdef HAVE_MPI_EXT_H
+#include <mpi-ext.h> /* Open MPI's MPIX_Query_cuda_support */
+#endif
 
 static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid", "hybrid_zero2", NULL};
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
@@ -651,11 +654,12 @@ static FSDPErrorCode start_device(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
-/* Whether MPI takes device pointers: the user's word, else MPICH's and Open
-   MPI's own (MPIX_Query_cuda_support), else no. */
+/* Whether MPI takes device pointers: the user's word, else MPI's own
+   (MPIX_Query_cuda_support: in mpi.h with MPICH, mpi-ext.h with Open MPI;
+   found by configure), else no. */
 static bool mpi_is_cuda_aware(void)
 {
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#ifdef HAVE_MPIX_QUERY_CUDA_SUPPORT
   return MPIX_Query_cuda_support() == 1;
 #else
   return false;
@@ -670,7 +674,7 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
   int shard_rank;
   bool replicate = ctx->replicate_engine == FSDP_REPLICATE_ENGINE_NCCL;
   if (!ctx->cuda_aware_set) ctx->cuda_aware = mpi_is_cuda_aware();
-  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->stream_shard_comm, ctx->stream_replicate_comm, replicate,
+  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->comm, ctx->shard_comm, ctx->replicate_comm, replicate,
                                    ctx->fallback, sizeof ctx->fallback));
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &shard_rank));
   if (ctx->fallback[0] && shard_rank == 0) {
@@ -719,7 +723,6 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
       fprintf(stderr, "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
               "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
-  if (ctx->dev) FSDPCall(start_device_comm(ctx));
   FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, ctx->dev, &ctx->stream));
   return FSDP_SUCCESS;
 }
@@ -746,6 +749,8 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_engine(ctx)));
+  /* Collective inside: only once every rank has its engine. */
+  if (ctx->dev) FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device_comm(ctx)));
   FSDPCall(initialize(ctx));
   ctx->setup = true;
   if (ctx->sync_params) FSDPCall(FSDPContextBroadcastParams(ctx));

@@ -47,10 +47,10 @@ void *DeviceNCCL_Private(Device dev, bool shard)
 /* Without CUDA no Device exists (DeviceCreate_Private fails), so nothing
    calls these; they are here for the linker. */
 #define UNREACHABLE(name)                                                                                          FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
-FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
-                                      char *why, size_t len)
+FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
+                                      bool replicate_nccl, char *why, size_t len)
 {
-  (void)dev, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)why, (void)len;
+  (void)dev, (void)comm, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)why, (void)len;
   UNREACHABLE(__func__);
 }
 FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes)
@@ -156,9 +156,11 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
     snprintf(d->busid, sizeof d->busid, "?");
   }
   snprintf(d->desc, sizeof d->desc, "GPU %d (%s, %s)", ordinal, d->busid, prop.name);
+  /* A stream of its own synchronizes with the legacy default stream, so
+     that kernels launched without a stream are ordered with the runtime's. */
   if (stream) d->compute = (cudaStream_t)stream;
   else {
-    e = cudaStreamCreateWithFlags(&d->compute, cudaStreamNonBlocking);
+    e = cudaStreamCreate(&d->compute);
     d->own_compute = e == cudaSuccess;
   }
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d->comm, cudaStreamNonBlocking);
@@ -197,6 +199,7 @@ const char *DeviceDescribe_Private(Device dev) { return dev ? dev->desc : "the h
 int DeviceOrdinal_Private(Device dev) { return dev ? dev->ordinal : -1; }
 void *DeviceStream_Private(Device dev) { return dev ? (void *)dev->compute : NULL; }
 
+#ifdef FSDP_HAVE_NCCL
 /* Whether two ranks of comm use the same GPU (same node name, same bus id);
    if so, which, in why. */
 static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool *shared, char *why, size_t len)
@@ -227,22 +230,31 @@ static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool
   return FSDP_SUCCESS;
 }
 
-#ifdef FSDP_HAVE_NCCL
+/* The unique id travels with rank 0's status, so that a failure there
+   stops every rank instead of leaving them in the broadcast.  A rank whose
+   ncclCommInitRank fails still leaves its peers inside theirs: NCCL's
+   blocking init gives no way out (the watchdog does not cover SetUp). */
 static FSDPErrorCode nccl_comm(MPI_Comm comm, ncclComm_t *nccl)
 {
-  ncclUniqueId id;
+  struct {
+    ncclUniqueId id;
+    int status;
+  } root;
   int rank, size;
   FSDPCallMPI(MPI_Comm_rank(comm, &rank));
   FSDPCallMPI(MPI_Comm_size(comm, &size));
-  if (rank == 0) CHECK_NCCL(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  FSDPCallMPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm));
-  CHECK_NCCL(ncclCommInitRank(nccl, size, id, rank), "ncclCommInitRank");
+  memset(&root, 0, sizeof root);
+  if (rank == 0) root.status = (int)ncclGetUniqueId(&root.id);
+  FSDPCallMPI(MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, comm));
+  FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the group: %s",
+            ncclGetErrorString((ncclResult_t)root.status));
+  CHECK_NCCL(ncclCommInitRank(nccl, size, root.id, rank), "ncclCommInitRank");
   return FSDP_SUCCESS;
 }
 #endif
 
-FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
-                                      char *why, size_t len)
+FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
+                                      bool replicate_nccl, char *why, size_t len)
 {
   bool shared = false;
   int fsize, rsize;
@@ -254,13 +266,17 @@ FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm shard_comm, MPI_Comm re
     FSDPCall(shares_gpu(d, shard_comm, "shard", &shared, why, len));
     if (!shared) FSDPCall(nccl_comm(shard_comm, &d->nccl_shard));
   }
-  /* A shard group on MPI keeps the replicas on MPI too: the stream orders
-     NCCL work after MPI work only through the host. */
-  if (replicate_nccl && rsize > 1 && !shared) {
-    FSDPCall(shares_gpu(d, replicate_comm, "replicate", &shared, why, len));
-    if (!shared) FSDPCall(nccl_comm(replicate_comm, &d->nccl_replicate));
+  if (replicate_nccl && rsize > 1) {
+    /* A replicate group spans shard groups: all of them decide together.
+       Any shard group on MPI keeps the replicas on MPI: a NCCL all-reduce
+       chained after an MPI reduce-scatter would not wait for it. */
+    int any = shared;
+    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, comm));
+    if (!any) FSDPCall(shares_gpu(d, replicate_comm, "replicate", &shared, why, len));
+    if (!any && !shared) FSDPCall(nccl_comm(replicate_comm, &d->nccl_replicate));
   }
 #else
+  (void)comm;
   (void)replicate_nccl;
   if (fsize > 1) snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
   (void)shared;

@@ -160,7 +160,9 @@ FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDP
 #endif
     return FSDP_SUCCESS;
   }
-  if (scale == 1) return FSDPDataTypeConvert(to, dst, from, src, n);
+  /* In place goes through the stack below even unscaled: fp32 and 16-bit
+     pointers into one buffer must not alias in the conversion loops. */
+  if (scale == 1 && dst != src) return FSDPDataTypeConvert(to, dst, from, src, n);
   FSDPCheck(from == FSDP_FLOAT32 && is16(to), MPI_COMM_SELF, FSDP_ERR_INTERNAL, "DeviceConvert: scaled %s to %s",
             FSDPDataTypeName(from), FSDPDataTypeName(to));
   {
@@ -190,20 +192,20 @@ FSDP_EW_VECTORIZE FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataTyp
     return FSDP_SUCCESS;
   }
   /* A division, not a multiplication by 1/divisor: an average of exactly
-     representable values is exact. */
+     representable values is exact.  Assigned, not added to 0: -0 stays -0. */
   if (to == FSDP_FLOAT64) {
     double *d = dst;
     const double *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + s[i] / divisor;
+    for (int64_t i = 0; i < n; i++) d[i] = assign ? s[i] / divisor : d[i] + s[i] / divisor;
   } else if (to == from) {
     float *d = dst, w = (float)divisor;
     const float *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + s[i] / w;
+    for (int64_t i = 0; i < n; i++) d[i] = assign ? s[i] / w : d[i] + s[i] / w;
   } else {
     float *d = dst, w = (float)divisor;
     const uint16_t *s = src;
     int bf16 = from == FSDP_BFLOAT16;
-    for (int64_t i = 0; i < n; i++) d[i] = (assign ? 0 : d[i]) + fsdp_widen16(s[i], bf16) / w;
+    for (int64_t i = 0; i < n; i++) d[i] = assign ? fsdp_widen16(s[i], bf16) / w : d[i] + fsdp_widen16(s[i], bf16) / w;
   }
   return FSDP_SUCCESS;
 }

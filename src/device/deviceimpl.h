@@ -27,8 +27,8 @@ int DeviceOrdinal_Private(Device dev);
 /* Collective on comm: NCCL communicators for the shard group (and the
    replicate group when `replicate_nccl`).  A group in which two ranks share a
    GPU gets none (NCCL refuses that); *why then says so, for the warning. */
-FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
-                                      char *why, size_t len);
+FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
+                                      bool replicate_nccl, char *why, size_t len);
 /* The NCCL communicator of the shard or the replicate group, or NULL: MPI
    with host staging (or device pointers, with `cuda_aware`). */
 void *DeviceNCCL_Private(Device dev, bool shard);

@@ -25,8 +25,13 @@ __global__ void narrow16(uint16_t *dst, const float *src, int64_t n, float scale
 }
 
 /* In place: element i's two bytes overlap the float that element i/2 reads.
-   One block converts a chunk into registers, synchronizes, then writes it:
-   the writes of chunk k end before chunk k+1's floats begin. */
+   The first IN_PLACE_FIRST elements: one block converts a chunk into
+   registers, synchronizes, then writes it, so the writes of chunk k end
+   before chunk k+1's floats begin.  Then [B 2^k, B 2^(k+1)) in one parallel
+   launch each: its writes land on floats [B 2^(k-1), B 2^k), which earlier
+   launches on the stream have read, and it reads no float it writes. */
+static const int64_t IN_PLACE_FIRST = 1024;
+
 __global__ void narrow16_in_place(void *buf, int64_t n, float scale, int bf16)
 {
   const float *src = (const float *)buf;
@@ -54,12 +59,12 @@ template <typename To, typename From> __global__ void cast(To *dst, const From *
    representable values stay exact, as on the host. */
 template <typename T> __global__ void accumulate(T *dst, const T *src, int64_t n, T divisor, int assign)
 {
-  GRID_STRIDE(i, n) dst[i] = (assign ? (T)0 : dst[i]) + src[i] / divisor;
+  GRID_STRIDE(i, n) dst[i] = assign ? src[i] / divisor : dst[i] + src[i] / divisor;
 }
 
 __global__ void accumulate16(float *dst, const uint16_t *src, int64_t n, float divisor, int assign, int bf16)
 {
-  GRID_STRIDE(i, n) dst[i] = (assign ? 0.0f : dst[i]) + fsdp_widen16(src[i], bf16) / divisor;
+  GRID_STRIDE(i, n) dst[i] = assign ? fsdp_widen16(src[i], bf16) / divisor : dst[i] + fsdp_widen16(src[i], bf16) / divisor;
 }
 
 extern "C" int FSDPKernelConvert(int to, void *dst, int from, const void *src, int64_t n, double scale, void *stream)
@@ -67,8 +72,15 @@ extern "C" int FSDPKernelConvert(int to, void *dst, int from, const void *src, i
   cudaStream_t s = (cudaStream_t)stream;
   if (n <= 0) return cudaSuccess;
   if (from == T_F32 && (to == T_BF16 || to == T_F16)) {
-    if (dst == src) narrow16_in_place<<<1, 1024, 0, s>>>(dst, n, (float)scale, to == T_BF16);
-    else narrow16<<<blocks_for(n), THREADS, 0, s>>>((uint16_t *)dst, (const float *)src, n, (float)scale, to == T_BF16);
+    if (dst == src) {
+      int64_t first = n < IN_PLACE_FIRST ? n : IN_PLACE_FIRST;
+      narrow16_in_place<<<1, (unsigned)IN_PLACE_FIRST, 0, s>>>(dst, first, (float)scale, to == T_BF16);
+      for (int64_t lo = first; lo < n; lo *= 2) {
+        int64_t hi = 2 * lo < n ? 2 * lo : n;
+        narrow16<<<blocks_for(hi - lo), THREADS, 0, s>>>((uint16_t *)dst + lo, (const float *)src + lo, hi - lo,
+                                                         (float)scale, to == T_BF16);
+      }
+    } else narrow16<<<blocks_for(n), THREADS, 0, s>>>((uint16_t *)dst, (const float *)src, n, (float)scale, to == T_BF16);
   } else if (to == T_F32 && (from == T_BF16 || from == T_F16))
     widen16<<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const uint16_t *)src, n, (float)scale, from == T_BF16);
   else if (to == T_F64 && from == T_F32)
