@@ -117,13 +117,12 @@ static void upload(void *dev, const void *host, size_t bytes)
 /* A gradient whose sums over the ranks and their averages are exact. */
 static float grad_value(int u, int64_t i) { return (float)((rank + 1) * ((int)((i * 7 + u) % 17) - 8)) * 0x1p-4f; }
 
-static void compare(const char *what, const char *unit, const void *host, const void *dev, size_t bytes,
-                    const char *config)
+static void compare(const char *what, int unit, const void *host, const void *dev, size_t bytes, const char *config)
 {
   unsigned char *copy = malloc(bytes ? bytes : 1);
   download(copy, dev, bytes);
   for (size_t b = 0; b < bytes; b++)
-    TEST_ASSERT(copy[b] == ((const unsigned char *)host)[b], "%s: %s of unit %s differs at byte %zu: device %02x, host %02x",
+    TEST_ASSERT(copy[b] == ((const unsigned char *)host)[b], "%s: %s of unit u%d differs at byte %zu: device %02x, host %02x",
                 config, what, unit, b, copy[b], ((const unsigned char *)host)[b]);
   free(copy);
 }
@@ -217,7 +216,7 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
       TEST_OK(FlatParamGetViewDataType(du[u], &vt));
       TEST_OK(FlatParamGetParam(hu[u], 0, &hv));
       TEST_OK(FlatParamGetParam(du[u], 0, &dv));
-      compare("the unsharded parameters", "", hv, dv, (size_t)unit_sizes[u] * FSDPDataTypeSize(vt), config);
+      compare("the unsharded parameters", u, hv, dv, (size_t)unit_sizes[u] * FSDPDataTypeSize(vt), config);
       TEST_OK(FlatParamReshard(hu[u]));
       TEST_OK(FlatParamReshard(du[u]));
     }
@@ -245,7 +244,7 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
       int64_t n;
       TEST_OK(FlatParamGetGradShard(hu[u], &hs, &n));
       TEST_OK(FlatParamGetGradShard(du[u], &ds, NULL));
-      compare("the gradient shard", "", hs, ds, (size_t)n * sizeof(float), config);
+      compare("the gradient shard", u, hs, ds, (size_t)n * sizeof(float), config);
     }
   }
   /* The optimizer on the shards, from these gradients (scaled by 4 when the scaler is on: still exact). */

@@ -112,13 +112,6 @@ struct Device_s {
   } *scratch;
 };
 
-#define CHECK_CUDA(call, what)                                                                                   \
-  do {                                                                                                           \
-    cudaError_t e_ = (call);                                                                                     \
-    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
-              cudaGetErrorName(e_));                                                                             \
-  } while (0)
-
 #ifdef FSDP_HAVE_NCCL
 #define CHECK_NCCL(call, what)                                                                                   \
   do {                                                                                                           \

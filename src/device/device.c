@@ -11,13 +11,6 @@
 
 #include "kernels.h"
 
-
-#define CHECK_CUDA(call, what)                                                                                   \
-  do {                                                                                                           \
-    cudaError_t e_ = (cudaError_t)(call);                                                                        \
-    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
-              cudaGetErrorName(e_));                                                                             \
-  } while (0)
 #endif
 
 /* ------------------------------------------------------------------ memory */
@@ -102,42 +95,33 @@ FSDPErrorCode DeviceCopy_Private(Device dev, void *dst, const void *src, size_t 
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size_t bytes)
+/* A copy across the host-device boundary, done when this returns: the host
+   side may be read or reused at once. */
+static FSDPErrorCode copy_across(Device dev, void *dst, const void *src, size_t bytes, bool to_host)
 {
-  if (!dev) return DeviceCopy_Private(dev, host, src, bytes);
+  if (!dev) return DeviceCopy_Private(dev, dst, src, bytes);
 #ifdef FSDP_HAVE_CUDA
   {
     cudaStream_t s = (cudaStream_t)DeviceStream_Private(dev);
     if (!bytes) return FSDP_SUCCESS;
-    CHECK_CUDA(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (device to host)");
-    CHECK_CUDA(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy to the host");
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s),
+               to_host ? "cudaMemcpyAsync (device to host)" : "cudaMemcpyAsync (host to device)");
+    CHECK_CUDA(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy across");
   }
+#else
+  (void)to_host;
 #endif
   return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size_t bytes)
+{
+  return copy_across(dev, host, src, bytes, true);
 }
 
 FSDPErrorCode DeviceFromHost_Private(Device dev, void *dst, const void *host, size_t bytes)
 {
-  if (!dev) return DeviceCopy_Private(dev, dst, host, bytes);
-#ifdef FSDP_HAVE_CUDA
-  {
-    cudaStream_t s = (cudaStream_t)DeviceStream_Private(dev);
-    if (!bytes) return FSDP_SUCCESS;
-    CHECK_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (host to device)");
-    /* The host buffer may be reused as soon as this returns. */
-    CHECK_CUDA(cudaStreamSynchronize(s), "cudaStreamSynchronize after a copy from the host");
-  }
-#endif
-  return FSDP_SUCCESS;
-}
-
-FSDPErrorCode DeviceSynchronize_Private(Device dev)
-{
-  if (!dev) return FSDP_SUCCESS;
-#ifdef FSDP_HAVE_CUDA
-  CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)DeviceStream_Private(dev)), "cudaStreamSynchronize");
-#endif
-  return FSDP_SUCCESS;
+  return copy_across(dev, dst, host, bytes, false);
 }
 
 /* ------------------------------------------------------------------ arithmetic */

@@ -13,6 +13,14 @@
 
 typedef struct Device_s *Device;
 
+/* A CUDA runtime call that must succeed (in files that include cuda_runtime.h). */
+#define CHECK_CUDA(call, what)                                                                                   \
+  do {                                                                                                           \
+    cudaError_t e_ = (cudaError_t)(call);                                                                        \
+    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
+              cudaGetErrorName(e_));                                                                             \
+  } while (0)
+
 /* ------------------------------------------------------------------ set-up (cuda.c) */
 
 /* Binds this rank to a GPU: the one at PCI bus id `busid` (the ShardGroup's
@@ -47,7 +55,6 @@ FSDPErrorCode DeviceCopy_Private(Device dev, void *dst, const void *src, size_t 
 /* Between device memory and the host; synchronous. */
 FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size_t bytes);
 FSDPErrorCode DeviceFromHost_Private(Device dev, void *dst, const void *host, size_t bytes);
-FSDPErrorCode DeviceSynchronize_Private(Device dev);
 /* The compute stream (a cudaStream_t), for the kernels' launches. */
 void *DeviceStream_Private(Device dev);
 
