@@ -333,15 +333,6 @@ FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPContextCheckHost_Private(FSDPContext ctx, const char *what)
-{
-  FSDPCheck(ctx->device == FSDP_DEVICE_HOST, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-            "%s works on host memory only so far, but the context's buffers are on %s (-fsdp_device %s): see "
-            "doc/cuda.md for what the CUDA backend covers",
-            what, DeviceDescribe_Private(ctx->dev), device_names[ctx->device]);
-  return FSDP_SUCCESS;
-}
-
 FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
   int choice;

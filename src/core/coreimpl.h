@@ -157,7 +157,5 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor);
 /* Initialization at SetUp: the unit materialized on this rank, or shard by shard. */
 FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, void *user);
 FSDPErrorCode FlatParamInitShard_Private(FlatParam unit, FSDPShardInitFn init, void *user);
-/* Refuses, on a GPU context, what works on host memory only so far. */
-FSDPErrorCode FSDPContextCheckHost_Private(FSDPContext ctx, const char *what);
 
 #endif

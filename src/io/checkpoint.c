@@ -450,6 +450,44 @@ static FSDPErrorCode pause_for_test(FSDPContext ctx, const char *tmp)
   return FSDP_SUCCESS;
 }
 
+/* What a save reads of one unit: its shard and optimizer state, or, on a
+   GPU, host copies of them (HDF5 reads host memory). */
+typedef struct {
+  void *shard, *state[2];
+  size_t bytes; /* of the host copy; 0: the unit's own memory */
+} Source;
+
+static FSDPErrorCode sources_free(FSDPContext ctx, Source **src)
+{
+  for (int u = 0; *src && u < ctx->nunits; u++)
+    if ((*src)[u].bytes) FSDPCall(FSDPFree(&(*src)[u].shard));
+  FSDPCall(FSDPFree(src));
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode sources_get(FSDPContext ctx, FSDPOptimizer opt, Source **src)
+{
+  int nstates = opt ? opt->nstates : 0;
+  FSDPCall(FSDPCalloc((size_t)(ctx->nunits ? ctx->nunits : 1), sizeof **src, FSDP_MEM_OTHER, src));
+  for (int u = 0; u < ctx->nunits; u++) {
+    FlatParam unit = ctx->units[u];
+    Source *s = &(*src)[u];
+    size_t shard_bytes = (size_t)unit->shard_numel * FSDPDataTypeSize(unit->dtype), state_bytes = 0;
+    s->shard = unit->shard;
+    for (int k = 0; k < nstates; k++) s->state[k] = opt->units[u].state[k];
+    if (!ctx->dev) continue;
+    if (nstates) state_bytes = opt->units[u].state_bytes;
+    FSDPCall(FSDPMalloc(shard_bytes + (size_t)nstates * state_bytes + 1, FSDP_MEM_COMM_STAGING, &s->shard));
+    s->bytes = shard_bytes + (size_t)nstates * state_bytes + 1; /* from here on, s->shard is ours to free */
+    FSDPCall(DeviceToHost_Private(ctx->dev, s->shard, unit->shard, shard_bytes));
+    for (int k = 0; k < nstates; k++) {
+      s->state[k] = (char *)s->shard + shard_bytes + (size_t)k * state_bytes;
+      FSDPCall(DeviceToHost_Private(ctx->dev, s->state[k], opt->units[u].state[k], state_bytes));
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
 /* Writes every dataset: each rank its own pieces, with one collective
    H5Dwrite per dataset, and their checksums, combined beforehand. */
 static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp,
@@ -458,6 +496,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   const char *names[2] = {NULL, NULL};
   uint32_t *crc = NULL;
   Piece *pieces = NULL;
+  Source *src = NULL;
   int maxp = 1, nstates = opt ? opt->nstates : 0;
   hid_t dxpl = -1, dcpl = -1;
   FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS;
@@ -466,16 +505,18 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
   FSDPCall(FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *crc, FSDP_MEM_OTHER, &crc));
   FSDPCall(FSDPMalloc((size_t)maxp * sizeof *pieces, FSDP_MEM_OTHER, &pieces));
+  ierr = FSDPErrorAgree_Private(ctx->comm, sources_get(ctx, opt, &src));
 
   /* The checksums first, from memory: one reduction for the whole file. */
-  for (int k = 0; k < nitems; k++) {
+  for (int k = 0; k < nitems && !ierr; k++) {
     const Item *it = &items[k];
-    void *state = it->state >= 0 ? opt->units[it->unit->index].state[it->state] : NULL;
+    const Source *s = &src[it->unit->index];
+    void *state = it->state >= 0 ? s->state[it->state] : NULL;
     write_pieces(it->unit, pieces);
-    crc[k] = piece_crc(it, &pieces[it->param], piece_memory(it, &pieces[it->param], it->unit->shard, state),
+    crc[k] = piece_crc(it, &pieces[it->param], piece_memory(it, &pieces[it->param], s->shard, state),
                        FSDPDataTypeSize(it->unit->dtype));
   }
-  ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
+  if (!ierr) ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
   dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -488,7 +529,8 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   for (int k = 0; k < nitems && !ierr; k++) {
     const Item *it = &items[k];
     const ParamInfo *p = &it->unit->params[it->param];
-    void *state = it->state >= 0 ? opt->units[it->unit->index].state[it->state] : NULL;
+    const Source *src_unit = &src[it->unit->index];
+    void *state = it->state >= 0 ? src_unit->state[it->state] : NULL;
     char path[1200], reason[256];
     hid_t space, ds = -1, memspace = -1;
     herr_t status = -1;
@@ -512,7 +554,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
         }
         if (memspace >= 0)
           status = H5Dwrite(ds, native_type(it->unit->dtype), memspace, space, dxpl,
-                            piece_memory(it, &pieces[it->param], it->unit->shard, state));
+                            piece_memory(it, &pieces[it->param], src_unit->shard, state));
       }
     }
     if (status < 0 && !failed) failed = H5ERR("cannot write %s: %s", path, h5_reason(reason));
@@ -527,6 +569,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   if (dcpl >= 0) H5Pclose(dcpl);
   FSDPCall(FSDPFree(&crc));
   FSDPCall(FSDPFree(&pieces));
+  FSDPCall(sources_free(ctx, &src));
   return ierr;
 }
 
@@ -649,7 +692,6 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPErrorCode ierr = FSDP_SUCCESS;
 
   CHECK_CTX_SETUP(ctx);
-  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPContextSave"));
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path must not be NULL or empty");
   FSDPCheck(strlen(path) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path is longer than 4000 characters");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
@@ -975,9 +1017,12 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     const Piece *pc = &pieces[it->param];
     void *state = it->state >= 0 ? opt->units[unit->index].state[it->state] : NULL;
     if (it->unit != unit || !load[k] || pc->end <= pc->begin) continue;
-    memcpy(piece_memory(it, pc, unit->shard, state), piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel)),
-           (size_t)(pc->end - pc->begin) * es);
+    /* On a GPU the unit's memory is device memory: DeviceFromHost is memcpy on the host. */
+    ierr = DeviceFromHost_Private(ctx->dev, piece_memory(it, pc, unit->shard, state),
+                                  piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel)),
+                                  (size_t)(pc->end - pc->begin) * es);
   }
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   FSDPCall(FSDPFree(&pieces));
   FSDPCall(FSDPFree(&crc));
   FSDPCall(FSDPFree(&want));
@@ -1069,7 +1114,6 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
 FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path)
 {
   CHECK_CTX_SETUP(ctx);
-  FSDPCall(FSDPContextCheckHost_Private(ctx, "FSDPContextLoad"));
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: path must not be NULL or empty");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: the optimizer belongs to another context");
   FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
