@@ -2,7 +2,8 @@
    Fortran codes that want a sharded MLP without writing one.
 
    Kernels work on float32, row-major, batch first, on the host (OpenBLAS
-   GEMMs).  Backward kernels ADD into weight and bias gradients, as autograd
+   GEMMs); a model on a CUDA context runs the same layers on its GPU
+   (cuBLAS GEMMs and CUDA kernels, doc/cuda.md).  Backward kernels ADD into weight and bias gradients, as autograd
    accumulates, and overwrite input gradients.  A model built from a spec
    string registers its parameters in an FSDPContext, one unit per block by
    default, and runs forward and backward with just-in-time all-gathers and
@@ -83,12 +84,29 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
    and sets the context up. */
 FSDPErrorCode FSDPModelSetUp(FSDPModel model);
 FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+/* On a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor
+   cores (default true; -fsdp_tf32 false: full fp32).  16-bit parameter views
+   (mixed precision) always multiply in 16 bits with fp32 accumulation. */
+FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow);
 /* Collective: runs the model on x[n, in]; *y points to the model's output
    [n, out], valid until the next forward.  x must stay unchanged until
-   FSDPModelBackward, which uses it. */
+   FSDPModelBackward, which uses it.  On a CUDA context *y is device memory,
+   and x may be host memory (copied to the GPU) or device memory. */
 FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y);
+
+typedef enum { FSDP_LOSS_MSE = 0, FSDP_LOSS_CROSS_ENTROPY } FSDPLossType;
+/* Not collective: the loss of the last forward's output on this rank's rows,
+   as FSDPMSELoss (target: float [n, out]) or FSDPCrossEntropyLoss (target:
+   int64_t labels [n] in [0, out)) compute it.  *dy points to the model's
+   buffer [n, out] holding the loss's gradient times scale (1/K for K
+   accumulated micro-batches, times a loss scale), for FSDPModelBackward;
+   valid until the next forward.  On a CUDA context the loss is computed on
+   the GPU, target may be in host or device memory, and *dy is device memory. */
+FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale, double *loss,
+                            float **dy);
 /* Collective: backward of the last forward from dy[n, out], reducing each
-   unit's gradient as soon as it is complete.  Frozen parameters get none. */
+   unit's gradient as soon as it is complete.  Frozen parameters get none.
+   On a CUDA context dy may be in host or device memory. */
 FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
 FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
 FSDPErrorCode FSDPModelDestroy(FSDPModel *model);

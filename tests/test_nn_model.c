@@ -2,7 +2,7 @@
    wrapping policies, PyTorch's default initialization read back from the
    shards (the same values at every W, F and wrapping), the model's gradient
    through sharded units against finite differences of its loss, frozen
-   parameters, and spec errors.
+   parameters, spec errors, and FSDPModelLoss against the loss kernels.
    mpitest: -n 4
    mpitest: -n 3
    mpitest: -n 1 */
@@ -181,12 +181,13 @@ static void test_init(void)
 
 static float gx[ROWS * IN], gt[ROWS * OUT];
 
-static double model_loss(FSDPModel model, float *dy)
+/* The model's loss, and its gradient in the model's buffer (*dy). */
+static double model_loss(FSDPModel model, float **dy)
 {
   float *y;
   double loss;
   TEST_OK(FSDPModelForward(model, ROWS, gx, &y));
-  TEST_OK(FSDPMSELoss(ROWS, OUT, y, gt, &loss, dy));
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 1.0, &loss, dy));
   return loss;
 }
 
@@ -198,7 +199,7 @@ static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
   int size, nunits;
   FSDPContext ctx;
   FSDPModel model;
-  float dy[ROWS * OUT];
+  float *dy;
   FlatParam frozen_unit;
   FSDPParamId frozen_id;
   const double h = 1e-2;
@@ -212,7 +213,7 @@ static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
   TEST_OK(FlatParamSetTrainable(frozen_unit, frozen_id, false));
 
   TEST_OK(FSDPContextZeroGrad(ctx));
-  (void)model_loss(model, dy);
+  (void)model_loss(model, &dy);
   TEST_OK(FSDPModelBackward(model, dy));
   TEST_OK(FSDPContextFinishBackward(ctx));
   TEST_CODE(FSDP_ERR_STATE, FSDPModelBackward(model, dy));
@@ -243,9 +244,9 @@ static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
           continue;
         }
         if (mine) *v = keep + (float)h;
-        up = model_loss(model, dy);
+        up = model_loss(model, &dy);
         if (mine) *v = keep - (float)h;
-        down = model_loss(model, dy);
+        down = model_loss(model, &dy);
         if (mine) *v = keep;
         if (mine) {
           double fd = (up - down) / (2 * h), scale = fabs(an) > 1e-2 ? fabs(an) : 1e-2;
@@ -259,6 +260,57 @@ static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* ------------------------------------------------------------------ FSDPModelLoss */
+
+/* The model's loss is the loss kernels' on its output, and its gradient is
+   theirs times the scale (powers of 2 here, so exactly); misuse is refused. */
+static void test_model_loss(void)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+  FSDPModel model = make_model(ctx, FSDP_WRAP_BLOCK, 0);
+  float *y, *dy, ref[ROWS * OUT];
+  int64_t labels[ROWS];
+  double loss, want;
+
+  for (int i = 0; i < ROWS * IN; i++) gx[i] = 2 * test_value(23, i);
+  for (int i = 0; i < ROWS * OUT; i++) gt[i] = test_value(24, i);
+  for (int i = 0; i < ROWS; i++) labels[i] = (i * 3 + 1) % OUT;
+  TEST_CODE(FSDP_ERR_STATE, FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("call FSDPModelForward first");
+
+  TEST_OK(FSDPModelForward(model, ROWS, gx, &y));
+  TEST_OK(FSDPMSELoss(ROWS, OUT, y, gt, &want, ref));
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 0.25, &loss, &dy));
+  TEST_ASSERT(loss == want && loss > 0, "FSDPModelLoss (MSE) %.17g, FSDPMSELoss %.17g", loss, want);
+  for (int i = 0; i < ROWS * OUT; i++)
+    TEST_ASSERT(dy[i] == ref[i] * 0.25f, "MSE dy[%d] = %g, expected %g", i, dy[i], ref[i] * 0.25f);
+
+  TEST_OK(FSDPCrossEntropyLoss(ROWS, OUT, y, labels, &want, ref));
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, 0.5, &loss, &dy));
+  TEST_ASSERT(loss == want && loss > 0, "FSDPModelLoss (cross-entropy) %.17g, FSDPCrossEntropyLoss %.17g", loss, want);
+  for (int i = 0; i < ROWS * OUT; i++)
+    TEST_ASSERT(dy[i] == ref[i] * 0.5f, "cross-entropy dy[%d] = %g, expected %g", i, dy[i], ref[i] * 0.5f);
+
+  labels[1] = OUT + 3;
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("FSDPModelLoss: label 5 of row 1 is not in [0, 2)");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(model, (FSDPLossType)9, gt, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("loss type 9");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(model, FSDP_LOSS_MSE, gt, NAN, &loss, &dy));
+  TEST_MESSAGE_HAS("scale nan is not finite");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(model, FSDP_LOSS_MSE, NULL, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("target, loss and dy must not be NULL");
+
+  /* Backward from the model's own gradient buffer, then the output is consumed. */
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_CODE(FSDP_ERR_STATE, FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 int main(int argc, char **argv)
 {
   TEST_OK(FSDPInitialize(&argc, &argv));
@@ -268,6 +320,7 @@ int main(int argc, char **argv)
   test_gradients(FSDP_FULL_SHARD, FSDP_WRAP_BLOCK);
   test_gradients(FSDP_HYBRID_SHARD, FSDP_WRAP_SIZE);
   test_gradients(FSDP_NO_SHARD, FSDP_WRAP_MODEL);
+  test_model_loss();
   TEST_OK(FSDPFinalize());
   return 0;
 }

@@ -348,6 +348,15 @@ static FSDPErrorCode comm_totals(const FSDPLogEvent events[3], double *time, int
   return FSDP_SUCCESS;
 }
 
+/* The memory that holds the context's buffers: the GPU's on a CUDA context. */
+static FSDPErrorCode memory_stats(FSDPContext ctx, FSDPMemoryStats *st, bool *gpu)
+{
+  FSDPDeviceType device;
+  FSDPCall(FSDPContextGetDevice(ctx, &device));
+  *gpu = device == FSDP_DEVICE_CUDA;
+  return *gpu ? FSDPGetDeviceMemoryStats(st) : FSDPGetMemoryStats(st);
+}
+
 static double max_over_ranks(double v)
 {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -371,9 +380,9 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   FSDPMemoryPlan plan;
   FSDPCommStats cs;
   FSDPDataType pdt;
-  bool low;
+  bool low, gpu;
 
-  FSDPCall(FSDPGetMemoryStats(&st));
+  FSDPCall(memory_stats(ctx, &st, &gpu));
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) peak[c] = (double)st.peak[c];
   peak[FSDP_MEM_NUM_CATEGORIES] = (double)st.total_peak;
   MPI_Allreduce(MPI_IN_PLACE, peak, FSDP_MEM_NUM_CATEGORIES + 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -420,7 +429,7 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   if (cs.comm_time > 0)
     printf("fsdp-train: rank 0 waited %.3f s of %.3f s in collectives: overlap %.1f%%, %lld prefetches\n",
            cs.exposed_time, cs.comm_time, 100.0 * (1.0 - cs.exposed_time / cs.comm_time), (long long)cs.prefetches);
-  printf("fsdp-train: peak memory per rank (largest over ranks)   FSDP formula\n");
+  printf("fsdp-train: peak %smemory per rank (largest over ranks)   FSDP formula\n", gpu ? "GPU " : "");
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
     FSDPFormatBytes_Private(b1, sizeof b1, peak[c]);
     if (expect[c] >= 0) FSDPFormatBytes_Private(b2, sizeof b2, expect[c]);
@@ -551,7 +560,7 @@ static FSDPErrorCode train(const Args *a)
   Dataset data;
   int rank, size, factor, nreplicas;
   int64_t in, out, numel, per, K = a->grad_accum;
-  float *x = NULL, *yt = NULL, *dy = NULL, *pred;
+  float *x = NULL, *yt = NULL, *dy, *pred;
   int64_t *labels = NULL;
   FILE *log = NULL;
   FSDPLogEvent comm_events[3];
@@ -652,7 +661,6 @@ static FSDPErrorCode train(const Args *a)
   }
 
   FSDPCall(FSDPMalloc((size_t)(per * in) * sizeof(float), FSDP_MEM_OTHER, &x));
-  FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &dy));
   if (data.labels) FSDPCall(FSDPMalloc((size_t)per * sizeof(int64_t), FSDP_MEM_OTHER, &labels));
   else FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &yt));
 
@@ -678,11 +686,10 @@ static FSDPErrorCode train(const Args *a)
       /* Like no_sync(): only the last micro-batch communicates gradients. */
       FSDPCall(FSDPContextSetGradSync(ctx, k == K - 1));
       FSDPCall(FSDPModelForward(model, per, x, &pred));
-      if (labels) FSDPCall(FSDPCrossEntropyLoss(per, out, pred, labels, &l, dy));
-      else FSDPCall(FSDPMSELoss(per, out, pred, yt, &l, dy));
-      /* The loss of the step is the mean over micro-batches, scaled for fp16. */
-      if (K > 1 || scale != 1)
-        for (int64_t i = 0; i < per * out; i++) dy[i] = dy[i] / (float)K * (float)scale;
+      /* The loss of the step is the mean over micro-batches, scaled for fp16.
+         On a GPU the batch is copied up and the loss computed there. */
+      if (labels) FSDPCall(FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, scale / (double)K, &l, &dy));
+      else FSDPCall(FSDPModelLoss(model, FSDP_LOSS_MSE, yt, scale / (double)K, &l, &dy));
       FSDPCall(FSDPModelBackward(model, dy));
       local += l;
     }
@@ -708,15 +715,16 @@ static FSDPErrorCode train(const Args *a)
       double now = MPI_Wtime(), dt = now - t_last, peak;
       int64_t nsteps = s + 1 - last_logged; /* since the last line, or the start of this run */
       char b1[32];
+      bool gpu;
       FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
-      FSDPCall(FSDPGetMemoryStats(&st));
+      FSDPCall(memory_stats(ctx, &st, &gpu));
       peak = max_over_ranks((double)st.total_peak);
       FSDPFormatBytes_Private(b1, sizeof b1, peak);
       if (rank == 0) {
         char sc[64];
-        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s/rank  comm %.3f GB/s%s\n",
+        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s%s/rank  comm %.3f GB/s%s\n",
                (long long)(s + 1), (long long)a->steps, loss, (double)(nsteps * a->batch * K) / dt, 1e3 * dt / (double)nsteps,
-               b1, comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0,
+               b1, gpu ? " GPU" : "", comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0,
                scale_text(opt, sc, sizeof sc));
         fflush(stdout);
       }
@@ -753,7 +761,6 @@ static FSDPErrorCode train(const Args *a)
   }
   if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&x));
-  FSDPCall(FSDPFree(&dy));
   FSDPCall(FSDPFree(&yt));
   FSDPCall(FSDPFree(&labels));
   FSDPCall(dataset_free(&data));

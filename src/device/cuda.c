@@ -86,8 +86,60 @@ FSDPErrorCode DeviceAdamW_Private(Device dev, FSDPDataType dtype, void *p, const
   UNREACHABLE(__func__);
 }
 
+bool DeviceHolds_Private(Device dev, const void *p)
+{
+  (void)dev, (void)p;
+  return false;
+}
+FSDPErrorCode DeviceGemm_Private(Device dev, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
+                                 int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                 float beta, float *c, int64_t ldc)
+{
+  (void)dev, (void)ab, (void)tf32, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+  (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceAddBias_Private(Device dev, int64_t n, int64_t out, const float *bias, float *y)
+{
+  (void)dev, (void)n, (void)out, (void)bias, (void)y;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceBiasGrad_Private(Device dev, int64_t n, int64_t out, const float *dy, float *dbias)
+{
+  (void)dev, (void)n, (void)out, (void)dy, (void)dbias;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceActivation_Private(Device dev, int act, bool backward, int64_t n, const float *x, const float *dy,
+                                       float *out)
+{
+  (void)dev, (void)act, (void)backward, (void)n, (void)x, (void)dy, (void)out;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceLayerNormForward_Private(Device dev, int64_t n, int64_t h, const float *x, const float *weight,
+                                             const float *bias, float *y, float *mean, float *rstd)
+{
+  (void)dev, (void)n, (void)h, (void)x, (void)weight, (void)bias, (void)y, (void)mean, (void)rstd;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceLayerNormBackward_Private(Device dev, int64_t n, int64_t h, const float *x, const float *weight,
+                                              const float *mean, const float *rstd, const float *dy, float *dx,
+                                              float *dweight, float *dbias)
+{
+  (void)dev, (void)n, (void)h, (void)x, (void)weight, (void)mean, (void)rstd, (void)dy, (void)dx, (void)dweight;
+  (void)dbias;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceLoss_Private(Device dev, bool cross_entropy, int64_t n, int64_t m, const float *y,
+                                 const void *target, double scale, double *sum, int64_t *bad_row, float *dy)
+{
+  (void)dev, (void)cross_entropy, (void)n, (void)m, (void)y, (void)target, (void)scale, (void)sum, (void)bad_row;
+  (void)dy;
+  UNREACHABLE(__func__);
+}
+
 #else
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "kernels.h"
@@ -100,6 +152,7 @@ struct Device_s {
   char busid[32], desc[sizeof((struct cudaDeviceProp *)0)->name + 64];
   cudaStream_t compute, comm;
   bool own_compute;
+  cublasHandle_t blas; /* the layer library's GEMMs, on the compute stream */
 #ifdef FSDP_HAVE_NCCL
   ncclComm_t nccl_shard, nccl_replicate;
 #endif
@@ -109,6 +162,7 @@ struct Device_s {
   struct Scratch {
     double sum;
     int flag;
+    unsigned long long bad_row; /* a loss's first bad label: row + 1, or 0 */
   } *scratch;
 };
 
@@ -163,6 +217,14 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
     (void)DeviceDestroy_Private(&d);
     CHECK_CUDA(e, "creating the device's streams and scratch");
   }
+  {
+    cublasStatus_t st = cublasCreate(&d->blas);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(d->blas, d->compute);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      (void)DeviceDestroy_Private(&d);
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA, "cublasCreate on GPU %d: %s", ordinal, cublasGetStatusString(st));
+    }
+  }
   *dev = d;
   return FSDP_SUCCESS;
 }
@@ -181,6 +243,7 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
     (void)cudaFreeHost(d->pinned);
     FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
   }
+  if (d->blas) (void)cublasDestroy(d->blas);
   if (d->scratch) (void)cudaFree(d->scratch);
   if (d->comm) (void)cudaStreamDestroy(d->comm);
   if (d->own_compute) (void)cudaStreamDestroy(d->compute);
@@ -358,6 +421,94 @@ FSDPErrorCode DeviceAdamW_Private(Device d, FSDPDataType dtype, void *p, const v
 {
   FSDPKernelHyper k = kernel_hyper(h);
   CHECK_CUDA((cudaError_t)FSDPKernelAdamW((int)dtype, p, g, m, v, n, &k, d->compute), "the AdamW kernel");
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the layer library */
+
+bool DeviceHolds_Private(Device d, const void *p)
+{
+  struct cudaPointerAttributes at;
+  (void)d;
+  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* not an error to keep: p is simply not CUDA's */
+    return false;
+  }
+  return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+
+FSDPErrorCode DeviceGemm_Private(Device d, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
+                                 int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                 float beta, float *c, int64_t ldc)
+{
+  cudaDataType_t t = ab == FSDP_BFLOAT16 ? CUDA_R_16BF : ab == FSDP_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
+  cublasComputeType_t compute = ab == FSDP_FLOAT32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasStatus_t st;
+  if (m == 0 || n == 0) return FSDP_SUCCESS;
+  FSDPCheck(k > 0 && m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "DeviceGemm: m %lld, n %lld, k %lld", (long long)m, (long long)n, (long long)k);
+  /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
+  st = cublasGemmEx(d->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
+                    &alpha, b, t, (int)ldb, a, t, (int)lda, &beta, c, CUDA_R_32F, (int)ldc, compute, CUBLAS_GEMM_DEFAULT);
+  FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA,
+            "cublasGemmEx (%s inputs, m %lld, n %lld, k %lld) on %s: %s", FSDPDataTypeName(ab), (long long)m,
+            (long long)n, (long long)k, d->desc, cublasGetStatusString(st));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceAddBias_Private(Device d, int64_t n, int64_t out, const float *bias, float *y)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelAddBias(n, out, bias, y, d->compute), "the bias kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceBiasGrad_Private(Device d, int64_t n, int64_t out, const float *dy, float *dbias)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelBiasGrad(n, out, dy, dbias, d->compute), "the bias gradient kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceActivation_Private(Device d, int act, bool backward, int64_t n, const float *x, const float *dy,
+                                       float *out)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelActivation(act, backward, n, x, dy, out, d->compute), "the activation kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceLayerNormForward_Private(Device d, int64_t n, int64_t h, const float *x, const float *weight,
+                                             const float *bias, float *y, float *mean, float *rstd)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelLayerNormForward(n, h, x, weight, bias, y, mean, rstd, d->compute),
+             "the LayerNorm kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceLayerNormBackward_Private(Device d, int64_t n, int64_t h, const float *x, const float *weight,
+                                              const float *mean, const float *rstd, const float *dy, float *dx,
+                                              float *dweight, float *dbias)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelLayerNormBackward(n, h, x, weight, mean, rstd, dy, dx, dweight, dbias, d->compute),
+             "the LayerNorm backward kernels");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceLoss_Private(Device d, bool cross_entropy, int64_t n, int64_t m, const float *y,
+                                 const void *target, double scale, double *sum, int64_t *bad_row, float *dy)
+{
+  struct Scratch got;
+  if (cross_entropy)
+    CHECK_CUDA((cudaError_t)FSDPKernelCrossEntropyLoss(n, m, y, (const int64_t *)target, scale, &d->scratch->sum,
+                                                       &d->scratch->bad_row, dy, d->compute),
+               "the cross-entropy kernel");
+  else
+    CHECK_CUDA((cudaError_t)FSDPKernelMSELoss(n * m, y, (const float *)target, scale, &d->scratch->sum, dy, d->compute),
+               "the MSE kernel");
+  CHECK_CUDA(cudaMemcpyAsync(&got, d->scratch, sizeof got, cudaMemcpyDeviceToHost, d->compute),
+             "cudaMemcpyAsync of the loss");
+  CHECK_CUDA(cudaMemsetAsync(d->scratch, 0, sizeof *d->scratch, d->compute), "cudaMemsetAsync");
+  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize after the loss");
+  *sum = got.sum;
+  *bad_row = (int64_t)got.bad_row - 1;
   return FSDP_SUCCESS;
 }
 

@@ -87,6 +87,34 @@ FSDPErrorCode DeviceSGD_Private(Device dev, FSDPDataType dtype, void *p, const v
 FSDPErrorCode DeviceAdamW_Private(Device dev, FSDPDataType dtype, void *p, const void *g, void *m, void *v, int64_t n,
                                   const DeviceHyper *h);
 
+/* ------------------------------------------------------------------ the layer library on a GPU (cuda.c, layers.cu)
+   The host kernels are src/nn/layers.c's; these follow their formulas. */
+
+/* Whether the GPU reads p where it is: device or managed memory, not host memory. */
+bool DeviceHolds_Private(Device dev, const void *p);
+/* C[m, n] = alpha op(A) op(B) + beta C, row-major, by cuBLAS; k > 0.  C is
+   fp32; A and B are both `ab`: fp32 (on TF32 tensor cores when tf32), or
+   bf16 or fp16, multiplied with fp32 accumulation. */
+FSDPErrorCode DeviceGemm_Private(Device dev, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
+                                 int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                 float beta, float *c, int64_t ldc);
+FSDPErrorCode DeviceAddBias_Private(Device dev, int64_t n, int64_t out, const float *bias, float *y);
+FSDPErrorCode DeviceBiasGrad_Private(Device dev, int64_t n, int64_t out, const float *dy, float *dbias);
+/* act is an FSDPActivation: out = act(x), or (backward) out = dy act'(x). */
+FSDPErrorCode DeviceActivation_Private(Device dev, int act, bool backward, int64_t n, const float *x, const float *dy,
+                                       float *out);
+FSDPErrorCode DeviceLayerNormForward_Private(Device dev, int64_t n, int64_t h, const float *x, const float *weight,
+                                             const float *bias, float *y, float *mean, float *rstd);
+FSDPErrorCode DeviceLayerNormBackward_Private(Device dev, int64_t n, int64_t h, const float *x, const float *weight,
+                                              const float *mean, const float *rstd, const float *dy, float *dx,
+                                              float *dweight, float *dbias);
+/* MSE over y, target [n, m] (floats), or cross-entropy over logits y [n, m]
+   and int64 labels `target` [n]: *sum is the sum of the terms (read back),
+   dy (may be NULL) the mean's gradient times scale.  *bad_row is -1, or a
+   row whose label is outside [0, m) (that row is skipped). */
+FSDPErrorCode DeviceLoss_Private(Device dev, bool cross_entropy, int64_t n, int64_t m, const float *y,
+                                 const void *target, double scale, double *sum, int64_t *bad_row, float *dy);
+
 /* ------------------------------------------------------------------ the communication stream (cuda.c, for stream.c) */
 
 /* Events mark points on the streams; each slot of the stream has its own. */

@@ -31,6 +31,24 @@ int FSDPKernelSGD(int dtype, void *p, const void *g, void *buf, int64_t n, const
 int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n, const FSDPKernelHyper *h,
                     void *stream);
 
+/* The layer library (layers.cu; src/nn/layers.c has the host loops and the
+   formulas), float32, row-major.  y[i, j] += bias[j]; dbias[j] += column sums of dy. */
+int FSDPKernelAddBias(int64_t n, int64_t out, const float *bias, float *y, void *stream);
+int FSDPKernelBiasGrad(int64_t n, int64_t out, const float *dy, float *dbias, void *stream);
+/* act an FSDPActivation; forward writes out = act(x), backward out = dy act'(x). */
+int FSDPKernelActivation(int act, int backward, int64_t n, const float *x, const float *dy, float *out, void *stream);
+int FSDPKernelLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
+                               float *y, float *mean, float *rstd, void *stream);
+int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
+                                const float *rstd, const float *dy, float *dx, float *dweight, float *dbias,
+                                void *stream);
+/* *sum (device memory) += the loss terms; dy = the mean loss's gradient times scale. */
+int FSDPKernelMSELoss(int64_t count, const float *y, const float *target, double scale, double *sum, float *dy,
+                      void *stream);
+/* *bad_row (device memory) becomes row + 1 of a label outside [0, classes). */
+int FSDPKernelCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double scale,
+                               double *sum, unsigned long long *bad_row, float *dlogits, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,13 +1,15 @@
 /* FSDPModel: an MLP from a spec string (doc/nn.md), its parameters in an
    FSDPContext's units by a wrapping policy, and forward and backward passes
    that unshard each unit just before its first layer runs and reshard (or
-   reduce) it right after its last. */
+   reduce) it right after its last.  On a CUDA context the layers run on the
+   context's GPU (src/device) and every buffer here is device memory. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/coreimpl.h" /* the context's Device */
 #include "nnimpl.h"
 
 typedef enum { LAYER_FC, LAYER_NORM, LAYER_ACT } LayerKind;
@@ -44,10 +46,16 @@ struct FSDPModel_s {
   const float *x;
   float *scratch[2];      /* gradients flowing backward, [capacity, width] each */
   FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
-  float *wide;            /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32, then a
-                             bias or a LayerNorm's weight and bias */
-  int64_t wide_rows;      /* where the second part starts: WIDE_ROWS times the widest input */
+  float *wide;            /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32 (host),
+                             then a bias or a LayerNorm's weight and bias */
+  int64_t wide_rows;      /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
   bool have_forward;
+  Device dev;             /* the context's GPU; NULL: the host */
+  bool tf32;              /* fp32 GEMMs on a GPU may use TF32 tensor cores */
+  float *dy;              /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
+  float *input;           /* GPU only: a copy of a host x, [capacity, in] */
+  void *target;           /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
+  void *low[2];           /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
 };
 
 #define CHECK_MODEL(m) FSDPCheck(m, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: model must not be NULL", __func__)
@@ -142,6 +150,7 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   FSDPCheck(spec, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelCreate: spec must not be NULL");
   FSDPCall(FSDPCalloc(1, sizeof *m, FSDP_MEM_OTHER, &m));
   m->ctx = ctx;
+  m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
   if (!ierr) ierr = parse_spec(m, spec);
   for (int64_t i = 0; !ierr && i < m->depth; i++) {
@@ -188,10 +197,17 @@ FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow)
+{
+  CHECK_MODEL(model);
+  model->tf32 = allow;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
 {
   char wrap[64];
-  bool set;
+  bool set, tf32;
   int64_t seed;
 
   CHECK_MODEL(model);
@@ -216,10 +232,15 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
   FSDPCall(FSDPOptionsGetInt("-fsdp_seed", "seed of the default parameter initialization", (int64_t)model->seed, 0,
                              INT64_MAX, &seed, &set));
   if (set) FSDPCall(FSDPModelSetSeed(model, (uint64_t)seed));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
+  if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
   return FSDP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ set up */
+
+/* The mixed-precision scratch (model->wide). */
+static size_t wide_bytes(FSDPModel m) { return (size_t)(m->wide_rows + 2 * m->width) * sizeof(float); }
 
 static int64_t layer_numel(const Layer *l) { return l->kind == LAYER_FC ? l->out * l->in + l->out : 2 * l->out; }
 
@@ -313,23 +334,16 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   FSDPCall(build_units(model));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
-  {
-    /* SetUp agreed on the device: every rank refuses together. */
-    FSDPDeviceType device;
-    FSDPCall(FSDPContextGetDevice(model->ctx, &device));
-    FSDPCheck(device == FSDP_DEVICE_HOST, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-              "FSDPModelSetUp: model '%s': the layer library runs on the host only so far, but the context is set "
-              "for -fsdp_device cuda: see doc/cuda.md for what the CUDA backend covers",
-              model->spec);
-  }
+  model->dev = model->ctx->dev;
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->view_dtype != FSDP_FLOAT32) {
-    /* The kernels compute in fp32: a low-precision weight is widened just
-       before use, WIDE_ROWS rows at a time, so that the scratch stays small
-       next to the unsharded buffers mixed precision halves. */
-    model->wide_rows = WIDE_ROWS * model->width;
-    FSDPCall(FSDPMalloc((size_t)(model->wide_rows + 2 * model->width) * sizeof(float), FSDP_MEM_OTHER, &model->wide));
+    /* The host kernels compute in fp32: a low-precision weight is widened
+       just before use, WIDE_ROWS rows at a time, so that the scratch stays
+       small next to the unsharded buffers mixed precision halves.  cuBLAS
+       multiplies 16-bit weights as they are: only vectors are widened. */
+    model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
+    FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
   model->setup = true;
   return FSDP_SUCCESS;
@@ -350,15 +364,46 @@ FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int6
 
 /* ------------------------------------------------------------------ forward and backward */
 
+/* Each buffer for n rows: where it is, how many elements of which size.
+   Host and device memory alike (DeviceAlloc_Private is malloc on the host);
+   the GPU-only ones are absent (0 elements) on the host. */
+typedef struct {
+  void *ptr;
+  int64_t elems;
+  size_t size;
+} Buffer;
+
+static int list_buffers(FSDPModel m, int64_t n, Buffer *b)
+{
+  int k = 0;
+  bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
+  for (int i = 0; i < m->nlayers; i++) {
+    Layer *l = &m->layers[i];
+    b[k++] = (Buffer){&l->y, n * l->out, sizeof(float)};
+    b[k++] = (Buffer){&l->mean, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
+    b[k++] = (Buffer){&l->rstd, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
+  }
+  b[k++] = (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
+  b[k++] = (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
+  b[k++] = (Buffer){&m->dy, n * m->out, sizeof(float)};
+  b[k++] = (Buffer){&m->input, gpu ? n * m->in : 0, sizeof(float)};
+  /* labels are 8 bytes, regression targets out floats: room for either */
+  b[k++] = (Buffer){&m->target, gpu ? n * (m->out > 2 ? m->out : 2) : 0, sizeof(float)};
+  b[k++] = (Buffer){&m->low[0], low ? n * m->width : 0, 2};
+  b[k++] = (Buffer){&m->low[1], low ? n * m->width : 0, 2};
+  return k;
+}
+
+#define MAX_BUFFERS(m) (3 * (m)->nlayers + 7)
+
 static FSDPErrorCode free_buffers(FSDPModel m)
 {
-  for (int i = 0; i < m->nlayers; i++) {
-    FSDPCall(FSDPFree(&m->layers[i].y));
-    FSDPCall(FSDPFree(&m->layers[i].mean));
-    FSDPCall(FSDPFree(&m->layers[i].rstd));
-  }
-  FSDPCall(FSDPFree(&m->scratch[0]));
-  FSDPCall(FSDPFree(&m->scratch[1]));
+  Buffer *b;
+  int nb;
+  FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
+  nb = list_buffers(m, m->capacity, b);
+  for (int k = 0; k < nb; k++) FSDPCall(DeviceFree_Private(m->dev, b[k].ptr, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER));
+  FSDPCall(FSDPFree(&b));
   m->capacity = 0;
   return FSDP_SUCCESS;
 }
@@ -366,18 +411,16 @@ static FSDPErrorCode free_buffers(FSDPModel m)
 /* Activations for n rows; reallocated only when a batch is larger than any before. */
 static FSDPErrorCode reserve(FSDPModel m, int64_t n)
 {
+  Buffer *b;
+  int nb;
   if (n <= m->capacity) return FSDP_SUCCESS;
   FSDPCall(free_buffers(m));
-  for (int i = 0; i < m->nlayers; i++) {
-    Layer *l = &m->layers[i];
-    FSDPCall(FSDPMalloc((size_t)(n * l->out) * sizeof(float), FSDP_MEM_OTHER, &l->y));
-    if (l->kind == LAYER_NORM) {
-      FSDPCall(FSDPMalloc((size_t)n * sizeof(float), FSDP_MEM_OTHER, &l->mean));
-      FSDPCall(FSDPMalloc((size_t)n * sizeof(float), FSDP_MEM_OTHER, &l->rstd));
-    }
-  }
-  for (int k = 0; k < 2; k++) FSDPCall(FSDPMalloc((size_t)(n * m->width) * sizeof(float), FSDP_MEM_OTHER, &m->scratch[k]));
-  m->capacity = n;
+  FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
+  nb = list_buffers(m, n, b);
+  m->capacity = n; /* from here on free_buffers frees what was allocated: the rest is NULL */
+  for (int k = 0; k < nb; k++)
+    if (b[k].elems) FSDPCall(DeviceAlloc_Private(m->dev, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER, b[k].ptr));
+  FSDPCall(FSDPFree(&b));
   return FSDP_SUCCESS;
 }
 
@@ -392,7 +435,7 @@ static FSDPErrorCode param(FSDPModel m, const Layer *l, FSDPParamId id, float **
     return FSDP_SUCCESS;
   }
   *v = m->wide + m->wide_rows + (id == l->bias ? l->out : 0);
-  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, *v, m->view_dtype, view, l->out));
+  FSDPCall(DeviceConvert_Private(m->dev, FSDP_FLOAT32, *v, m->view_dtype, view, l->out, 1.0));
   return FSDP_SUCCESS;
 }
 
@@ -437,6 +480,62 @@ static FSDPErrorCode linear_backward_low(FSDPModel m, const Layer *l, int64_t n,
   return FSDP_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ the same layers on a GPU */
+
+/* y = x W^T + b by cuBLAS: fp32 (TF32 when allowed), or, with 16-bit views,
+   x cast to the views' type and multiplied with fp32 accumulation. */
+static FSDPErrorCode linear_forward_gpu(FSDPModel m, const Layer *l, int64_t n, const float *x, float *y)
+{
+  void *w;
+  const void *xa = x;
+  float *b;
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w));
+  if (m->view_dtype != FSDP_FLOAT32) {
+    FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[0], FSDP_FLOAT32, x, n * l->in, 1.0));
+    xa = m->low[0];
+  }
+  FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, false, true, n, l->out, l->in, 1.0f, xa, l->in, w, l->in,
+                              0.0f, y, l->out));
+  FSDPCall(param(m, l, l->bias, &b));
+  FSDPCall(DeviceAddBias_Private(m->dev, n, l->out, b, y));
+  return FSDP_SUCCESS;
+}
+
+/* dW += dy^T x, db += column sums of dy, dx = dy W; the bias gradient sums the fp32 dy. */
+static FSDPErrorCode linear_backward_gpu(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
+                                         float *dx, float *dw, float *db)
+{
+  void *w;
+  const void *xa = x, *dya = dy;
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w));
+  if (m->view_dtype != FSDP_FLOAT32 && (dw || dx)) {
+    FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[1], FSDP_FLOAT32, dy, n * l->out, 1.0));
+    dya = m->low[1];
+    if (dw) {
+      FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[0], FSDP_FLOAT32, x, n * l->in, 1.0));
+      xa = m->low[0];
+    }
+  }
+  if (dw)
+    FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, true, false, l->out, l->in, n, 1.0f, dya, l->out, xa,
+                                l->in, 1.0f, dw, l->in));
+  if (db) FSDPCall(DeviceBiasGrad_Private(m->dev, n, l->out, dy, db));
+  if (dx)
+    FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, false, false, n, l->in, l->out, 1.0f, dya, l->out, w,
+                                l->in, 0.0f, dx, l->in));
+  return FSDP_SUCCESS;
+}
+
+/* Where the GPU reads an input: p itself, or p's n*size bytes copied up into `copy`. */
+static FSDPErrorCode on_gpu(FSDPModel m, const void *p, size_t bytes, void *copy, const void **where)
+{
+  *where = p;
+  if (!m->dev || p == copy || DeviceHolds_Private(m->dev, p)) return FSDP_SUCCESS;
+  FSDPCall(DeviceFromHost_Private(m->dev, copy, p, bytes));
+  *where = copy;
+  return FSDP_SUCCESS;
+}
+
 /* The gradient view of a trainable parameter; NULL for a frozen one. */
 static FSDPErrorCode grad(FSDPModel m, const Layer *l, FSDPParamId id, float **g)
 {
@@ -451,12 +550,15 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
 {
   FlatParam current = NULL;
   const float *h;
+  const void *xin;
 
   CHECK_MODEL_SETUP(model);
   FSDPCheck(n > 0 && n <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: batch of %lld rows", (long long)n);
   FSDPCheck(x && y, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: x and y must not be NULL");
   FSDPCall(reserve(model, n));
   model->have_forward = false;
+  FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
+  x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));
   h = x;
   for (int i = 0; i < model->nlayers; i++) {
@@ -469,6 +571,10 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
     }
     switch (l->kind) {
     case LAYER_FC:
+      if (model->dev) {
+        FSDPCall(linear_forward_gpu(model, l, n, h, l->y));
+        break;
+      }
       if (model->wide) {
         FSDPCall(linear_forward_low(model, l, n, h, l->y));
         break;
@@ -480,10 +586,12 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
     case LAYER_NORM:
       FSDPCall(param(model, l, l->weight, &w));
       FSDPCall(param(model, l, l->bias, &b));
-      FSDPCall(FSDPLayerNormForward(n, l->out, h, w, b, l->y, l->mean, l->rstd));
+      if (model->dev) FSDPCall(DeviceLayerNormForward_Private(model->dev, n, l->out, h, w, b, l->y, l->mean, l->rstd));
+      else FSDPCall(FSDPLayerNormForward(n, l->out, h, w, b, l->y, l->mean, l->rstd));
       break;
     case LAYER_ACT:
-      FSDPCall(FSDPActivationForward(model->act, n * l->out, h, l->y));
+      if (model->dev) FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, false, n * l->out, h, NULL, l->y));
+      else FSDPCall(FSDPActivationForward(model->act, n * l->out, h, l->y));
       break;
     }
     h = l->y;
@@ -499,7 +607,8 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
 FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
 {
   FlatParam current = NULL;
-  const float *g = dy;
+  const float *g;
+  const void *dyin;
   int64_t n;
   int k = 0;
 
@@ -509,6 +618,8 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
             model->spec);
   FSDPCheck(dy, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelBackward: dy must not be NULL");
   n = model->n;
+  FSDPCall(on_gpu(model, dy, (size_t)(n * model->out) * sizeof *dy, model->dy, &dyin));
+  g = dyin;
   model->have_forward = false; /* the activations are consumed */
   FSDPCall(FSDPContextBeginBackward(model->ctx));
   for (int i = model->nlayers - 1; i >= 0; i--) {
@@ -524,6 +635,10 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
     case LAYER_FC:
       FSDPCall(grad(model, l, l->weight, &dw));
       FSDPCall(grad(model, l, l->bias, &db));
+      if (model->dev) {
+        FSDPCall(linear_backward_gpu(model, l, n, input, g, dx, dw, db));
+        break;
+      }
       if (model->wide) {
         FSDPCall(linear_backward_low(model, l, n, input, g, dx, dw, db));
         break;
@@ -535,16 +650,60 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
       FSDPCall(param(model, l, l->weight, &w));
       FSDPCall(grad(model, l, l->weight, &dw));
       FSDPCall(grad(model, l, l->bias, &db));
-      FSDPCall(FSDPLayerNormBackward(n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
+      if (model->dev)
+        FSDPCall(DeviceLayerNormBackward_Private(model->dev, n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
+      else FSDPCall(FSDPLayerNormBackward(n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
       break;
     case LAYER_ACT:
-      if (dx) FSDPCall(FSDPActivationBackward(model->act, n * l->out, input, g, dx));
+      if (dx && model->dev) FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, true, n * l->out, input, g, dx));
+      else if (dx) FSDPCall(FSDPActivationBackward(model->act, n * l->out, input, g, dx));
       break;
     }
     g = dx;
     k = 1 - k;
   }
   if (current) FSDPCall(FlatParamReduceGrad(current));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale, double *loss,
+                            float **dy)
+{
+  bool ce = type == FSDP_LOSS_CROSS_ENTROPY;
+  int64_t n, out;
+  const float *y;
+
+  CHECK_MODEL_SETUP(model);
+  FSDPCheck(type == FSDP_LOSS_MSE || ce, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPModelLoss: loss type %d is not FSDP_LOSS_MSE or FSDP_LOSS_CROSS_ENTROPY", (int)type);
+  FSDPCheck(target && loss && dy, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelLoss: target, loss and dy must not be NULL");
+  FSDPCheck(isfinite(scale), MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelLoss: scale %g is not finite", scale);
+  FSDPCheck(model->have_forward, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPModelLoss: model '%s' has no output to compare: call FSDPModelForward first", model->spec);
+  n = model->n;
+  out = model->out;
+  y = model->layers[model->nlayers - 1].y;
+  if (!model->dev) {
+    if (ce) {
+      FSDPCall(FSDPCheckLabels_Private("FSDPModelLoss", n, out, target));
+      FSDPCrossEntropyLoss_Private(n, out, y, target, scale, loss, model->dy);
+    } else FSDPMSELoss_Private(n, out, y, target, scale, loss, model->dy);
+  } else {
+    double sum;
+    int64_t bad, label;
+    /* Host labels are checked here; device labels by the kernel, which names a bad row. */
+    if (ce && !DeviceHolds_Private(model->dev, target)) FSDPCall(FSDPCheckLabels_Private("FSDPModelLoss", n, out, target));
+    FSDPCall(on_gpu(model, target, (size_t)n * (ce ? sizeof(int64_t) : (size_t)out * sizeof(float)), model->target,
+                    &target));
+    FSDPCall(DeviceLoss_Private(model->dev, ce, n, out, y, target, scale, &sum, &bad, model->dy));
+    if (bad >= 0) {
+      FSDPCall(DeviceToHost_Private(model->dev, &label, (const int64_t *)target + bad, sizeof label));
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelLoss: label %lld of row %lld is not in [0, %lld)",
+                (long long)label, (long long)bad, (long long)out);
+    }
+    *loss = sum / (ce ? (double)n : (double)n * (double)out);
+  }
+  *dy = model->dy;
   return FSDP_SUCCESS;
 }
 
@@ -562,6 +721,12 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
                                  (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",
                                  (unsigned long long)m->seed));
+  if (m->setup && m->dev)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),
+                                   m->view_dtype == FSDP_BFLOAT16  ? "bf16 with fp32 accumulation"
+                                   : m->view_dtype == FSDP_FLOAT16 ? "fp16 with fp32 accumulation"
+                                   : m->tf32                       ? "TF32"
+                                                                   : "fp32"));
   if (m->wrap == FSDP_WRAP_SIZE)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "wrapping: size:%lld, %d units\n", (long long)m->min_numel, m->nunits));
   else FSDPCall(FSDPViewerASCIIPrintf(viewer, "wrapping: %s, %d units\n", wraps[m->wrap], m->nunits));
@@ -595,7 +760,7 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   m = *model;
   if (!m) return FSDP_SUCCESS;
   FSDPCall(free_buffers(m));
-  FSDPCall(FSDPFree(&m->wide));
+  if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
   FSDPCall(FSDPFree(&m->layers));
   FSDPCall(FSDPFree(&m->units));
   FSDPCall(FSDPFree(&m->spec));
