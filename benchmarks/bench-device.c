@@ -78,8 +78,11 @@ int main(int argc, char **argv)
     FSDPErrorCode ierr;
     if (settings[k].device == FSDP_DEVICE_HOST && !host) continue;
     ierr = job_create(&settings[k], b.spec, &jobs[k]);
-    if (ierr && settings[k].device == FSDP_DEVICE_CUDA) { /* no GPU: SetUp failed on every rank together */
-      if (rank == 0) printf("bench-device: %s: no usable GPU, the CUDA settings are skipped\n", settings[k].name);
+    if (settings[k].device == FSDP_DEVICE_CUDA && (ierr == FSDP_ERR_CUDA || ierr == FSDP_ERR_UNSUPPORTED)) {
+      /* no GPU, or no CUDA: SetUp failed on every rank together */
+      const char *msg;
+      FSDPGetLastError(NULL, &msg, NULL);
+      if (rank == 0) printf("bench-device: %s: no usable GPU (%s): the CUDA settings are skipped\n", settings[k].name, msg);
       FSDPCallAbort(MPI_COMM_WORLD, job_destroy(&jobs[k]));
       break;
     }
@@ -95,6 +98,7 @@ int main(int argc, char **argv)
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
       FSDPCallAbort(MPI_COMM_WORLD, bench_mlp_steps(&b, jobs[k].ctx, jobs[k].model, jobs[k].opt, b.steps));
+      FSDPCallAbort(MPI_COMM_WORLD, FSDPContextSynchronize(jobs[k].ctx)); /* the last optimizer step too */
       dt = (MPI_Wtime() - t0) / (double)b.steps;
       MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       times[k][r] = dt;

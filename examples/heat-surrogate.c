@@ -77,7 +77,7 @@ int main(int argc, char **argv)
   FSDPOptimizer opt;
   int rounds = 40, points = 64;
   double *tmp, err[2] = {0, 0}, loss = 0;
-  float *x, *y, *pred, *dy;
+  float *x, *y, *pred, *dy, *y10; /* y10: the targets as trained on, scaled by 10 */
 
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   for (int i = 1; i + 1 < argc; i++) {
@@ -98,8 +98,8 @@ int main(int argc, char **argv)
   tmp = malloc((size_t)points * sizeof *tmp);
   x = malloc((size_t)points * WINDOW * sizeof *x);
   y = malloc((size_t)points * sizeof *y);
-  dy = malloc((size_t)points * sizeof *dy);
-  if (!s.u || !tmp || !x || !y || !dy) MPI_Abort(MPI_COMM_WORLD, 1);
+  y10 = malloc((size_t)points * sizeof *y10);
+  if (!s.u || !tmp || !x || !y || !y10) MPI_Abort(MPI_COMM_WORLD, 1);
 
   /* The surrogate: parameters, gradients and optimizer state sharded over all ranks. */
   FSDPCallAbort(s.comm, FSDPContextCreate(s.comm, &ctx));
@@ -120,10 +120,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < SNAPSHOTS; k++) {
       double l;
       sample(&s, tmp, x, y);
-      for (int i = 0; i < points; i++) y[i] *= 10.0f;
+      for (int i = 0; i < points; i++) y10[i] = 10.0f * y[i];
       FSDPCallAbort(s.comm, FSDPContextZeroGrad(ctx));
+      /* The model's own loss: wherever the model runs (-fsdp_device cuda too), pred and dy are there. */
       FSDPCallAbort(s.comm, FSDPModelForward(model, points, x, &pred));
-      FSDPCallAbort(s.comm, FSDPMSELoss(points, 1, pred, y, &l, dy));
+      FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y10, 1.0, &l, &dy));
       FSDPCallAbort(s.comm, FSDPModelBackward(model, dy));
       FSDPCallAbort(s.comm, FSDPOptimizerStep(opt));
       loss = l;
@@ -135,12 +136,13 @@ int main(int argc, char **argv)
   /* Evaluation on an initial condition never trained on. */
   initial_condition(&s, 1000003);
   for (int k = 0; k < SNAPSHOTS; k++) {
+    double l;
     sample(&s, tmp, x, y);
+    for (int i = 0; i < points; i++) y10[i] = 10.0f * y[i];
     FSDPCallAbort(s.comm, FSDPModelForward(model, points, x, &pred));
-    for (int i = 0; i < points; i++) {
-      err[0] += ((double)pred[i] / 10.0 - y[i]) * ((double)pred[i] / 10.0 - y[i]); /* surrogate */
-      err[1] += (double)y[i] * y[i];                                                   /* persistence: no change */
-    }
+    FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y10, 1.0, &l, &dy));
+    err[0] += l * points / 100.0; /* surrogate: the sum of (pred/10 - y)^2 */
+    for (int i = 0; i < points; i++) err[1] += (double)y[i] * y[i]; /* persistence: no change */
   }
   MPI_Allreduce(MPI_IN_PLACE, err, 2, MPI_DOUBLE, MPI_SUM, s.comm);
   if (s.rank == 0) {
@@ -155,7 +157,7 @@ int main(int argc, char **argv)
   free(tmp);
   free(x);
   free(y);
-  free(dy);
+  free(y10);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }

@@ -609,6 +609,9 @@ FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
 FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, void *stream);
 /* After SetUp: the compute stream, and the GPU's CUDA ordinal (-1 on the host). */
 FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordinal);
+/* After SetUp: returns when the work the context queued on its GPU has run
+   (shards then read right on the host; timings are complete).  On the host it returns at once. */
+FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx);
 FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
 /* Whether MPI may be given device pointers (default: what MPI says, if it can tell; else false). */
 FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware); /* -fsdp_mpi_cuda_aware */

@@ -23,7 +23,7 @@ AS_IF([test "x$with_cuda" != xno], [
       CUDA_CFLAGS="-I$fsdp_cuda_dir/include"
       CUDA_LIBS="-L$fsdp_cuda_libdir -Wl,-rpath,$fsdp_cuda_libdir -lcublas -lcudart"
       FSDP_DEP_TRY([CUDA], [[#include <cuda_runtime.h>
-#include <cublas_v2.h>]], [[int v; cudaRuntimeGetVersion(&v); cublasHandle_t h; cublasCreate(&h);]],
+#include <cublas_v2.h>]], [[int v; cudaRuntimeGetVersion(&v); cublasHandle_t h; cublasCreate(&h); (void)cublasGetStatusString(CUBLAS_STATUS_SUCCESS);]],
         [fsdp_have_cuda=yes; NVCC="$fsdp_cuda_dir/bin/nvcc"; CUDA_HOME_DIR="$fsdp_cuda_dir"])
     ])
     AS_IF([test $fsdp_have_cuda = yes], [break])

@@ -71,6 +71,7 @@ static void test_errors(bool *gpu)
   TEST_CODE(FSDP_ERR_OPTION, FSDPContextSetFromOptions(ctx));
   TEST_MESSAGE_HAS("tpu");
   TEST_OK(FSDPOptionsClearValue("-fsdp_device"));
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextSynchronize(ctx));
   TEST_OK(FSDPContextDestroy(&ctx));
 
   /* SetUp on the device: it works, or it says why not on every rank. */

@@ -12,7 +12,7 @@
    TF32: 2e-2 (10-bit mantissas); bf16: 4e-2 (the device multiplies the
    activations in bf16 too, the host in fp32).  Then a checkpoint saved from
    GPU memory loads into a host context and back into a GPU context bit for
-   bit.  Without a GPU: SKIP (77).
+   bit, and bad labels are named.  Without a GPU: SKIP (77).
    mpitest: -n 2 */
 #include <math.h>
 #include <unistd.h>
@@ -38,8 +38,13 @@ static bool have_gpu(void)
   TEST_OK(FSDPContextAddUnit(ctx, "probe", &unit));
   TEST_OK(FlatParamAddParam(unit, "probe.w", 1, &n, NULL));
   code = FSDPContextSetUp(ctx);
-  TEST_ASSERT(code == FSDP_SUCCESS || code == FSDP_ERR_CUDA || code == FSDP_ERR_UNSUPPORTED,
-              "SetUp of a CUDA context returned %d", (int)code);
+  if (code) { /* only the absence of a GPU (or of CUDA) skips: any other failure fails */
+    const char *msg;
+    FSDPGetLastError(NULL, &msg, NULL);
+    TEST_ASSERT((code == FSDP_ERR_CUDA && strstr(msg, "no CUDA device is visible")) ||
+                    (code == FSDP_ERR_UNSUPPORTED && strstr(msg, "built without CUDA")),
+                "SetUp of a CUDA context failed with %d: %s", (int)code, msg);
+  }
   TEST_OK(FSDPContextDestroy(&ctx));
   return code == FSDP_SUCCESS;
 }
@@ -54,6 +59,7 @@ typedef struct {
   FSDPLossType loss;
   bool device_inputs; /* x and the target in device memory (else host memory, copied up by the model) */
   double tol;
+  bool freeze; /* blocks.0.fc.weight frozen: its GEMM and casts are skipped */
 } Config;
 
 static void download(void *host, const void *dev, size_t bytes)
@@ -105,6 +111,12 @@ static FSDPModel make_model(FSDPContext ctx, const Config *c)
   TEST_OK(FSDPModelSetSeed(m, 11));
   TEST_OK(FSDPModelSetTF32(m, c->tf32));
   TEST_OK(FSDPModelSetUp(m));
+  if (c->freeze) {
+    FlatParam unit;
+    FSDPParamId id;
+    TEST_OK(FSDPContextFindParam(ctx, "blocks.0.fc.weight", &unit, &id));
+    TEST_OK(FlatParamSetTrainable(unit, id, false));
+  }
   return m;
 }
 
@@ -132,6 +144,7 @@ static void compare_shards(FSDPContext host, FSDPContext dev, bool grad, double 
     char label[128];
     TEST_OK(FSDPContextGetUnit(host, u, &hu));
     TEST_OK(FSDPContextGetUnit(dev, u, &du));
+    TEST_OK(FSDPContextSynchronize(dev));
     TEST_OK(FlatParamGetName(hu, &name));
     if (grad) {
       TEST_OK(FlatParamGetGradShard(hu, &hs, &n));
@@ -214,6 +227,16 @@ static void test_config(const Config *c)
     TEST_OK(FSDPOptimizerStep(dopt));
   }
   compare_shards(hctx, dctx, false, c->tol, "the trained parameter shard", config);
+
+  /* A batch larger than any before: the GPU buffers grow. */
+  {
+    float *x2 = malloc((size_t)(2 * ROWS * in) * sizeof *x2);
+    for (int64_t i = 0; i < 2 * ROWS * in; i++) x2[i] = test_value(300, i);
+    TEST_OK(FSDPModelForward(hm, 2 * ROWS, x2, &hy));
+    TEST_OK(FSDPModelForward(dm, 2 * ROWS, x2, &dy_out));
+    compare("the output of a larger batch", hy, dy_out, 2 * ROWS * out, c->tol, config);
+    free(x2);
+  }
   if (dx) (void)cudaFree(dx);
   if (dt) (void)cudaFree(dt);
   free(x);
@@ -224,6 +247,35 @@ static void test_config(const Config *c)
   TEST_OK(FSDPModelDestroy(&dm));
   TEST_OK(FSDPContextDestroy(&hctx));
   TEST_OK(FSDPContextDestroy(&dctx));
+}
+
+/* A label outside [0, out) is named, from host labels (checked before the
+   copy) and from device labels (found by the kernel). */
+static void test_bad_labels(void)
+{
+  Config c = {"mlp:in=4,hidden=8,depth=1,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 0, false};
+  FSDPContext ctx = make_context(FSDP_DEVICE_CUDA, &c);
+  FSDPModel m = make_model(ctx, &c);
+  float x[ROWS * 4], t[ROWS * 5], *y, *dy;
+  int64_t labels[ROWS];
+  double loss;
+  void *dlabels;
+
+  batch(0, 4, 5, x, t, labels);
+  labels[3] = 9;
+  TEST_OK(FSDPModelForward(m, ROWS, x, &y));
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(m, FSDP_LOSS_CROSS_ENTROPY, labels, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("label 9 of row 3 is not in [0, 5)");
+  dlabels = upload(labels, sizeof labels);
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelLoss(m, FSDP_LOSS_CROSS_ENTROPY, dlabels, 1.0, &loss, &dy));
+  TEST_MESSAGE_HAS("label 9 of row 3 is not in [0, 5)");
+  labels[3] = 4; /* and a good set of labels afterwards works: the kernel's flag was reset */
+  (void)cudaMemcpy(dlabels, labels, sizeof labels, cudaMemcpyHostToDevice);
+  TEST_OK(FSDPModelLoss(m, FSDP_LOSS_CROSS_ENTROPY, dlabels, 1.0, &loss, &dy));
+  TEST_ASSERT(loss > 0 && isfinite(loss), "cross-entropy %g after a bad label", loss);
+  (void)cudaFree(dlabels);
+  TEST_OK(FSDPModelDestroy(&m));
+  TEST_OK(FSDPContextDestroy(&ctx));
 }
 
 /* Each unit's parameter shard, bit for bit (the momentum shows in the step after). */
@@ -259,7 +311,7 @@ static void same_shards(FSDPContext a, FSDPContext b, const char *what)
    host context and into another GPU context; the next step then agrees too. */
 static void test_checkpoint(void)
 {
-  Config c = {"mlp:in=8,hidden=32,depth=2,out=3,act=relu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 0};
+  Config c = {"mlp:in=8,hidden=32,depth=2,out=3,act=relu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 0, false};
   FSDPContext dctx = make_context(FSDP_DEVICE_CUDA, &c), hctx = make_context(FSDP_DEVICE_HOST, &c),
               d2ctx = make_context(FSDP_DEVICE_CUDA, &c);
   FSDPModel dm = make_model(dctx, &c), hm = make_model(hctx, &c), d2m = make_model(d2ctx, &c);
@@ -336,14 +388,15 @@ int main(int argc, char **argv)
 #if FSDP_WITH_CUDA
   {
     static const Config configs[] = {
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 1e-5},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, true, 1e-5},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=tanh,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 1e-5},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, true, FSDP_LOSS_MSE, true, 2e-2},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_BFLOAT16, false, FSDP_LOSS_CROSS_ENTROPY, false, 4e-2},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT16, false, FSDP_LOSS_MSE, true, 4e-2},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 1e-5, false},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, true, 1e-5, true},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=tanh,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 1e-5, false},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, true, FSDP_LOSS_MSE, true, 2e-2, false},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_BFLOAT16, false, FSDP_LOSS_CROSS_ENTROPY, false, 4e-2, true},
+      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT16, false, FSDP_LOSS_MSE, true, 4e-2, false},
     };
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) test_config(&configs[k]);
+    test_bad_labels();
     test_checkpoint();
   }
 #endif

@@ -279,6 +279,7 @@ static void test_model_loss(void)
   TEST_MESSAGE_HAS("call FSDPModelForward first");
 
   TEST_OK(FSDPModelForward(model, ROWS, gx, &y));
+  TEST_OK(FSDPContextSynchronize(ctx)); /* on the host: nothing to wait for */
   TEST_OK(FSDPMSELoss(ROWS, OUT, y, gt, &want, ref));
   TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 0.25, &loss, &dy));
   TEST_ASSERT(loss == want && loss > 0, "FSDPModelLoss (MSE) %.17g, FSDPMSELoss %.17g", loss, want);

@@ -316,6 +316,13 @@ FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordi
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx)
+{
+  CHECK_SETUP(ctx);
+  if (ctx->dev) FSDPCall(DeviceSynchronize_Private(ctx->dev));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine)
 {
   CHECK_SETTABLE(ctx);

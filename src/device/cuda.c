@@ -91,6 +91,11 @@ bool DeviceHolds_Private(Device dev, const void *p)
   (void)dev, (void)p;
   return false;
 }
+FSDPErrorCode DeviceSynchronize_Private(Device dev)
+{
+  (void)dev;
+  UNREACHABLE(__func__);
+}
 FSDPErrorCode DeviceGemm_Private(Device dev, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
                                  int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                                  float beta, float *c, int64_t ldc)
@@ -152,7 +157,7 @@ struct Device_s {
   char busid[32], desc[sizeof((struct cudaDeviceProp *)0)->name + 64];
   cudaStream_t compute, comm;
   bool own_compute;
-  cublasHandle_t blas; /* the layer library's GEMMs, on the compute stream */
+  cublasHandle_t blas; /* the layer library's GEMMs, on the compute stream; made at the first */
 #ifdef FSDP_HAVE_NCCL
   ncclComm_t nccl_shard, nccl_replicate;
 #endif
@@ -162,7 +167,7 @@ struct Device_s {
   struct Scratch {
     double sum;
     int flag;
-    unsigned long long bad_row; /* a loss's first bad label: row + 1, or 0 */
+    unsigned long long bad_row; /* a loss's bad label: its row + 1 (the last such row), or 0 */
   } *scratch;
 };
 
@@ -216,14 +221,6 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
   if (e != cudaSuccess) {
     (void)DeviceDestroy_Private(&d);
     CHECK_CUDA(e, "creating the device's streams and scratch");
-  }
-  {
-    cublasStatus_t st = cublasCreate(&d->blas);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(d->blas, d->compute);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      (void)DeviceDestroy_Private(&d);
-      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA, "cublasCreate on GPU %d: %s", ordinal, cublasGetStatusString(st));
-    }
   }
   *dev = d;
   return FSDP_SUCCESS;
@@ -424,6 +421,13 @@ FSDPErrorCode DeviceAdamW_Private(Device d, FSDPDataType dtype, void *p, const v
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode DeviceSynchronize_Private(Device d)
+{
+  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize of the compute stream");
+  CHECK_CUDA(cudaStreamSynchronize(d->comm), "cudaStreamSynchronize of the communication stream");
+  return FSDP_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ the layer library */
 
 bool DeviceHolds_Private(Device d, const void *p)
@@ -443,8 +447,14 @@ FSDPErrorCode DeviceGemm_Private(Device d, FSDPDataType ab, bool tf32, bool ta, 
 {
   cudaDataType_t t = ab == FSDP_BFLOAT16 ? CUDA_R_16BF : ab == FSDP_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
   cublasComputeType_t compute = ab == FSDP_FLOAT32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  cublasStatus_t st;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   if (m == 0 || n == 0) return FSDP_SUCCESS;
+  if (!d->blas) { /* cuBLAS's memory only for contexts that multiply */
+    st = cublasCreate(&d->blas);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(d->blas, d->compute);
+    FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA, "cublasCreate on %s: %s", d->desc,
+              cublasGetStatusString(st));
+  }
   FSDPCheck(k > 0 && m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
             "DeviceGemm: m %lld, n %lld, k %lld", (long long)m, (long long)n, (long long)k);
   /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */

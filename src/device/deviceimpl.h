@@ -57,6 +57,8 @@ FSDPErrorCode DeviceToHost_Private(Device dev, void *host, const void *src, size
 FSDPErrorCode DeviceFromHost_Private(Device dev, void *dst, const void *host, size_t bytes);
 /* The compute stream (a cudaStream_t), for the kernels' launches. */
 void *DeviceStream_Private(Device dev);
+/* Returns when everything queued on the device's streams has run. */
+FSDPErrorCode DeviceSynchronize_Private(Device dev);
 
 /* ------------------------------------------------------------------ arithmetic (device.c, kernels.cu) */
 

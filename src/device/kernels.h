@@ -45,7 +45,7 @@ int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const floa
 /* *sum (device memory) += the loss terms; dy = the mean loss's gradient times scale. */
 int FSDPKernelMSELoss(int64_t count, const float *y, const float *target, double scale, double *sum, float *dy,
                       void *stream);
-/* *bad_row (device memory) becomes row + 1 of a label outside [0, classes). */
+/* *bad_row (device memory) becomes row + 1 of a label outside [0, classes) (the last such row). */
 int FSDPKernelCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double scale,
                                double *sum, unsigned long long *bad_row, float *dlogits, void *stream);
 

@@ -237,7 +237,8 @@ __global__ void mse_k(int64_t count, const float *y, const float *target, double
 }
 
 /* One block per row: max, log-sum-exp, the row's loss, its gradient.  A
-   label outside [0, classes) marks *bad_row (row + 1) and skips the row. */
+   label outside [0, classes) skips its row, and *bad_row becomes at least
+   row + 1 (so it names the last bad row: any one will do for the error). */
 __global__ void cross_entropy_k(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double scale,
                                 double *sum, unsigned long long *bad_row, float *dlogits)
 {

@@ -400,12 +400,16 @@ static FSDPErrorCode free_buffers(FSDPModel m)
 {
   Buffer *b;
   int nb;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
   FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
   nb = list_buffers(m, m->capacity, b);
-  for (int k = 0; k < nb; k++) FSDPCall(DeviceFree_Private(m->dev, b[k].ptr, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER));
+  for (int k = 0; k < nb; k++) {
+    FSDPErrorCode e = DeviceFree_Private(m->dev, b[k].ptr, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER);
+    ierr = ierr ? ierr : e;
+  }
   FSDPCall(FSDPFree(&b));
   m->capacity = 0;
-  return FSDP_SUCCESS;
+  return ierr;
 }
 
 /* Activations for n rows; reallocated only when a batch is larger than any before. */
@@ -413,14 +417,19 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
 {
   Buffer *b;
   int nb;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
   if (n <= m->capacity) return FSDP_SUCCESS;
   FSDPCall(free_buffers(m));
   FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
   nb = list_buffers(m, n, b);
-  m->capacity = n; /* from here on free_buffers frees what was allocated: the rest is NULL */
-  for (int k = 0; k < nb; k++)
-    if (b[k].elems) FSDPCall(DeviceAlloc_Private(m->dev, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER, b[k].ptr));
+  m->capacity = n; /* free_buffers frees what was allocated (the rest is NULL) and says 0 */
+  for (int k = 0; k < nb && !ierr; k++)
+    if (b[k].elems) ierr = DeviceAlloc_Private(m->dev, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER, b[k].ptr);
   FSDPCall(FSDPFree(&b));
+  if (ierr) { /* a batch too large for the memory: the model stays usable, with no buffers */
+    FSDPCall(free_buffers(m));
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
   return FSDP_SUCCESS;
 }
 
