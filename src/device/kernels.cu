@@ -1,23 +1,12 @@
 /* kernels.cu: the CUDA kernels of the runtime's arithmetic on buffers
    (deviceimpl.h).  The per-element rounding is elementwise.h's, shared with
    the host loops, so the two backends agree bit for bit. */
-#include <cuda_runtime.h>
-
 #include "elementwise.h"
+#include "grid.cuh"
 #include "kernels.h"
 
 /* The FSDPDataType values (fsdp.h), which this file does not include. */
 enum { T_F32 = 0, T_F64 = 1, T_BF16 = 2, T_F16 = 3 };
-
-static const int THREADS = 256;
-
-static unsigned blocks_for(int64_t n)
-{
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8); /* grid-stride loops cover the rest */
-}
-
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void narrow16(uint16_t *dst, const float *src, int64_t n, float scale, int bf16)
 {
@@ -130,13 +119,8 @@ template <typename T> __global__ void sumsq_k(const T *x, int64_t n, double *sum
   __shared__ double part[THREADS];
   double s = 0;
   GRID_STRIDE(i, n) s += (double)x[i] * x[i];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = THREADS / 2; w > 0; w /= 2) {
-    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) atomicAdd(sum, part[0]);
+  s = block_sum(s, part);
+  if (threadIdx.x == 0) atomicAdd(sum, s);
 }
 
 template <typename T> __global__ void sgd_k(T *p, const T *g, T *buf, int64_t n, FSDPKernelHyper h)

@@ -2,44 +2,17 @@
    the host loop of src/nn/layers.c: the same formulas, in the same types,
    with the same sums in double; only the order of those sums differs.  The
    GEMMs are cuBLAS's (cuda.c). */
-#include <cuda_runtime.h>
-
+#include "elementwise.h"
+#include "grid.cuh"
 #include "kernels.h"
-
-static const int THREADS = 256;
 
 /* The FSDPActivation values (fsdp_nn.h), which this file does not include. */
 enum { ACT_RELU = 0, ACT_TANH = 1, ACT_GELU = 2, ACT_IDENTITY = 3 };
 
-#define FSDP_SQRT1_2 0.70710678118654752440
-#define FSDP_INV_SQRT_2PI 0.39894228040143267794
-#define LAYERNORM_EPS 1e-5
-
-static unsigned blocks_for(int64_t n)
-{
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
-
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 /* One block per row, however many rows. */
 #define ROW_STRIDE(i, n) for (int64_t i = blockIdx.x; i < (n); i += gridDim.x)
 
 static unsigned row_blocks(int64_t n) { return (unsigned)(n < 65535 * 8 ? n : 65535 * 8); }
-
-/* The block's sum of v (every thread gets it); part has THREADS doubles. */
-__device__ double block_sum(double v, double *part)
-{
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = THREADS / 2; w > 0; w /= 2) {
-    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  v = part[0];
-  __syncthreads(); /* part is free for the next sum */
-  return v;
-}
 
 __device__ float block_max(float v, float *part)
 {
@@ -149,7 +122,7 @@ __global__ void layernorm_forward_k(int64_t n, int64_t h, const float *x, const 
     mu = block_sum(mu, part) / (double)h;
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) var += (xi[j] - mu) * (xi[j] - mu);
     var = block_sum(var, part) / (double)h;
-    r = 1.0 / sqrt(var + LAYERNORM_EPS);
+    r = 1.0 / sqrt(var + FSDP_LAYERNORM_EPS);
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
       double v = (xi[j] - mu) * r;
       if (weight) v *= weight[j];

@@ -139,8 +139,6 @@ FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float 
   return FSDP_SUCCESS;
 }
 
-#define LAYERNORM_EPS 1e-5
-
 FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
                                    float *y, float *mean, float *rstd)
 {
@@ -154,7 +152,7 @@ FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const f
     mu /= (double)h;
     for (int64_t j = 0; j < h; j++) var += (xi[j] - mu) * (xi[j] - mu); /* two passes: no cancellation */
     var /= (double)h;
-    r = 1.0 / sqrt(var + LAYERNORM_EPS);
+    r = 1.0 / sqrt(var + FSDP_LAYERNORM_EPS);
     for (int64_t j = 0; j < h; j++) {
       double v = (xi[j] - mu) * r;
       if (weight) v *= weight[j];

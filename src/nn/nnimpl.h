@@ -5,8 +5,7 @@
 #include "fsdpimpl.h"
 #include "fsdp_nn.h"
 
-#define FSDP_SQRT1_2 0.70710678118654752440       /* 1/sqrt(2) */
-#define FSDP_INV_SQRT_2PI 0.39894228040143267794  /* 1/sqrt(2 pi) */
+#include "../device/elementwise.h" /* the constants, shared with the GPU's kernels */
 
 /* C[m, n] = alpha op(A) op(B) + beta C, row-major: OpenBLAS when built with it. */
 void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
