@@ -386,13 +386,20 @@ FSDPErrorCode DeviceSumSquares_Private(Device d, FSDPDataType dtype, const void 
   return FSDP_SUCCESS;
 }
 
+/* The scratch's values once the compute stream reaches this point; the scratch is then zero again. */
+static FSDPErrorCode take_scratch(Device d, struct Scratch *got)
+{
+  CHECK_CUDA(cudaMemcpyAsync(got, d->scratch, sizeof *got, cudaMemcpyDeviceToHost, d->compute),
+             "cudaMemcpyAsync of the device's reductions");
+  CHECK_CUDA(cudaMemsetAsync(d->scratch, 0, sizeof *d->scratch, d->compute), "cudaMemsetAsync");
+  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize after the device's reductions");
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode DeviceTakeReductions_Private(Device d, bool *nonfinite, double *sumsq)
 {
   struct Scratch got;
-  CHECK_CUDA(cudaMemcpyAsync(&got, d->scratch, sizeof got, cudaMemcpyDeviceToHost, d->compute),
-             "cudaMemcpyAsync of the optimizer's reductions");
-  CHECK_CUDA(cudaMemsetAsync(d->scratch, 0, sizeof *d->scratch, d->compute), "cudaMemsetAsync");
-  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize");
+  FSDPCall(take_scratch(d, &got));
   if (nonfinite) *nonfinite = got.flag != 0;
   if (sumsq) *sumsq = got.sum;
   return FSDP_SUCCESS;
@@ -513,10 +520,7 @@ FSDPErrorCode DeviceLoss_Private(Device d, bool cross_entropy, int64_t n, int64_
   else
     CHECK_CUDA((cudaError_t)FSDPKernelMSELoss(n * m, y, (const float *)target, scale, &d->scratch->sum, dy, d->compute),
                "the MSE kernel");
-  CHECK_CUDA(cudaMemcpyAsync(&got, d->scratch, sizeof got, cudaMemcpyDeviceToHost, d->compute),
-             "cudaMemcpyAsync of the loss");
-  CHECK_CUDA(cudaMemsetAsync(d->scratch, 0, sizeof *d->scratch, d->compute), "cudaMemsetAsync");
-  CHECK_CUDA(cudaStreamSynchronize(d->compute), "cudaStreamSynchronize after the loss");
+  FSDPCall(take_scratch(d, &got));
   *sum = got.sum;
   *bad_row = (int64_t)got.bad_row - 1;
   return FSDP_SUCCESS;
