@@ -453,14 +453,14 @@ static FSDPErrorCode pause_for_test(FSDPContext ctx, const char *tmp)
 /* What a save reads of one unit: its shard and optimizer state, or, on a
    GPU, host copies of them (HDF5 reads host memory). */
 typedef struct {
-  void *shard, *state[2];
-  size_t bytes; /* of the host copy; 0: the unit's own memory */
+  void *shard, *state[2]; /* the state tensors follow the shard in a copy */
+  bool copied;             /* shard is a host copy, to be freed; else the unit's own memory */
 } Source;
 
 static FSDPErrorCode sources_free(FSDPContext ctx, Source **src)
 {
   for (int u = 0; *src && u < ctx->nunits; u++)
-    if ((*src)[u].bytes) FSDPCall(FSDPFree(&(*src)[u].shard));
+    if ((*src)[u].copied) FSDPCall(FSDPFree(&(*src)[u].shard));
   FSDPCall(FSDPFree(src));
   return FSDP_SUCCESS;
 }
@@ -478,7 +478,7 @@ static FSDPErrorCode sources_get(FSDPContext ctx, FSDPOptimizer opt, Source **sr
     if (!ctx->dev) continue;
     if (nstates) state_bytes = opt->units[u].state_bytes;
     FSDPCall(FSDPMalloc(shard_bytes + (size_t)nstates * state_bytes + 1, FSDP_MEM_COMM_STAGING, &s->shard));
-    s->bytes = shard_bytes + (size_t)nstates * state_bytes + 1; /* from here on, s->shard is ours to free */
+    s->copied = true;
     FSDPCall(DeviceToHost_Private(ctx->dev, s->shard, unit->shard, shard_bytes));
     for (int k = 0; k < nstates; k++) {
       s->state[k] = (char *)s->shard + shard_bytes + (size_t)k * state_bytes;
