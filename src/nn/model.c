@@ -364,50 +364,45 @@ FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int6
 
 /* ------------------------------------------------------------------ forward and backward */
 
-/* Each buffer for n rows: where it is, how many elements of which size.
-   Host and device memory alike (DeviceAlloc_Private is malloc on the host);
-   the GPU-only ones are absent (0 elements) on the host. */
+/* The model's buffers for n rows, one by one: where each is, how many
+   elements of which size.  Host and device memory alike (DeviceAlloc_Private
+   is malloc on the host); the GPU-only ones have 0 elements on the host. */
 typedef struct {
   void *ptr;
   int64_t elems;
   size_t size;
 } Buffer;
 
-static int list_buffers(FSDPModel m, int64_t n, Buffer *b)
-{
-  int k = 0;
-  bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
-  for (int i = 0; i < m->nlayers; i++) {
-    Layer *l = &m->layers[i];
-    b[k++] = (Buffer){&l->y, n * l->out, sizeof(float)};
-    b[k++] = (Buffer){&l->mean, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
-    b[k++] = (Buffer){&l->rstd, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
-  }
-  b[k++] = (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
-  b[k++] = (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
-  b[k++] = (Buffer){&m->dy, n * m->out, sizeof(float)};
-  b[k++] = (Buffer){&m->input, gpu ? n * m->in : 0, sizeof(float)};
-  /* labels are 8 bytes, regression targets out floats: room for either */
-  b[k++] = (Buffer){&m->target, gpu ? n * (m->out > 2 ? m->out : 2) : 0, sizeof(float)};
-  b[k++] = (Buffer){&m->low[0], low ? n * m->width : 0, 2};
-  b[k++] = (Buffer){&m->low[1], low ? n * m->width : 0, 2};
-  return k;
-}
+static int num_buffers(FSDPModel m) { return 3 * m->nlayers + 7; }
 
-#define MAX_BUFFERS(m) (3 * (m)->nlayers + 7)
+static Buffer buffer_at(FSDPModel m, int64_t n, int k)
+{
+  bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
+  if (k < 3 * m->nlayers) { /* each layer's output, and a LayerNorm's statistics */
+    Layer *l = &m->layers[k / 3];
+    if (k % 3 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
+    return (Buffer){k % 3 == 1 ? (void *)&l->mean : (void *)&l->rstd, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
+  }
+  switch (k - 3 * m->nlayers) {
+  case 0: return (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
+  case 1: return (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
+  case 2: return (Buffer){&m->dy, n * m->out, sizeof(float)};
+  case 3: return (Buffer){&m->input, gpu ? n * m->in : 0, sizeof(float)};
+  /* labels are 8 bytes, regression targets out floats: room for either */
+  case 4: return (Buffer){&m->target, gpu ? n * (m->out > 2 ? m->out : 2) : 0, sizeof(float)};
+  case 5: return (Buffer){&m->low[0], low ? n * m->width : 0, 2};
+  default: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
+  }
+}
 
 static FSDPErrorCode free_buffers(FSDPModel m)
 {
-  Buffer *b;
-  int nb;
   FSDPErrorCode ierr = FSDP_SUCCESS;
-  FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
-  nb = list_buffers(m, m->capacity, b);
-  for (int k = 0; k < nb; k++) {
-    FSDPErrorCode e = DeviceFree_Private(m->dev, b[k].ptr, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER);
+  for (int k = 0; k < num_buffers(m); k++) {
+    Buffer b = buffer_at(m, m->capacity, k);
+    FSDPErrorCode e = DeviceFree_Private(m->dev, b.ptr, (size_t)b.elems * b.size, FSDP_MEM_OTHER);
     ierr = ierr ? ierr : e;
   }
-  FSDPCall(FSDPFree(&b));
   m->capacity = 0;
   return ierr;
 }
@@ -415,17 +410,14 @@ static FSDPErrorCode free_buffers(FSDPModel m)
 /* Activations for n rows; reallocated only when a batch is larger than any before. */
 static FSDPErrorCode reserve(FSDPModel m, int64_t n)
 {
-  Buffer *b;
-  int nb;
   FSDPErrorCode ierr = FSDP_SUCCESS;
   if (n <= m->capacity) return FSDP_SUCCESS;
   FSDPCall(free_buffers(m));
-  FSDPCall(FSDPMalloc(MAX_BUFFERS(m) * sizeof *b, FSDP_MEM_OTHER, &b));
-  nb = list_buffers(m, n, b);
   m->capacity = n; /* free_buffers frees what was allocated (the rest is NULL) and says 0 */
-  for (int k = 0; k < nb && !ierr; k++)
-    if (b[k].elems) ierr = DeviceAlloc_Private(m->dev, (size_t)b[k].elems * b[k].size, FSDP_MEM_OTHER, b[k].ptr);
-  FSDPCall(FSDPFree(&b));
+  for (int k = 0; k < num_buffers(m) && !ierr; k++) {
+    Buffer b = buffer_at(m, n, k);
+    if (b.elems) ierr = DeviceAlloc_Private(m->dev, (size_t)b.elems * b.size, FSDP_MEM_OTHER, b.ptr);
+  }
   if (ierr) { /* a batch too large for the memory: the model stays usable, with no buffers */
     FSDPCall(free_buffers(m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -535,7 +527,7 @@ static FSDPErrorCode linear_backward_gpu(FSDPModel m, const Layer *l, int64_t n,
   return FSDP_SUCCESS;
 }
 
-/* Where the GPU reads an input: p itself, or p's n*size bytes copied up into `copy`. */
+/* Where the GPU reads an input: p itself, or p's first `bytes` copied up into `copy`. */
 static FSDPErrorCode on_gpu(FSDPModel m, const void *p, size_t bytes, void *copy, const void **where)
 {
   *where = p;
