@@ -11,7 +11,9 @@
    on the compute stream through an event, NCCL ones run on the device's
    communication stream, MPI ones one at a time through pinned staging
    (copied out, MPI_I*, copied back) or on device pointers (CUDA-aware MPI),
-   progressed inside the library's calls as the nonblocking engine is. */
+   progressed inside the library's calls as the nonblocking engine is.  In a
+   group of one rank the result is the input: a copy on the communication
+   stream. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +32,7 @@ typedef struct {
   void *ready, *staged, *landed; /* device events: the compute stream's point, staging out, the result in */
   DevPhase phase;
   size_t send_off, in_bytes; /* device MPI: where the send block sits in the staging, the bytes coming back */
+  bool local;   /* device, a group of one: a copy on the communication stream, no MPI */
   bool queued;  /* submitted and not retired (waited for) */
   bool started; /* nonblocking: the MPI_I* call is made */
   bool done;
@@ -55,6 +58,7 @@ struct CommStream_s {
   FSDPLogEvent ev_wait;
   Device dev;          /* NULL: the host engines */
   uint64_t mpi_active; /* device: the MPI operation using the pinned staging (0: none) */
+  bool failed;         /* device: a CUDA call failed under the stream, which runs nothing more */
 };
 
 static const char *const kind_names[COMM_NUM_KINDS] = {"AllGather", "ReduceScatter", "AllReduce"};
@@ -261,7 +265,7 @@ static FSDPErrorCode dev_progress(CommStream s)
     Slot *sl = slot_of(s, t);
     bool passed = false;
     if (!sl->queued || sl->done) continue;
-    if (sl->op.nccl) { /* on the communication stream since Submit */
+    if (sl->op.nccl || sl->local) { /* on the communication stream since Submit */
       FSDPCall(DeviceEventDone_Private(sl->landed, &passed));
       if (passed) dev_finish(s, sl, MPI_SUCCESS);
       continue;
@@ -316,11 +320,22 @@ static FSDPErrorCode dev_progress(CommStream s)
   return FSDP_SUCCESS;
 }
 
+static void dev_fail(CommStream s);
+
 static FSDPErrorCode dev_submit(CommStream s, Slot *sl)
 {
+  int size;
+  FSDPCallMPI(MPI_Comm_size(sl->op.comm, &size));
   sl->phase = DEV_QUEUED;
+  sl->local = !sl->op.nccl && size == 1;
   FSDPCall(DeviceMarkReady_Private(s->dev, sl->ready));
-  if (sl->op.nccl) {
+  if (sl->local) { /* the result is the input: a device copy, not a round trip through the host */
+    const void *src = sl->op.send == MPI_IN_PLACE || sl->op.send == sl->op.recv ? NULL : sl->op.send;
+    sl->start = FSDPTime_Private();
+    FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.recv, src, src ? (size_t)sl->op.count * FSDPDataTypeSize(sl->op.dtype) : 0,
+                                    sl->ready, sl->landed));
+    sl->started = true;
+  } else if (sl->op.nccl) {
     DeviceCollective c = {.kind = (int)sl->op.kind,
                           .send = sl->op.send == MPI_IN_PLACE ? NULL : sl->op.send,
                           .recv = sl->op.recv,
@@ -354,10 +369,17 @@ FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
   pthread_mutex_unlock(&s->lock);
 #ifdef FSDP_HAVE_CUDA
   if (s->dev) {
-    FSDPErrorCode ierr = dev_submit(s, sl);
-    if (ierr) { /* not on the device: retired here */
+    FSDPErrorCode ierr;
+    if (s->failed) {
       sl->queued = false;
-      if (s->mpi_active == t) s->mpi_active = 0;
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA,
+                "the %s of unit '%s' cannot start: the GPU communication stream stopped at an earlier CUDA error",
+                CommKindName(op->kind), op->unit ? op->unit : "?");
+    }
+    ierr = dev_submit(s, sl);
+    if (ierr) { /* retired here */
+      dev_fail(s);
+      sl->queued = false;
       return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
     }
     *ticket = t;
@@ -412,6 +434,32 @@ static void describe(const Slot *sl, char *buf, size_t len)
            sl->op.unit ? sl->op.unit : "?", b, size);
 }
 
+#ifdef FSDP_HAVE_CUDA
+/* After a CUDA failure the stream runs nothing more.  The MPI operations
+   already started are finished first: they need only host memory and the
+   peers, who take part in them, and none may still write into the staging
+   once the caller goes on.  What is left reads as failed. */
+static void dev_fail(CommStream s)
+{
+  char what[256];
+  s->failed = true;
+  for (uint64_t t = first_ticket(s); t <= s->submitted; t++) {
+    Slot *sl = slot_of(s, t);
+    double t0 = FSDPTime_Private(), waited;
+    int flag = 0;
+    if (!sl->queued || sl->done) continue;
+    while (sl->phase == DEV_RUNNING && !flag && MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+      if (!flag && overdue(s, t0, &waited)) {
+        describe(sl, what, sizeof what);
+        watchdog_fire(s, what, waited);
+      }
+    sl->phase = DEV_DONE;
+    sl->done = true;
+  }
+  s->mpi_active = 0;
+}
+#endif
+
 /* The collective the others wait behind: the oldest one started and not done. */
 static const Slot *oldest_pending(CommStream s, const Slot *waited)
 {
@@ -437,7 +485,14 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
             "operation %llu was waited for already", (unsigned long long)ticket);
 #ifdef FSDP_HAVE_CUDA
   if (s->dev) {
-    FSDPErrorCode ierr = dev_progress(s);
+    FSDPErrorCode ierr;
+    if (s->failed) {
+      sl->queued = false;
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA,
+                "the %s of unit '%s' did not complete: the GPU communication stream stopped at an earlier CUDA error",
+                CommKindName(sl->op.kind), sl->op.unit ? sl->op.unit : "?");
+    }
+    ierr = dev_progress(s);
     blocked = !sl->done;
     if (blocked) (void)FSDPLogEventBegin(s->ev_wait);
     while (!ierr && !sl->done) {
@@ -460,12 +515,13 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
       s->exposed_time += FSDPTime_Private() - t0;
     }
     if (ierr) { /* the device failed under it: nothing more will come of it */
-      if (!sl->done) dev_finish(s, sl, MPI_SUCCESS);
+      dev_fail(s);
       sl->queued = false;
       return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
     }
     /* The compute stream reads the result after it lands. */
-    if (!sl->mpierr && (sl->op.nccl || !sl->op.cuda_aware)) ierr = DeviceComputeWaits_Private(s->dev, sl->landed);
+    if (!sl->mpierr && (sl->op.nccl || sl->local || !sl->op.cuda_aware))
+      ierr = DeviceComputeWaits_Private(s->dev, sl->landed);
     err = sl->mpierr;
     sl->queued = false;
     if (err != MPI_SUCCESS) FSDPCallMPI(err);
@@ -518,8 +574,13 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
   while (!flag) {
     FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
 #ifdef FSDP_HAVE_CUDA
-    if (s->dev) FSDPCall(dev_progress(s));
-    else
+    if (s->dev) {
+      FSDPErrorCode ierr = dev_progress(s);
+      if (ierr) {
+        dev_fail(s);
+        return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+      }
+    } else
 #endif
     if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
     if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);

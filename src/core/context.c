@@ -686,7 +686,10 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
     size_t need = ((size_t)u->shard_numel * es + 255) / 256 * 256 + (size_t)u->padded * es;
     if (need > most) most = need;
   }
-  if (most && (!DeviceNCCL_Private(ctx->dev, true) || !DeviceNCCL_Private(ctx->dev, false)))
+  /* Groups of one copy on the GPU, and CUDA-aware MPI reads device memory. */
+  if (most && !ctx->cuda_aware &&
+      ((ctx->factor > 1 && !DeviceNCCL_Private(ctx->dev, true)) ||
+       (ctx->nreplicas > 1 && !DeviceNCCL_Private(ctx->dev, false))))
     FSDPCall(DeviceReservePinned_Private(ctx->dev, most));
   return FSDP_SUCCESS;
 }
@@ -955,6 +958,14 @@ FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shar
 
 /* ------------------------------------------------------------------ view */
 
+/* What carries a group's collectives on the GPU (stream.c decides the same way). */
+static const char *device_engine(FSDPContext ctx, bool shard)
+{
+  if ((shard ? ctx->factor : ctx->nreplicas) == 1) return "copies (one rank)";
+  if (DeviceNCCL_Private(ctx->dev, shard)) return "NCCL";
+  return ctx->cuda_aware ? "MPI (CUDA-aware)" : "MPI (host staging)";
+}
+
 static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 {
   FSDPContext ctx = arg;
@@ -986,11 +997,8 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                  ctx->nreplicas == 1 ? "" : "s", device_names[ctx->device]));
   if (ctx->dev)
     FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] %s: shard group on %s, replicas on %s%s\n", ctx->rank,
-                                               DeviceDescribe_Private(ctx->dev),
-                                               DeviceNCCL_Private(ctx->dev, true) ? "NCCL" : "MPI (host staging)",
-                                               DeviceNCCL_Private(ctx->dev, false) ? "NCCL"
-                                               : ctx->cuda_aware ? "MPI (CUDA-aware)" : "MPI (host staging)",
-                                               ctx->fallback[0] ? ": one GPU shared" : ""));
+                                               DeviceDescribe_Private(ctx->dev), device_engine(ctx, true),
+                                               device_engine(ctx, false), ctx->fallback[0] ? ": one GPU shared" : ""));
   if (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32)
     FSDPCall(FSDPViewerASCIIPrintf(v, "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
                                    "in %s%s; fp32 master shards, gradients and optimizer state\n",
