@@ -57,6 +57,7 @@ MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
               "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
               __func__);                                                                                         \
+    FSDPCall(DeviceEnter_Private((c)->dev));                                                                     \
   } while (0)
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -119,6 +120,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
             "FSDPContextDestroy: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
             "first; the context is left as it was",
             c->reducing ? c->reducing->name : "");
+  (void)DeviceEnter_Private(c->dev); /* its memory is freed on its GPU, error or not */
   /* Prefetches nobody used finish before their buffers go. */
   FSDPCall(CommStreamDestroy(&c->stream));
   for (int i = 0; i < c->nunits; i++) FSDPCall(FlatParamDestroy_Private(&c->units[i]));
@@ -672,7 +674,7 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
   int shard_rank;
   bool replicate = ctx->replicate_engine == FSDP_REPLICATE_ENGINE_NCCL;
   if (!ctx->cuda_aware_set) ctx->cuda_aware = mpi_is_cuda_aware();
-  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->comm, ctx->shard_comm, ctx->replicate_comm, replicate,
+  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->comm, ctx->shard_comm, ctx->replicate_comm, replicate, ctx->timeout,
                                    ctx->fallback, sizeof ctx->fallback));
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &shard_rank));
   if (ctx->fallback[0] && shard_rank == 0) {

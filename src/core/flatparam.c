@@ -27,6 +27,7 @@ static FSDPErrorCode check_ready(FlatParam u, bool running, const char *caller)
             "%s: unit '%s': FSDPContextSetUp failed on this context; destroy it", caller, u->name);
   FSDPCheck(ctx->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: unit '%s' is not set up: call FSDPContextSetUp first",
             caller, u->name);
+  if (running) FSDPCall(DeviceEnter_Private(ctx->dev));
   return FSDP_SUCCESS;
 }
 #define CHECK_UNIT_SETUP(u)                                                                                      \

@@ -1,8 +1,11 @@
 /* A context's GPU (deviceimpl.h): device choice, streams, events, NCCL
    communicators, pinned staging (doc/cuda.md).  Built without CUDA, only
    DeviceCreate_Private exists, and it says so. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "deviceimpl.h"
 
@@ -20,6 +23,11 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
 FSDPErrorCode DeviceDestroy_Private(Device *dev)
 {
   *dev = NULL;
+  return FSDP_SUCCESS;
+}
+FSDPErrorCode DeviceEnter_Private(Device dev)
+{
+  (void)dev;
   return FSDP_SUCCESS;
 }
 const char *DeviceDescribe_Private(Device dev)
@@ -48,9 +56,10 @@ void *DeviceNCCL_Private(Device dev, bool shard)
    calls these; they are here for the linker. */
 #define UNREACHABLE(name)                                                                                          FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
 FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, char *why, size_t len)
+                                      bool replicate_nccl, double timeout, char *why, size_t len)
 {
-  (void)dev, (void)comm, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)why, (void)len;
+  (void)dev, (void)comm, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)timeout, (void)why;
+  (void)len;
   UNREACHABLE(__func__);
 }
 FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes)
@@ -226,10 +235,29 @@ FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stre
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode DeviceEnter_Private(Device d)
+{
+  int current = -1;
+  cudaError_t e;
+  if (!d) return FSDP_SUCCESS;
+  if (cudaGetDevice(&current) != cudaSuccess || current != d->ordinal)
+    CHECK_CUDA(cudaSetDevice(d->ordinal), "cudaSetDevice to the context's GPU");
+  /* A sticky error is returned again however often it is read; a launch
+     error is returned once. */
+  e = cudaGetLastError();
+  if (e != cudaSuccess && cudaGetLastError() != cudaSuccess)
+    FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA,
+              "%s has failed: %s (%s), an error left by earlier work on it (a kernel of the caller's or of "
+              "libfsdp's that faulted); the process cannot use this GPU any more",
+              d->desc, cudaGetErrorString(e), cudaGetErrorName(e));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode DeviceDestroy_Private(Device *dev)
 {
   Device d = *dev;
   if (!d) return FSDP_SUCCESS;
+  (void)DeviceEnter_Private(d); /* what is freed belongs to this GPU, error or not */
   if (d->comm) (void)cudaStreamSynchronize(d->comm);
   if (d->compute) (void)cudaStreamSynchronize(d->compute);
 #ifdef FSDP_HAVE_NCCL
@@ -283,31 +311,94 @@ static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool
   return FSDP_SUCCESS;
 }
 
+/* A rank whose ncclCommInitRank fails leaves its peers inside theirs, and
+   NCCL's blocking init has no way out: a thread watches the call and aborts
+   the job once it has run `timeout` seconds.  It calls MPI while the rank's
+   own thread is inside NCCL, not MPI, so the two never call MPI at once. */
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t finished;
+  bool done;
+  double timeout;
+  MPI_Comm abort_comm;
+  const char *group;
+} InitWatch;
+
+static void *watch_init(void *arg)
+{
+  InitWatch *w = arg;
+  struct timespec until;
+  double wait = w->timeout < 1e8 ? w->timeout : 1e8; /* ~3 years: time_t cannot overflow */
+  bool overdue;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)wait;
+  until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&w->lock);
+  while (!w->done && pthread_cond_timedwait(&w->finished, &w->lock, &until) != ETIMEDOUT) continue;
+  overdue = !w->done;
+  pthread_mutex_unlock(&w->lock);
+  if (overdue) {
+    int rank = -1;
+    MPI_Comm_rank(w->abort_comm, &rank);
+    fprintf(stderr,
+            "[%d] libfsdp watchdog: ncclCommInitRank of the %s group has not completed after %g s "
+            "(-fsdp_collective_timeout) in FSDPContextSetUp; another rank of the group failed before or inside it "
+            "(see its message), or never called it. Aborting the job.\n",
+            rank, w->group, w->timeout);
+    fflush(stderr);
+    MPI_Abort(w->abort_comm, FSDP_ERR_TIMEOUT);
+  }
+  return NULL;
+}
+
 /* The unique id travels with rank 0's status, so that a failure there
-   stops every rank instead of leaving them in the broadcast.  A rank whose
-   ncclCommInitRank fails still leaves its peers inside theirs: NCCL's
-   blocking init gives no way out (the watchdog does not cover SetUp). */
-static FSDPErrorCode nccl_comm(MPI_Comm comm, ncclComm_t *nccl)
+   stops every rank instead of leaving them in the broadcast. */
+static FSDPErrorCode nccl_comm(MPI_Comm comm, const char *group, double timeout, MPI_Comm abort_comm, ncclComm_t *nccl)
 {
   struct {
     ncclUniqueId id;
     int status;
   } root;
+  InitWatch w = {.done = false, .timeout = timeout, .abort_comm = abort_comm, .group = group};
+  pthread_t watcher;
+  bool watching = false;
+  ncclResult_t r;
   int rank, size;
   FSDPCallMPI(MPI_Comm_rank(comm, &rank));
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   memset(&root, 0, sizeof root);
   if (rank == 0) root.status = (int)ncclGetUniqueId(&root.id);
   FSDPCallMPI(MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, comm));
-  FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the group: %s",
-            ncclGetErrorString((ncclResult_t)root.status));
-  CHECK_NCCL(ncclCommInitRank(nccl, size, root.id, rank), "ncclCommInitRank");
+  FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the %s group: %s",
+            group, ncclGetErrorString((ncclResult_t)root.status));
+  if (timeout > 0) {
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.finished, NULL);
+    watching = pthread_create(&watcher, NULL, watch_init, &w) == 0;
+    if (!watching) {
+      pthread_cond_destroy(&w.finished);
+      pthread_mutex_destroy(&w.lock);
+    }
+  }
+  r = ncclCommInitRank(nccl, size, root.id, rank);
+  if (watching) {
+    pthread_mutex_lock(&w.lock);
+    w.done = true;
+    pthread_cond_signal(&w.finished);
+    pthread_mutex_unlock(&w.lock);
+    pthread_join(watcher, NULL);
+    pthread_cond_destroy(&w.finished);
+    pthread_mutex_destroy(&w.lock);
+  }
+  FSDPCheck(r == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclCommInitRank of the %s group (rank %d of %d): %s",
+            group, rank, size, ncclGetErrorString(r));
   return FSDP_SUCCESS;
 }
 #endif
 
 FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, char *why, size_t len)
+                                      bool replicate_nccl, double timeout, char *why, size_t len)
 {
   bool shared = false;
   int fsize, rsize;
@@ -317,7 +408,7 @@ FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_co
 #ifdef FSDP_HAVE_NCCL
   if (fsize > 1) {
     FSDPCall(shares_gpu(d, shard_comm, "shard", &shared, why, len));
-    if (!shared) FSDPCall(nccl_comm(shard_comm, &d->nccl_shard));
+    if (!shared) FSDPCall(nccl_comm(shard_comm, "shard", timeout, comm, &d->nccl_shard));
   }
   if (replicate_nccl && rsize > 1) {
     /* A replicate group spans shard groups: all of them decide together.
@@ -326,11 +417,12 @@ FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_co
     int any = shared;
     FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, comm));
     if (!any) FSDPCall(shares_gpu(d, replicate_comm, "replicate", &shared, why, len));
-    if (!any && !shared) FSDPCall(nccl_comm(replicate_comm, &d->nccl_replicate));
+    if (!any && !shared) FSDPCall(nccl_comm(replicate_comm, "replicate", timeout, comm, &d->nccl_replicate));
   }
 #else
   (void)comm;
   (void)replicate_nccl;
+  (void)timeout;
   if (fsize > 1) snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
   (void)shared;
   (void)d;

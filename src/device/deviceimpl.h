@@ -29,14 +29,23 @@ typedef struct Device_s *Device;
    Without a usable GPU this fails with a message that says why. */
 FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev);
 FSDPErrorCode DeviceDestroy_Private(Device *dev);
+/* At each public call that works on the GPU: makes the context's GPU the
+   calling thread's current device (the caller may have switched), and
+   fails, naming it, on a sticky CUDA error left by earlier work, after which
+   nothing can run on this GPU.  A launch error the caller left pending and
+   did not read is cleared, so that it is not blamed on libfsdp's next kernel.
+   NULL (the host) does nothing. */
+FSDPErrorCode DeviceEnter_Private(Device dev);
 /* "GPU 0 (0000:18:00.0, NVIDIA H200)": what views print. */
 const char *DeviceDescribe_Private(Device dev);
 int DeviceOrdinal_Private(Device dev);
 /* Collective on comm: NCCL communicators for the shard group (and the
    replicate group when `replicate_nccl`).  A group in which two ranks share a
-   GPU gets none (NCCL refuses that); *why then says so, for the warning. */
+   GPU gets none (NCCL refuses that); *why then says so, for the warning.  An
+   ncclCommInitRank still running after `timeout` seconds (0: never) aborts
+   the job, as the watchdog does a collective. */
 FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, char *why, size_t len);
+                                      bool replicate_nccl, double timeout, char *why, size_t len);
 /* The NCCL communicator of the shard or the replicate group, or NULL: MPI
    with host staging (or device pointers, with `cuda_aware`). */
 void *DeviceNCCL_Private(Device dev, bool shard);

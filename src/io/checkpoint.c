@@ -21,6 +21,7 @@
     FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: ctx must not be NULL", __func__);                            \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
               __func__);                                                                                         \
+    FSDPCall(DeviceEnter_Private((c)->dev));                                                                     \
   } while (0)
 
 FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state)

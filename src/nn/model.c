@@ -64,6 +64,7 @@ struct FSDPModel_s {
     CHECK_MODEL(m);                                                                                              \
     FSDPCheck((m)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: model '%s' is not set up: call FSDPModelSetUp",    \
               __func__, (m)->spec);                                                                              \
+    FSDPCall(DeviceEnter_Private((m)->dev));                                                                     \
   } while (0)
 
 /* ------------------------------------------------------------------ the spec */
@@ -760,6 +761,7 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   FSDPCheck(model, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelDestroy: model must not be NULL");
   m = *model;
   if (!m) return FSDP_SUCCESS;
+  (void)DeviceEnter_Private(m->dev); /* its buffers are freed on its GPU, error or not */
   FSDPCall(free_buffers(m));
   if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
   FSDPCall(FSDPFree(&m->layers));

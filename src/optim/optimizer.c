@@ -44,6 +44,7 @@ const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s)
     CHECK_OPT(o);                                                                                                \
     FSDPCheck((o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is not set up: call FSDPOptimizerSetUp", \
               __func__);                                                                                         \
+    FSDPCall(DeviceEnter_Private((o)->dev));                                                                     \
   } while (0)
 #define CHECK_HYPER(cond, what, value)                                                                           \
   FSDPCheck(cond, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: %s %g is out of range", __func__, what, (double)(value))
@@ -295,6 +296,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   ctx = opt->ctx;
   FSDPCheck(ctx->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPOptimizerSetUp: the context is not set up: call FSDPContextSetUp (or FSDPModelSetUp) first");
+  FSDPCall(DeviceEnter_Private(ctx->dev));
   FSDPCheck(opt->schedule != FSDP_LR_COSINE || opt->total > opt->warmup, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
             (long long)opt->total, (long long)opt->warmup);
@@ -634,6 +636,7 @@ FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt)
   FSDPCheck(opt, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPOptimizerDestroy: opt must not be NULL");
   o = *opt;
   if (!o) return FSDP_SUCCESS;
+  (void)DeviceEnter_Private(o->dev); /* its state is freed on its GPU, error or not */
   for (int u = 0; u < o->nunits; u++) {
     FSDPCall(FSDPFree(&o->units[u].segments));
     for (int s = 0; s < 2; s++)
