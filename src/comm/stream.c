@@ -328,6 +328,9 @@ static FSDPErrorCode dev_submit(CommStream s, Slot *sl)
   FSDPCallMPI(MPI_Comm_size(sl->op.comm, &size));
   sl->phase = DEV_QUEUED;
   sl->local = !sl->op.nccl && size == 1;
+  /* Launched now, a copy would not wait for an MPI operation before it; no caller chains one. */
+  FSDPCheck(!sl->local || !sl->op.after_previous, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "a %s in a group of one rank chained after the previous operation", CommKindName(sl->op.kind));
   FSDPCall(DeviceMarkReady_Private(s->dev, sl->ready));
   if (sl->local) { /* the result is the input: a device copy, not a round trip through the host */
     const void *src = sl->op.send == MPI_IN_PLACE || sl->op.send == sl->op.recv ? NULL : sl->op.send;
@@ -435,10 +438,12 @@ static void describe(const Slot *sl, char *buf, size_t len)
 }
 
 #ifdef FSDP_HAVE_CUDA
-/* After a CUDA failure the stream runs nothing more.  The MPI operations
-   already started are finished first: they need only host memory and the
-   peers, who take part in them, and none may still write into the staging
-   once the caller goes on.  What is left reads as failed. */
+/* After a CUDA failure the stream runs nothing more.  What it started is
+   finished first, under the watchdog, so that nothing still writes into
+   buffers the caller reuses or frees: MPI collectives (host memory and the
+   peers, who take part in them) and the copies and NCCL collectives on the
+   communication stream (an event that fails ends the wait: nothing more
+   will run there).  What is left reads as failed. */
 static void dev_fail(CommStream s)
 {
   char what[256];
@@ -446,10 +451,20 @@ static void dev_fail(CommStream s)
   for (uint64_t t = first_ticket(s); t <= s->submitted; t++) {
     Slot *sl = slot_of(s, t);
     double t0 = FSDPTime_Private(), waited;
+    void *event = NULL;
+    bool passed = false;
     int flag = 0;
     if (!sl->queued || sl->done) continue;
     while (sl->phase == DEV_RUNNING && !flag && MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS)
       if (!flag && overdue(s, t0, &waited)) {
+        describe(sl, what, sizeof what);
+        watchdog_fire(s, what, waited);
+      }
+    if ((sl->op.nccl || sl->local) && sl->started) event = sl->landed;
+    else if (sl->phase == DEV_STAGING) event = sl->staged;
+    else if (sl->phase == DEV_LANDING) event = sl->landed;
+    while (event && !passed && DeviceEventDone_Private(event, &passed) == FSDP_SUCCESS)
+      if (!passed && overdue(s, t0, &waited)) {
         describe(sl, what, sizeof what);
         watchdog_fire(s, what, waited);
       }
@@ -576,8 +591,10 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
 #ifdef FSDP_HAVE_CUDA
     if (s->dev) {
       FSDPErrorCode ierr = dev_progress(s);
-      if (ierr) {
+      if (ierr) { /* the caller's request is finished too: it writes into the caller's buffer */
         dev_fail(s);
+        while (!flag && MPI_Test(request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+          if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);
         return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
       }
     } else
@@ -604,9 +621,11 @@ FSDPErrorCode CommStreamDestroy(CommStream *stream)
   CommStream s = *stream;
   FSDPErrorCode ierr = FSDP_SUCCESS;
   if (!s) return FSDP_SUCCESS;
-  /* Nothing may be left running on buffers about to be freed. */
+  /* Nothing may be left running on buffers about to be freed (after a
+     failure, dev_fail saw to that). */
   for (int i = 0; i < RING; i++)
-    if (s->ring[i].queued) {
+    if (s->failed) s->ring[i].queued = false;
+    else if (s->ring[i].queued) {
       FSDPErrorCode e = CommStreamWait(s, s->ring[i].ticket);
       if (!ierr) ierr = e;
     }

@@ -878,6 +878,7 @@ static FSDPErrorCode init_unit_device(FlatParam unit, FSDPUnitInitFn init, void 
   unit->unsharded = host;
   unit->state = FSDP_FLATPARAM_UNSHARDED;
   ierr = init(unit, user);
+  if (!ierr) ierr = DeviceEnter_Private(ctx->dev); /* the initializer may have switched devices */
   if (!ierr)
     ierr = DeviceFromHost_Private(ctx->dev, unit->shard, at(unit, host, (int64_t)ctx->shard_index * unit->shard_numel),
                                   (size_t)unit->shard_numel * es);
@@ -928,6 +929,7 @@ FSDPErrorCode FlatParamInitShard_Private(FlatParam unit, FSDPShardInitFn init, v
     if (!ierr && begin < end) ierr = init(unit, i, begin, end, at(unit, shard, offset), user);
   }
   if (unit->ctx->dev) {
+    if (!ierr) ierr = DeviceEnter_Private(unit->ctx->dev); /* the initializer may have switched devices */
     if (!ierr) ierr = DeviceFromHost_Private(unit->ctx->dev, unit->shard, shard, bytes);
     FSDPCall(FSDPFree(&shard));
   }

@@ -242,11 +242,14 @@ FSDPErrorCode DeviceEnter_Private(Device d)
   if (!d) return FSDP_SUCCESS;
   if (cudaGetDevice(&current) != cudaSuccess || current != d->ordinal)
     CHECK_CUDA(cudaSetDevice(d->ordinal), "cudaSetDevice to the context's GPU");
-  /* A sticky error is returned again however often it is read; a launch
-     error is returned once. */
-  e = cudaGetLastError();
-  if (e != cudaSuccess && cudaGetLastError() != cudaSuccess)
-    FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_CUDA,
+  /* The thread's last error may be the caller's unread launch error, or
+     another GPU's: not this GPU's business.  A fault already seen on this
+     GPU is returned by any call on it, such as a query of the stream. */
+  (void)cudaGetLastError();
+  e = cudaStreamQuery(d->compute);
+  if (e == cudaErrorNotReady) (void)cudaGetLastError(); /* not an error: nothing must read it as one */
+  else
+    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA,
               "%s has failed: %s (%s), an error left by earlier work on it (a kernel of the caller's or of "
               "libfsdp's that faulted); the process cannot use this GPU any more",
               d->desc, cudaGetErrorString(e), cudaGetErrorName(e));
@@ -313,8 +316,10 @@ static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool
 
 /* A rank whose ncclCommInitRank fails leaves its peers inside theirs, and
    NCCL's blocking init has no way out: a thread watches the call and aborts
-   the job once it has run `timeout` seconds.  It calls MPI while the rank's
-   own thread is inside NCCL, not MPI, so the two never call MPI at once. */
+   the job once it has run `timeout` seconds.  It calls MPI_Abort while the
+   rank's own thread is inside NCCL, never MPI: with MPI_THREAD_MULTIPLE (what
+   FSDPInitialize asks for) that is MPI's rule; below it, it is outside the
+   standard but what MPICH and Open MPI do. */
 typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t finished;
@@ -327,16 +332,20 @@ typedef struct {
 static void *watch_init(void *arg)
 {
   InitWatch *w = arg;
-  struct timespec until;
+  struct timespec until, now;
   double wait = w->timeout < 1e8 ? w->timeout : 1e8; /* ~3 years: time_t cannot overflow */
   bool overdue;
-  clock_gettime(CLOCK_REALTIME, &until);
+  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock: a step of the wall clock changes nothing */
   until.tv_sec += (time_t)wait;
   until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
   if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&w->lock);
-  while (!w->done && pthread_cond_timedwait(&w->finished, &w->lock, &until) != ETIMEDOUT) continue;
-  overdue = !w->done;
+  while (!w->done) {
+    int rc = pthread_cond_timedwait(&w->finished, &w->lock, &until);
+    if (rc && rc != EINTR) break; /* ETIMEDOUT, or a wait that cannot work: no watch rather than a spin */
+  }
+  overdue = !w->done && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
+            (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec));
   pthread_mutex_unlock(&w->lock);
   if (overdue) {
     int rank = -1;
@@ -373,8 +382,12 @@ static FSDPErrorCode nccl_comm(MPI_Comm comm, const char *group, double timeout,
   FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the %s group: %s",
             group, ncclGetErrorString((ncclResult_t)root.status));
   if (timeout > 0) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_mutex_init(&w.lock, NULL);
-    pthread_cond_init(&w.finished, NULL);
+    pthread_cond_init(&w.finished, &attr);
+    pthread_condattr_destroy(&attr);
     watching = pthread_create(&watcher, NULL, watch_init, &w) == 0;
     if (!watching) {
       pthread_cond_destroy(&w.finished);
@@ -406,19 +419,26 @@ FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_co
   FSDPCallMPI(MPI_Comm_size(shard_comm, &fsize));
   FSDPCallMPI(MPI_Comm_size(replicate_comm, &rsize));
 #ifdef FSDP_HAVE_NCCL
+  FSDPErrorCode ierr = FSDP_SUCCESS;
   if (fsize > 1) {
-    FSDPCall(shares_gpu(d, shard_comm, "shard", &shared, why, len));
-    if (!shared) FSDPCall(nccl_comm(shard_comm, "shard", timeout, comm, &d->nccl_shard));
+    ierr = shares_gpu(d, shard_comm, "shard", &shared, why, len);
+    if (!ierr && !shared) ierr = nccl_comm(shard_comm, "shard", timeout, comm, &d->nccl_shard);
   }
   if (replicate_nccl && rsize > 1) {
     /* A replicate group spans shard groups: all of them decide together.
        Any shard group on MPI keeps the replicas on MPI: a NCCL all-reduce
-       chained after an MPI reduce-scatter would not wait for it. */
-    int any = shared;
-    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, comm));
-    if (!any) FSDPCall(shares_gpu(d, replicate_comm, "replicate", &shared, why, len));
-    if (!any && !shared) FSDPCall(nccl_comm(replicate_comm, "replicate", timeout, comm, &d->nccl_replicate));
+       chained after an MPI reduce-scatter would not wait for it.  A shard
+       group whose set-up failed stops every rank here, so that none waits in
+       this reduction while the failed ones wait in SetUp's agreement. */
+    int flags[2] = {ierr != FSDP_SUCCESS, shared}; /* failed, shares a GPU */
+    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_LOR, comm));
+    if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    FSDPCheck(!flags[0], MPI_COMM_SELF, FSDP_ERR_NCCL,
+              "the shard group's NCCL set-up failed on another rank (see its message)");
+    if (!flags[1]) ierr = shares_gpu(d, replicate_comm, "replicate", &shared, why, len);
+    if (!ierr && !flags[1] && !shared) ierr = nccl_comm(replicate_comm, "replicate", timeout, comm, &d->nccl_replicate);
   }
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
 #else
   (void)comm;
   (void)replicate_nccl;
@@ -696,7 +716,10 @@ FSDPErrorCode DeviceEventDone_Private(void *event, bool *done)
 {
   cudaError_t e = cudaEventQuery((cudaEvent_t)event);
   *done = e == cudaSuccess;
-  if (e == cudaErrorNotReady) return FSDP_SUCCESS;
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError(); /* not an error: the next launch's check must not read it as one */
+    return FSDP_SUCCESS;
+  }
   CHECK_CUDA(e, "cudaEventQuery");
   return FSDP_SUCCESS;
 }
