@@ -380,8 +380,9 @@ FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
                 CommKindName(op->kind), op->unit ? op->unit : "?");
     }
     ierr = dev_submit(s, sl);
-    if (ierr) { /* retired here */
-      dev_fail(s);
+    if (ierr) { /* retired here; the stream stops only when the GPU failed under it */
+      if (ierr == FSDP_ERR_CUDA || ierr == FSDP_ERR_NCCL) dev_fail(s);
+      else if (s->mpi_active == t) s->mpi_active = 0;
       sl->queued = false;
       return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
     }
@@ -452,7 +453,6 @@ static void dev_fail(CommStream s)
     Slot *sl = slot_of(s, t);
     double t0 = FSDPTime_Private(), waited;
     void *event = NULL;
-    bool passed = false;
     int flag = 0;
     if (!sl->queued || sl->done) continue;
     while (sl->phase == DEV_RUNNING && !flag && MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS)
@@ -463,11 +463,14 @@ static void dev_fail(CommStream s)
     if ((sl->op.nccl || sl->local) && sl->started) event = sl->landed;
     else if (sl->phase == DEV_STAGING) event = sl->staged;
     else if (sl->phase == DEV_LANDING) event = sl->landed;
-    while (event && !passed && DeviceEventDone_Private(event, &passed) == FSDP_SUCCESS)
-      if (!passed && overdue(s, t0, &waited)) {
+    /* The wait raises no error of its own: the caller returns the first one. */
+    for (int got = event ? DeviceEventPoll_Private(event) : 1; !got; got = DeviceEventPoll_Private(event)) {
+      if (sl->op.nccl && DeviceCommFailed_Private(s->dev, what, sizeof what)) break; /* it will never finish */
+      if (overdue(s, t0, &waited)) {
         describe(sl, what, sizeof what);
         watchdog_fire(s, what, waited);
       }
+    }
     sl->phase = DEV_DONE;
     sl->done = true;
   }

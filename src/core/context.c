@@ -114,6 +114,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
 FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
 {
   FSDPContext c;
+  FSDPErrorCode stream_err;
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
   if (!(c = *ctx)) return FSDP_SUCCESS;
   FSDPCheck(!c->reducing, MPI_COMM_SELF, FSDP_ERR_STATE,
@@ -121,8 +122,9 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
             "first; the context is left as it was",
             c->reducing ? c->reducing->name : "");
   (void)DeviceEnter_Private(c->dev); /* its memory is freed on its GPU, error or not */
-  /* Prefetches nobody used finish before their buffers go. */
-  FSDPCall(CommStreamDestroy(&c->stream));
+  /* Prefetches nobody used finish before their buffers go.  A collective
+     that failed there is finished too: the rest is freed, then its error returned. */
+  stream_err = CommStreamDestroy(&c->stream);
   for (int i = 0; i < c->nunits; i++) FSDPCall(FlatParamDestroy_Private(&c->units[i]));
   FSDPCall(FSDPFree(&c->units));
   FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
@@ -140,6 +142,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   if (c->half_sum != MPI_OP_NULL) FSDPCallMPI(MPI_Op_free(&c->half_sum));
   if (c->comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&c->comm));
   FSDPCall(FSDPFree(ctx));
+  if (stream_err) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, stream_err);
   return FSDP_SUCCESS;
 }
 

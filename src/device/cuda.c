@@ -250,8 +250,10 @@ FSDPErrorCode DeviceEnter_Private(Device d)
   if (e == cudaErrorNotReady) (void)cudaGetLastError(); /* not an error: nothing must read it as one */
   else
     FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA,
-              "%s has failed: %s (%s), an error left by earlier work on it (a kernel of the caller's or of "
-              "libfsdp's that faulted); the process cannot use this GPU any more",
+              "the query of the compute stream on %s failed before any work of this call: %s (%s). Either "
+              "earlier work faulted on the GPU (a kernel of the caller's or of libfsdp's), which leaves it unusable "
+              "for the process, or the stream given to FSDPContextSetCUDAStream is no longer usable (destroyed, "
+              "or being captured into a CUDA graph)",
               d->desc, cudaGetErrorString(e), cudaGetErrorName(e));
   return FSDP_SUCCESS;
 }
@@ -722,6 +724,14 @@ FSDPErrorCode DeviceEventDone_Private(void *event, bool *done)
   }
   CHECK_CUDA(e, "cudaEventQuery");
   return FSDP_SUCCESS;
+}
+
+int DeviceEventPoll_Private(void *event)
+{
+  cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+  if (e == cudaSuccess) return 1;
+  (void)cudaGetLastError();
+  return e == cudaErrorNotReady ? 0 : -1;
 }
 
 FSDPErrorCode DeviceComputeWaits_Private(Device d, void *done)

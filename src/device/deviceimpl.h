@@ -147,6 +147,9 @@ FSDPErrorCode DeviceLaunchNCCL_Private(Device dev, const DeviceCollective *c, vo
 FSDPErrorCode DeviceCommCopy_Private(Device dev, void *dst, const void *src, size_t bytes, void *ready, void *done);
 /* Whether `event` has passed; a CUDA error is returned. */
 FSDPErrorCode DeviceEventDone_Private(void *event, bool *done);
+/* The same without raising an error, for waits that already have one:
+   1 passed, 0 not yet, -1 it never will (CUDA failed). */
+int DeviceEventPoll_Private(void *event);
 /* The compute stream waits for `done` (what the collective wrote). */
 FSDPErrorCode DeviceComputeWaits_Private(Device dev, void *done);
 /* An asynchronous NCCL error on one of the communicators, described in msg (false: none). */
