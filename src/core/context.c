@@ -57,6 +57,11 @@ MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
               "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
               __func__);                                                                                         \
+  } while (0)
+/* Calls that work on the context's buffers: on a GPU, its device first. */
+#define CHECK_RUNNING(c)                                                                                         \
+  do {                                                                                                           \
+    CHECK_SETUP(c);                                                                                              \
     FSDPCall(DeviceEnter_Private((c)->dev));                                                                     \
   } while (0)
 
@@ -323,7 +328,7 @@ FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordi
 
 FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   if (ctx->dev) FSDPCall(DeviceSynchronize_Private(ctx->dev));
   return FSDP_SUCCESS;
 }
@@ -776,7 +781,7 @@ FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx)
 
 FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   /* Parameters kept for a backward pass that did not come must not outlive
      the step; a prefetch nobody used ends first, so the unit can be flushed. */
@@ -792,7 +797,7 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 
 FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   /* Parameters kept since the last forward are not reused: the shards may
      have been written since (a finite-difference loop does just that). */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
@@ -813,7 +818,7 @@ FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx)
 
 FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   ctx->phase = PHASE_BACKWARD;
   ctx->deferred = NULL;
   return FSDP_SUCCESS;
@@ -845,7 +850,7 @@ FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats)
 
 FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   FSDPCheck(!ctx->reducing, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextZeroGrad: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
             "first",
@@ -873,7 +878,7 @@ static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
 
 FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
 {
-  CHECK_SETUP(ctx);
+  CHECK_RUNNING(ctx);
   /* Copies kept from forward, cached or prefetched would go stale when the shards change. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   /* A rank that cannot take part must not leave the others in MPI_Bcast. */
