@@ -589,22 +589,18 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
 {
   double t0 = FSDPTime_Private(), waited;
   int flag = 0;
+  FSDPErrorCode gpu_err = FSDP_SUCCESS; /* returned once the request, which writes into the caller's buffer, is done */
   while (!flag) {
     FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
 #ifdef FSDP_HAVE_CUDA
     if (s->dev) {
-      FSDPErrorCode ierr = dev_progress(s);
-      if (ierr) { /* the caller's request is finished too: it writes into the caller's buffer */
-        dev_fail(s);
-        while (!flag && MPI_Test(request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS)
-          if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);
-        return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
-      }
+      if (!s->failed && (gpu_err = dev_progress(s))) dev_fail(s);
     } else
 #endif
     if (s->engine == FSDP_COMM_ENGINE_NONBLOCKING) progress(s);
     if (!flag && overdue(s, t0, &waited)) watchdog_fire(s, what, waited);
   }
+  if (gpu_err) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, gpu_err);
   return FSDP_SUCCESS;
 }
 
