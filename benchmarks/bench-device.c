@@ -42,18 +42,7 @@ static FSDPErrorCode job_create(const Setting *s, const char *spec, Job *j)
   FSDPCall(FSDPModelCreate(j->ctx, spec, &j->model));
   FSDPCall(FSDPModelSetTF32(j->model, s->tf32));
   FSDPCall(FSDPModelSetUp(j->model));
-  FSDPCall(FSDPOptimizerCreate(j->ctx, &j->opt));
-  FSDPCall(FSDPOptimizerSetType(j->opt, FSDP_OPTIMIZER_ADAMW));
-  FSDPCall(FSDPOptimizerSetLearningRate(j->opt, 1e-4));
-  FSDPCall(FSDPOptimizerSetUp(j->opt));
-  return FSDP_SUCCESS;
-}
-
-static FSDPErrorCode job_destroy(Job *j)
-{
-  FSDPCall(FSDPOptimizerDestroy(&j->opt));
-  FSDPCall(FSDPModelDestroy(&j->model));
-  FSDPCall(FSDPContextDestroy(&j->ctx));
+  FSDPCall(bench_adamw(j->ctx, false, &j->opt));
   return FSDP_SUCCESS;
 }
 
@@ -83,7 +72,7 @@ int main(int argc, char **argv)
       const char *msg;
       FSDPGetLastError(NULL, &msg, NULL);
       if (rank == 0) printf("bench-device: %s: no usable GPU (%s): the CUDA settings are skipped\n", settings[k].name, msg);
-      FSDPCallAbort(MPI_COMM_WORLD, job_destroy(&jobs[k]));
+      FSDPCallAbort(MPI_COMM_WORLD, bench_destroy(&jobs[k].opt, &jobs[k].model, &jobs[k].ctx));
       break;
     }
     FSDPCallAbort(MPI_COMM_WORLD, ierr);
@@ -126,7 +115,7 @@ int main(int argc, char **argv)
     fflush(stdout);
   }
   for (int k = 0; k < NSETTINGS; k++)
-    if (jobs[k].on) FSDPCallAbort(MPI_COMM_WORLD, job_destroy(&jobs[k]));
+    if (jobs[k].on) FSDPCallAbort(MPI_COMM_WORLD, bench_destroy(&jobs[k].opt, &jobs[k].model, &jobs[k].ctx));
   bench_mlp_free(&b);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;

@@ -40,11 +40,7 @@ static FSDPErrorCode job_create(const Setting *s, const char *spec, Job *j)
   FSDPCall(FSDPContextSetMixedPrecision(j->ctx, s->param, s->reduce));
   FSDPCall(FSDPModelCreate(j->ctx, spec, &j->model));
   FSDPCall(FSDPModelSetUp(j->model));
-  FSDPCall(FSDPOptimizerCreate(j->ctx, &j->opt));
-  FSDPCall(FSDPOptimizerSetType(j->opt, FSDP_OPTIMIZER_ADAMW));
-  FSDPCall(FSDPOptimizerSetLearningRate(j->opt, 1e-4));
-  FSDPCall(FSDPOptimizerSetGradScaler(j->opt, s->param == FSDP_FLOAT16 || s->reduce == FSDP_FLOAT16));
-  FSDPCall(FSDPOptimizerSetUp(j->opt));
+  FSDPCall(bench_adamw(j->ctx, s->param == FSDP_FLOAT16 || s->reduce == FSDP_FLOAT16, &j->opt));
   return FSDP_SUCCESS;
 }
 
@@ -129,9 +125,7 @@ int main(int argc, char **argv)
     fflush(stdout);
   }
   for (int k = 0; k < NSETTINGS; k++) {
-    FSDPCallAbort(MPI_COMM_WORLD, FSDPOptimizerDestroy(&jobs[k].opt));
-    FSDPCallAbort(MPI_COMM_WORLD, FSDPModelDestroy(&jobs[k].model));
-    FSDPCallAbort(MPI_COMM_WORLD, FSDPContextDestroy(&jobs[k].ctx));
+    FSDPCallAbort(MPI_COMM_WORLD, bench_destroy(&jobs[k].opt, &jobs[k].model, &jobs[k].ctx));
   }
   bench_mlp_free(&b);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());

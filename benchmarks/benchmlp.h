@@ -38,6 +38,26 @@ static inline void bench_mlp_setup(BenchMLP *b, int64_t max_rounds)
   for (int64_t i = 0; i < b->batch * b->out; i++) b->t[i] = (float)((i * 104729 + rank) % 1000) / 1000.0f - 0.5f;
 }
 
+/* The benchmarks' optimizer on ctx: AdamW at lr 1e-4, with the gradient scaler when asked. */
+static inline FSDPErrorCode bench_adamw(FSDPContext ctx, bool grad_scaler, FSDPOptimizer *opt)
+{
+  FSDPCall(FSDPOptimizerCreate(ctx, opt));
+  FSDPCall(FSDPOptimizerSetType(*opt, FSDP_OPTIMIZER_ADAMW));
+  FSDPCall(FSDPOptimizerSetLearningRate(*opt, 1e-4));
+  FSDPCall(FSDPOptimizerSetGradScaler(*opt, grad_scaler));
+  FSDPCall(FSDPOptimizerSetUp(*opt));
+  return FSDP_SUCCESS;
+}
+
+/* What a setting made, destroyed in reverse order. */
+static inline FSDPErrorCode bench_destroy(FSDPOptimizer *opt, FSDPModel *model, FSDPContext *ctx)
+{
+  FSDPCall(FSDPOptimizerDestroy(opt));
+  FSDPCall(FSDPModelDestroy(model));
+  FSDPCall(FSDPContextDestroy(ctx));
+  return FSDP_SUCCESS;
+}
+
 static inline void bench_mlp_free(BenchMLP *b)
 {
   free(b->x);
