@@ -193,15 +193,22 @@ static FSDPErrorCode init_hwloc(hwloc_topology_t *t)
 static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml, int *xmllen)
 {
   struct stat st;
+  bool loaded = false;
 
   FSDPCall(init_hwloc(&topo->topology));
   if (!source || !source[0]) {
     snprintf(topo->source, sizeof topo->source, "this machine");
   } else if (stat(source, &st) == 0) {
     FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "-fsdp_topology '%s' is not a regular file", source);
-    FSDPCheck(hwloc_topology_set_xml(topo->topology, source) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
-              "-fsdp_topology '%s': hwloc cannot read it as an XML topology: %s", source, strerror(errno));
     snprintf(topo->source, sizeof topo->source, "XML file '%s'", source);
+    /* hwloc's libxml2 backend rejects a malformed file when it is set, its own
+       minimal parser only at the load: one message for both. */
+    errno = 0;
+    loaded = hwloc_topology_set_xml(topo->topology, source) == 0 && hwloc_topology_load(topo->topology) == 0;
+    FSDPCheck(loaded, MPI_COMM_SELF, FSDP_ERR_HWLOC,
+              "-fsdp_topology '%s': hwloc cannot read it as an XML topology: %s (not well-formed XML, or not "
+              "hwloc's format; HWLOC_XML_VERBOSE=1 prints hwloc's reason)",
+              source, errno ? strerror(errno) : "unknown error");
   } else {
     int err = errno;
     /* Not a file: maybe a synthetic description like "pack:2 numa:1 core:8 pu:1". */
@@ -211,8 +218,9 @@ static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml
               source, strerror(err));
     snprintf(topo->source, sizeof topo->source, "synthetic '%s'", source);
   }
-  FSDPCheck(hwloc_topology_load(topo->topology) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
-            "hwloc could not load the topology of %s: %s (a malformed XML file?)", topo->source, strerror(errno));
+  FSDPCheck(loaded || hwloc_topology_load(topo->topology) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
+            "hwloc could not load the topology of %s: %s%s", topo->source, strerror(errno),
+            getenv("HWLOC_XMLFILE") ? " (HWLOC_XMLFILE is set: is it a malformed XML file?)" : "");
   if ((!source || !source[0]) && !hwloc_topology_is_thissystem(topo->topology)) {
     /* hwloc read HWLOC_XMLFILE or HWLOC_SYNTHETIC instead of this machine. */
     const char *xmlfile = getenv("HWLOC_XMLFILE"), *synthetic = getenv("HWLOC_SYNTHETIC");
