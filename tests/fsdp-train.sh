@@ -44,6 +44,12 @@ for s in hybrid hybrid_zero2; do # 2 emulated nodes of 2 ranks
   run "w4_$s" 4 $data -fsdp_sharding_strategy $s -fsdp_ranks_per_node 2
   same w1 "w4_$s"
 done
+# PyTorch's names select the same strategies; the progress header says the canonical one.
+run w4_pytorch_name 4 $data -fsdp_sharding_strategy HYBRID_SHARD -fsdp_ranks_per_node 2 -log_every 8
+same w4_hybrid w4_pytorch_name
+expect_grep '^fsdp-train: 4 ranks, hybrid sharding, F = 2, 2 replicas' "$fsdp_tmp/w4_pytorch_name.out"
+fsdp_run 1 "$train" -help >"$fsdp_tmp/help.out" 2>&1 || { cat "$fsdp_tmp/help.out"; echo "FAIL: fsdp-train -help"; exit 1; }
+expect_grep "^  -fsdp_sharding_strategy <full> (one of full grad_op none hybrid hybrid_zero2): .*PyTorch's names full_shard, shard_grad_op, no_shard, hybrid_shard and hybrid_shard_zero2 (any case) are aliases" "$fsdp_tmp/help.out"
 run w4_model 4 $data -fsdp_wrap model
 same w1 w4_model
 run w2_size 2 $data -fsdp_wrap size:300

@@ -119,6 +119,68 @@ static void test_collective_errors(void)
   TEST_OK(FSDPOptionsClearValue("-fsdp_sharding_strategy"));
 }
 
+/* -fsdp_sharding_strategy FROM gives `want`, and the view names it by its canonical name. */
+static void expect_strategy(const char *from, FSDPShardingStrategy want)
+{
+  FSDPContext ctx;
+  FSDPShardingStrategy got;
+  Capture cap;
+  char *out, line[64];
+
+  TEST_OK(FSDPOptionsSetValue("-fsdp_sharding_strategy", from));
+  TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  /* Another strategy first, so that the option, not the default, decides. */
+  TEST_OK(FSDPContextSetShardingStrategy(ctx, want == FSDP_NO_SHARD ? FSDP_FULL_SHARD : FSDP_NO_SHARD));
+  TEST_OK(FSDPContextSetFromOptions(ctx));
+  TEST_OK(FSDPContextGetShardingStrategy(ctx, &got));
+  TEST_ASSERT(got == want, "-fsdp_sharding_strategy %s gave %s, expected %s", from, FSDPShardingStrategyName(got),
+              FSDPShardingStrategyName(want));
+  capture_begin(&cap, 1);
+  TEST_OK(FSDPContextView(ctx, NULL));
+  out = capture_end(&cap);
+  snprintf(line, sizeof line, "sharding strategy %s (not set up yet)", FSDPShardingStrategyName(want));
+  if (test_rank() == 0) TEST_ASSERT(strstr(out, line), "the view of -fsdp_sharding_strategy %s says:\n%s", from, out);
+  free(out);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* PyTorch's strategy names, in any case, are aliases of the canonical ones. */
+static void test_strategy_aliases(void)
+{
+  static const struct {
+    const char *canonical, *pytorch, *upper;
+  } names[] = {
+    {"full", "full_shard", "FULL_SHARD"},
+    {"grad_op", "shard_grad_op", "SHARD_GRAD_OP"},
+    {"none", "no_shard", "NO_SHARD"},
+    {"hybrid", "hybrid_shard", "HYBRID_SHARD"},
+    {"hybrid_zero2", "hybrid_shard_zero2", "HYBRID_SHARD_ZERO2"},
+  };
+  FSDPContext ctx;
+
+  TEST_ASSERT(sizeof names / sizeof names[0] == FSDP_NUM_SHARDING_STRATEGIES, "a strategy without its names here");
+  for (int s = 0; s < FSDP_NUM_SHARDING_STRATEGIES; s++) {
+    TEST_ASSERT(!strcmp(FSDPShardingStrategyName((FSDPShardingStrategy)s), names[s].canonical),
+                "strategy %d is called %s, expected %s", s, FSDPShardingStrategyName((FSDPShardingStrategy)s),
+                names[s].canonical);
+    expect_strategy(names[s].canonical, (FSDPShardingStrategy)s);
+    expect_strategy(names[s].pytorch, (FSDPShardingStrategy)s);
+    expect_strategy(names[s].upper, (FSDPShardingStrategy)s);
+  }
+  /* A near miss names the choices, says the aliases exist and suggests the closest name. */
+  TEST_OK(FSDPOptionsSetValue("-fsdp_sharding_strategy", "full-shard"));
+  TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  TEST_CODE(FSDP_ERR_OPTION, FSDPContextSetFromOptions(ctx));
+  TEST_MESSAGE_HAS("'full-shard' (from the program) is not one of full grad_op none hybrid hybrid_zero2 (or their "
+                   "aliases full_shard shard_grad_op no_shard hybrid_shard hybrid_shard_zero2); did you mean "
+                   "'full_shard'?");
+  TEST_OK(FSDPOptionsSetValue("-fsdp_sharding_strategy", "hybird"));
+  TEST_CODE(FSDP_ERR_OPTION, FSDPContextSetFromOptions(ctx));
+  TEST_MESSAGE_HAS("did you mean 'hybrid'?");
+  TEST_OK(FSDPContextDestroy(&ctx));
+  TEST_OK(FSDPOptionsClearValue("-fsdp_sharding_strategy"));
+}
+
 static FSDPErrorCode failing_init(FlatParam unit, void *user)
 {
   const char *name;
@@ -247,6 +309,7 @@ int main(int argc, char **argv)
   test_registration();
   test_state_machine();
   test_collective_errors();
+  test_strategy_aliases();
   test_failing_init();
   test_meddling_init();
   test_replicate_accumulation();

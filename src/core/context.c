@@ -8,6 +8,9 @@
 #endif
 
 static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid", "hybrid_zero2", NULL};
+/* PyTorch's names (ShardingStrategy.FULL_SHARD, ...), accepted as input; matched ignoring case. */
+static const char *const strategy_aliases[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+                                               "hybrid_shard_zero2"};
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
 static const char *const checkpoint_io_names[] = {"collective", "independent", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
@@ -358,10 +361,12 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
   bool set;
 
   CHECK_SETTABLE(ctx);
-  FSDPCall(FSDPOptionsGetEnum("-fsdp_sharding_strategy",
-                              "how units are sharded: full (F = W), grad_op (F = W, parameters kept from forward to "
-                              "backward), none (DDP), hybrid (F from the shard group), hybrid_zero2",
-                              strategy_names, (int)ctx->strategy, &choice, NULL));
+  FSDPCall(FSDPOptionsGetEnumAliased_Private(
+    "-fsdp_sharding_strategy",
+    "how units are sharded: full (F = W), grad_op (F = W, parameters kept from forward to backward), none (DDP), "
+    "hybrid (F from the shard group), hybrid_zero2; PyTorch's names full_shard, shard_grad_op, no_shard, "
+    "hybrid_shard and hybrid_shard_zero2 (any case) are aliases",
+    strategy_names, strategy_aliases, (int)ctx->strategy, &choice, NULL));
   ctx->strategy = (FSDPShardingStrategy)choice;
   {
     int param, reduce;

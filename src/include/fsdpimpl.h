@@ -13,6 +13,9 @@ int FSDPWorldRank_Private(void);
 
 FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv);
 FSDPErrorCode FSDPOptionsFinalize_Private(void);
+/* FSDPOptionsGetEnum that also accepts aliases[i] (NULL or one per choice, NULL where none) for choices[i]. */
+FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *help, const char *const *choices,
+                                                const char *const *aliases, int defval, int *value, bool *set);
 
 FSDPErrorCode FSDPLogInitialize_Private(void);
 /* Events whose time is measured elsewhere (the communication thread). */

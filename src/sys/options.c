@@ -386,33 +386,55 @@ FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval
 FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
                                  int *value, bool *set)
 {
-  char type[256] = "one of";
+  FSDPCall(FSDPOptionsGetEnumAliased_Private(name, help, choices, NULL, defval, value, set));
+  return FSDP_SUCCESS;
+}
+
+/* aliases: NULL, or one more name per choice (NULL where a choice has none),
+   accepted as input; -help and views show the choices' own names. */
+FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *help, const char *const *choices,
+                                                const char *const *aliases, int defval, int *value, bool *set)
+{
+  char type[256] = "one of", also[256] = "";
+  const char *names[64]; /* the choices, then the aliases */
+  int of[64];             /* the choice each name selects */
   OptionEntry *e;
-  int n = 0;
+  int n = 0, nnames = 0;
 
   FSDPCheck(value && choices && choices[0], MPI_COMM_SELF, FSDP_ERR_ARG,
             "value and choices (non-empty, NULL-terminated) must not be NULL (option %s)", name ? name : "(null)");
   while (choices[n]) n++;
   FSDPCheck(defval >= 0 && defval < n, MPI_COMM_SELF, FSDP_ERR_ARG, "default %d of option %s is not an index of its %d choices",
             defval, name ? name : "(null)", n);
+  FSDPCheck(n <= 32, MPI_COMM_SELF, FSDP_ERR_ARG, "option %s has %d choices, more than 32", name ? name : "(null)", n);
   for (int i = 0; i < n; i++) {
     size_t used = strlen(type);
     snprintf(type + used, sizeof type - used, " %s", choices[i]);
+    of[nnames] = i;
+    names[nnames++] = choices[i];
   }
+  for (int i = 0; aliases && i < n; i++) {
+    size_t used = strlen(also);
+    if (!aliases[i]) continue;
+    snprintf(also + used, sizeof also - used, "%s%s", used ? " " : " (or their aliases ", aliases[i]);
+    of[nnames] = i;
+    names[nnames++] = aliases[i];
+  }
+  if (also[0]) strncat(also, ")", sizeof also - strlen(also) - 1);
   FSDPCall(lookup(name, type, choices[defval], help, &e));
   if (set) *set = e != NULL;
   *value = defval;
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, type));
-  for (int i = 0; i < n; i++)
-    if (strcasecmp(e->value, choices[i]) == 0) {
-      *value = i;
+  for (int i = 0; i < nnames; i++)
+    if (strcasecmp(e->value, names[i]) == 0) {
+      *value = of[i];
       return FSDP_SUCCESS;
     }
   {
-    const char *guess = closest(e->value, choices, n);
-    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s", name, e->value, source_names[e->source], type,
-                        guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
+    const char *guess = closest(e->value, names, nnames);
+    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s%s", name, e->value, source_names[e->source], type,
+                        also, guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
   }
 }
 
