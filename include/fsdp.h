@@ -108,7 +108,9 @@ void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
 /* ------------------------------------------------------------------ initialization */
 
 /* Reads -fsdp_* options from argv and FSDP_OPTIONS; calls MPI_Init_thread only
-   when MPI is not initialized yet.  argc and argv may be NULL. */
+   when MPI is not initialized yet.  argc and argv may be NULL.  When argv names
+   options files (-options_file FILE), *argc and *argv are replaced by a list
+   with each file's words in place of the pair, valid until FSDPFinalize. */
 FSDPErrorCode FSDPInitialize(int *argc, char ***argv);
 /* Prints -fsdp_log_view and unused-option reports; finalizes MPI only when
    FSDPInitialize initialized it. */

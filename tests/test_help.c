@@ -35,6 +35,8 @@ int main(int argc, char **argv)
     snprintf(header, sizeof header, "libfsdp %s options", FSDP_VERSION_STRING);
     expect_line(out, header);
     expect_line(out, "  -help <false> (bool): print every option with its type, default and description [given: (no value)]\n");
+    expect_line(out, "  -options_file <none> (string): read options from this file as if given in its place: lines of -name "
+                     "[value], # comments\n");
     expect_line(out, "  -fsdp_log_view <false> (bool): print the event and memory table at FSDPFinalize\n");
     expect_line(out, "  -fsdp_options_left <true> (bool): ");
     expect_line(out, "  -fsdp_on_error <print> (one of print return abort): ");
@@ -45,7 +47,7 @@ int main(int argc, char **argv)
     expect_line(out, "  -fsdp_t_name <anon> (string): a name\n");
     expect_line(out, "  -fsdp_t_dims <none> (int list): some dims\n");
     TEST_ASSERT(strstr(out, header) == out, "the header comes first:\n%s", out);
-    TEST_ASSERT(count_occurrences(out, "\n  -") == 10, "expected 10 options listed under the header:\n%s", out);
+    TEST_ASSERT(count_occurrences(out, "\n  -") == 11, "expected 11 options listed under the header:\n%s", out);
   } else TEST_ASSERT(out[0] == '\0', "only rank 0 prints -help; rank %d printed:\n%s", rank, out);
   free(out);
 

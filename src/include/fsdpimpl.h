@@ -11,7 +11,9 @@ MPI_Comm FSDPCommWorld_Private(void);
 /* This process's rank in MPI_COMM_WORLD, or -1 when MPI is not running. */
 int FSDPWorldRank_Private(void);
 
-FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv);
+/* Reads FSDP_OPTIONS and argv; where argv names options files, *argc and *argv
+   are replaced by the expanded list, which lives until FSDPOptionsFinalize_Private. */
+FSDPErrorCode FSDPOptionsInitialize_Private(int *argc, char ***argv);
 FSDPErrorCode FSDPOptionsFinalize_Private(void);
 /* FSDPOptionsGetEnum that also accepts aliases[i] (NULL or one per choice, NULL where none) for choices[i]. */
 FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *help, const char *const *choices,

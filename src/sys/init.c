@@ -90,7 +90,7 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
   /* From here on FSDPFinalize can undo what was done, even if options are bad. */
   sys.initialized = true;
   FSDPCall(FSDPLogInitialize_Private());
-  FSDPCall(FSDPOptionsInitialize_Private(argc ? *argc : 0, argv ? *argv : NULL));
+  FSDPCall(FSDPOptionsInitialize_Private(argc, argv));
   FSDPCall(read_sys_options());
   if (provided < FSDP_MPI_THREAD_NEEDED && rank == 0) {
     fprintf(stderr,

@@ -1,11 +1,13 @@
 /* The options database: -fsdp_* options from FSDP_OPTIONS, the command line
    and the API, read by typed getters that also register each option for -help
    and for the unused-option report.  Later sources override earlier ones:
-   FSDP_OPTIONS, then the command line, then FSDPOptionsSetValue. */
+   FSDP_OPTIONS, then the command line, then FSDPOptionsSetValue.  -options_file
+   FILE stands for FILE's options, in its place, wherever it is given. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,7 +25,7 @@ static const char *const source_names[] = {
 typedef struct {
   char *name;
   char *value; /* NULL: given without a value */
-  OptionSource source;
+  char *from;  /* where it was given: a source name, or an options file and line */
   bool used;
 } OptionEntry;
 
@@ -32,10 +34,19 @@ static struct {
   int nentries, capentries;
   char **registered; /* every name a getter asked for */
   int nregistered, capregistered;
+  void **kept; /* options files' text and the argv made from them: the program's argv points into it */
+  int nkept, capkept;
   bool help;
 } db;
 
 #define OPTION_PREFIX "-fsdp_"
+#define OPTIONS_FILE "-options_file"
+#define OPTIONS_FILE_DEPTH 8 /* files naming files: deeper than this is a loop */
+
+#define OPTION_ERROR(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_OPTION, __VA_ARGS__)
+
+static FSDPErrorCode lookup(const char *name, const char *type, const char *defstr, const char *help,
+                            OptionEntry **entry);
 
 /* ------------------------------------------------------------------ tokens */
 
@@ -50,10 +61,17 @@ static bool is_number(const char *s)
 /* A token that starts a new option rather than being a value ("-3" is a value). */
 static bool is_key(const char *s) { return s[0] == '-' && !is_number(s); }
 
+static bool is_options_file(const char *s)
+{
+  size_t n = strlen(OPTIONS_FILE);
+  return strncasecmp(s, OPTIONS_FILE, n) == 0 && (s[n] == '\0' || s[n] == '=');
+}
+
 static bool is_library_option(const char *s)
 {
   size_t n = strcspn(s, "=");
-  return strncasecmp(s, OPTION_PREFIX, strlen(OPTION_PREFIX)) == 0 || (n == 5 && strncasecmp(s, "-help", 5) == 0);
+  return strncasecmp(s, OPTION_PREFIX, strlen(OPTION_PREFIX)) == 0 || (n == 5 && strncasecmp(s, "-help", 5) == 0) ||
+         is_options_file(s);
 }
 
 static OptionEntry *find_entry(const char *name)
@@ -63,7 +81,7 @@ static OptionEntry *find_entry(const char *name)
   return NULL;
 }
 
-static FSDPErrorCode set_value(const char *name, size_t namelen, const char *value, OptionSource source)
+static FSDPErrorCode set_value(const char *name, size_t namelen, const char *value, const char *from)
 {
   char *key;
   OptionEntry *e;
@@ -75,43 +93,83 @@ static FSDPErrorCode set_value(const char *name, size_t namelen, const char *val
   if (e) {
     FSDPCall(FSDPFree(&key));
     FSDPCall(FSDPFree(&e->value));
+    FSDPCall(FSDPFree(&e->from));
   } else {
     FSDPCall(FSDPGrowArray_Private(&db.entries, sizeof *db.entries, db.nentries + 1, &db.capentries, FSDP_MEM_OTHER));
     e = &db.entries[db.nentries++];
     e->name = key;
+    e->from = NULL;
   }
   e->value = NULL;
+  e->used = is_options_file(e->name); /* read as soon as given */
   if (value) FSDPCall(FSDPStrdup(value, &e->value));
-  e->source = source;
-  e->used = false;
+  FSDPCall(FSDPStrdup(from, &e->from));
   return FSDP_SUCCESS;
 }
 
-/* Insert options from a token list.  strict: every token must be a libfsdp
-   option or its value (FSDP_OPTIONS, InsertString); otherwise other tokens
-   belong to the program and are skipped (argv). */
-static FSDPErrorCode insert_tokens(int n, char **tokens, OptionSource source, bool strict)
+/* Words read from one source, each with where it was given. */
+typedef struct {
+  char **words;
+  const char **from;
+  int n, cap, capfrom;
+  int files; /* options files read into it */
+} WordList;
+
+static FSDPErrorCode words_push(WordList *l, char *word, const char *from)
 {
-  for (int i = 0; i < n; i++) {
-    const char *t = tokens[i], *eq;
+  FSDPCall(FSDPGrowArray_Private(&l->words, sizeof *l->words, l->n + 1, &l->cap, FSDP_MEM_OTHER));
+  FSDPCall(FSDPGrowArray_Private(&l->from, sizeof *l->from, l->n + 1, &l->capfrom, FSDP_MEM_OTHER));
+  l->words[l->n] = word;
+  l->from[l->n++] = from;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode words_free(WordList *l)
+{
+  FSDPCall(FSDPFree(&l->words));
+  FSDPCall(FSDPFree(&l->from));
+  return FSDP_SUCCESS;
+}
+
+/* Memory that lives until FSDPFinalize (taken over even when keeping it fails). */
+static FSDPErrorCode keep(void *p)
+{
+  FSDPErrorCode err = FSDPGrowArray_Private(&db.kept, sizeof *db.kept, db.nkept + 1, &db.capkept, FSDP_MEM_OTHER);
+  if (err) FSDPCall(FSDPFree(&p));
+  FSDPCall(err);
+  db.kept[db.nkept++] = p;
+  return FSDP_SUCCESS;
+}
+
+/* Insert options from a word list.  strict: every word must be a libfsdp
+   option or its value (FSDP_OPTIONS, InsertString); otherwise other words
+   belong to the program and are skipped (argv). */
+static FSDPErrorCode insert_words(const WordList *l, bool strict)
+{
+  for (int i = 0; i < l->n; i++) {
+    const char *t = l->words[i], *eq;
     if (!is_library_option(t)) {
       FSDPCheck(!strict, MPI_COMM_SELF, FSDP_ERR_OPTION,
-                "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help)",
-                source_names[source], t);
+                "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help or "
+                OPTIONS_FILE ")%s", l->from[i], t,
+                strncmp(l->from[i], "options file", 12) ? ""
+                                                        : "; only files named on the command line may hold the "
+                                                          "program's own options");
       continue;
     }
     eq = strchr(t, '=');
-    if (eq) FSDPCall(set_value(t, (size_t)(eq - t), eq + 1, source));
-    else if (i + 1 < n && !is_key(tokens[i + 1])) {
-      FSDPCall(set_value(t, strlen(t), tokens[i + 1], source));
+    if (eq) FSDPCall(set_value(t, (size_t)(eq - t), eq + 1, l->from[i]));
+    else if (i + 1 < l->n && !is_key(l->words[i + 1])) {
+      FSDPCall(set_value(t, strlen(t), l->words[i + 1], l->from[i]));
       i++;
-    } else FSDPCall(set_value(t, strlen(t), NULL, source));
+    } else FSDPCall(set_value(t, strlen(t), NULL, l->from[i]));
   }
   return FSDP_SUCCESS;
 }
 
-/* Split a string at white space, honouring '...' and "..." quotes, in place. */
-static FSDPErrorCode tokenize(char *s, const char *what, int *ntokens, char ***tokens)
+/* Split a string at white space, honouring '...' and "..." quotes, in place.
+   comments: a word that begins with # ends the string (options files). */
+static FSDPErrorCode tokenize(char *s, const char *what, bool comments, int *ntokens, char ***tokens)
 {
   int n = 0, cap = 0;
   char **tok = NULL;
@@ -122,7 +180,7 @@ static FSDPErrorCode tokenize(char *s, const char *what, int *ntokens, char ***t
   while (*r) {
     char quote = 0;
     while (isspace((unsigned char)*r)) r++;
-    if (!*r) break;
+    if (!*r || (comments && *r == '#')) break;
     FSDPCall(FSDPGrowArray_Private(&tok, sizeof *tok, n + 1, &cap, FSDP_MEM_OTHER));
     tok[n++] = w;
     while (*r && (quote || !isspace((unsigned char)*r))) {
@@ -141,35 +199,155 @@ static FSDPErrorCode tokenize(char *s, const char *what, int *ntokens, char ***t
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode expand(int n, char **words, const char *from, WordList *l, int depth);
+
+/* One line of an options file: options, each with at most one value. */
+static FSDPErrorCode read_line(char *line, const char *from, WordList *l, int depth)
+{
+  char **words;
+  int n;
+  FSDPErrorCode err = FSDP_SUCCESS;
+
+  FSDPCall(tokenize(line, from, true, &n, &words));
+  for (int i = 0; i < n && !err; i++) {
+    if (is_key(words[i])) continue;
+    if (i == 0)
+      err = OPTION_ERROR("%s: '%s' is not an option: a line holds options (-name [value]) or a # comment", from,
+                         words[i]);
+    else if (!is_key(words[i - 1]))
+      err = OPTION_ERROR("%s: '%s' follows %s's value '%s': an option takes one value (quote a value with spaces)",
+                         from, words[i], words[i - 2], words[i - 1]);
+  }
+  if (!err) err = expand(n, words, from, l, depth);
+  FSDPCall(FSDPFree(&words));
+  FSDPCall(err);
+  return FSDP_SUCCESS;
+}
+
+/* Append FILE's options to l, each marked with its file and line. */
+static FSDPErrorCode read_options_file(const char *file, const char *from, WordList *l, int depth)
+{
+  FILE *f;
+  char *line = NULL, *where;
+  size_t cap = 0;
+  int lineno = 0;
+  FSDPErrorCode err = FSDP_SUCCESS;
+
+  FSDPCheck(depth < OPTIONS_FILE_DEPTH, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            OPTIONS_FILE " '%s' (from %s): options files name each other more than %d deep (a file that names "
+            "itself?)", file, from, OPTIONS_FILE_DEPTH);
+  f = fopen(file, "r");
+  FSDPCheck(f, MPI_COMM_SELF, FSDP_ERR_IO, OPTIONS_FILE " '%s' (from %s): cannot open it: %s", file, from,
+            strerror(errno));
+  l->files++;
+  while (!err && getline(&line, &cap, f) >= 0) {
+    int len = snprintf(NULL, 0, "options file '%s' line %d", file, ++lineno);
+    char *text;
+    /* The words and the line's name live as long as the options: argv may point into them. */
+    err = FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, &where);
+    if (!err) snprintf(where, (size_t)len + 1, "options file '%s' line %d", file, lineno);
+    if (!err) err = keep(where);
+    if (!err) err = FSDPStrdup(line, &text);
+    if (!err) err = keep(text);
+    if (!err) err = read_line(text, where, l, depth);
+  }
+  if (!err && ferror(f))
+    err = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                    OPTIONS_FILE " '%s' (from %s): cannot read it after line %d: %s", file, from, lineno,
+                    strerror(errno));
+  free(line);
+  fclose(f);
+  FSDPCall(err);
+  return FSDP_SUCCESS;
+}
+
+/* Append words to l, replacing each -options_file FILE by FILE's options
+   (the pair itself is kept, so that the database records the file). */
+static FSDPErrorCode expand(int n, char **words, const char *from, WordList *l, int depth)
+{
+  for (int i = 0; i < n; i++) {
+    const char *file = NULL;
+    FSDPCall(words_push(l, words[i], from));
+    if (!is_options_file(words[i])) continue;
+    if (words[i][strlen(OPTIONS_FILE)] == '=') file = words[i] + strlen(OPTIONS_FILE) + 1;
+    else if (i + 1 < n && !is_key(words[i + 1])) {
+      file = words[++i];
+      FSDPCall(words_push(l, words[i], from));
+    }
+    FSDPCheck(file && *file, MPI_COMM_SELF, FSDP_ERR_OPTION, OPTIONS_FILE " (from %s) needs a file name", from);
+    FSDPCall(read_options_file(file, from, l, depth + 1));
+  }
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode insert_string(const char *options, OptionSource source)
 {
   char *copy, **tokens;
   int n;
+  WordList l = {0};
   FSDPErrorCode err;
 
   FSDPCall(FSDPStrdup(options, &copy));
-  err = tokenize(copy, source_names[source], &n, &tokens);
-  if (!err) err = insert_tokens(n, tokens, source, true);
+  err = tokenize(copy, source_names[source], false, &n, &tokens);
+  if (!err) err = expand(n, tokens, source_names[source], &l, 0);
+  if (!err) err = insert_words(&l, true);
+  FSDPCall(words_free(&l));
   FSDPCall(FSDPFree(&tokens));
   FSDPCall(FSDPFree(&copy));
   FSDPCall(err);
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPOptionsInitialize_Private(int argc, char **argv)
+/* The program's argv with each -options_file FILE replaced by FILE's words. */
+static FSDPErrorCode replace_argv(const WordList *l, int *argc, char ***argv)
+{
+  char **args;
+  int n = 0;
+
+  FSDPCall(FSDPMalloc((size_t)(l->n + 2) * sizeof *args, FSDP_MEM_OTHER, &args));
+  FSDPCall(keep(args));
+  args[n++] = (*argv)[0];
+  for (int i = 0; i < l->n; i++) {
+    if (is_options_file(l->words[i])) {
+      if (!strchr(l->words[i], '=')) i++; /* and its value */
+      continue;
+    }
+    args[n++] = l->words[i];
+  }
+  args[n] = NULL;
+  *argc = n;
+  *argv = args;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptionsInitialize_Private(int *argc, char ***argv)
 {
   const char *env = getenv("FSDP_OPTIONS");
   if (env) FSDPCall(insert_string(env, SOURCE_ENV));
-  if (argc > 1 && argv) FSDPCall(insert_tokens(argc - 1, argv + 1, SOURCE_ARGV, false));
+  if (argc && argv && *argv && *argc > 1) {
+    WordList l = {0};
+    FSDPErrorCode err = expand(*argc - 1, *argv + 1, source_names[SOURCE_ARGV], &l, 0);
+    if (!err) err = insert_words(&l, false);
+    if (!err && l.files) err = replace_argv(&l, argc, argv);
+    FSDPCall(words_free(&l));
+    FSDPCall(err);
+  }
   /* Set before -help is read, so that -help lists itself under the header. */
   db.help = find_entry("-help") != NULL;
   if (db.help && FSDPWorldRank_Private() <= 0) {
-    printf("libfsdp %s options (given on the command line or in the FSDP_OPTIONS environment variable):\n",
+    printf("libfsdp %s options (given on the command line, in the FSDP_OPTIONS environment variable or in an "
+           OPTIONS_FILE "):\n",
            FSDP_VERSION_STRING);
     fflush(stdout);
   }
   FSDPCall(FSDPOptionsGetBool("-help", "print every option with its type, default and description", false, &db.help,
                               NULL));
+  {
+    OptionEntry *e; /* read when the files were: here only listed by -help and marked used */
+    FSDPCall(lookup(OPTIONS_FILE, "string", "none",
+                    "read options from this file as if given in its place: lines of -name [value], # comments",
+                    &e));
+  }
   return FSDP_SUCCESS;
 }
 
@@ -178,10 +356,13 @@ FSDPErrorCode FSDPOptionsFinalize_Private(void)
   for (int i = 0; i < db.nentries; i++) {
     FSDPCall(FSDPFree(&db.entries[i].name));
     FSDPCall(FSDPFree(&db.entries[i].value));
+    FSDPCall(FSDPFree(&db.entries[i].from));
   }
   for (int i = 0; i < db.nregistered; i++) FSDPCall(FSDPFree(&db.registered[i]));
+  for (int i = 0; i < db.nkept; i++) FSDPCall(FSDPFree(&db.kept[i]));
   FSDPCall(FSDPFree(&db.entries));
   FSDPCall(FSDPFree(&db.registered));
+  FSDPCall(FSDPFree(&db.kept));
   memset(&db, 0, sizeof db);
   return FSDP_SUCCESS;
 }
@@ -190,7 +371,7 @@ FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value)
 {
   FSDPCheck(name && name[0] == '-', MPI_COMM_SELF, FSDP_ERR_ARG, "option name '%s' must start with '-'",
             name ? name : "(null)");
-  FSDPCall(set_value(name, strlen(name), value, SOURCE_API));
+  FSDPCall(set_value(name, strlen(name), value, source_names[SOURCE_API]));
   return FSDP_SUCCESS;
 }
 
@@ -278,8 +459,6 @@ static FSDPErrorCode lookup(const char *name, const char *type, const char *defs
   return FSDP_SUCCESS;
 }
 
-#define OPTION_ERROR(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_OPTION, __VA_ARGS__)
-
 static bool parse_int(const char *s, int64_t *v)
 {
   char *end;
@@ -316,7 +495,7 @@ static bool parse_bool(const char *s, bool *v)
 static FSDPErrorCode need_value(const OptionEntry *e, const char *type)
 {
   FSDPCheck(e->value, MPI_COMM_SELF, FSDP_ERR_OPTION, "option %s (from %s) needs a value (%s)", e->name,
-            source_names[e->source], type);
+            e->from, type);
   return FSDP_SUCCESS;
 }
 
@@ -338,11 +517,11 @@ FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defv
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, "an integer"));
   if (!parse_int(e->value, &v))
-    return OPTION_ERROR("option %s: '%s' (from %s) is not an integer%s", name, e->value, source_names[e->source],
+    return OPTION_ERROR("option %s: '%s' (from %s) is not an integer%s", name, e->value, e->from,
                         errno == ERANGE ? " that fits in 64 bits" : "");
   FSDPCheck(min <= v && v <= max, MPI_COMM_SELF, FSDP_ERR_OPTION,
             "option %s: %" PRId64 " (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name, v,
-            source_names[e->source], min, max);
+            e->from, min, max);
   *value = v;
   return FSDP_SUCCESS;
 }
@@ -360,7 +539,7 @@ FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defv
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, "a real number"));
   if (!parse_real(e->value, value))
-    return OPTION_ERROR("option %s: '%s' (from %s) is not a real number", name, e->value, source_names[e->source]);
+    return OPTION_ERROR("option %s: '%s' (from %s) is not a real number", name, e->value, e->from);
   return FSDP_SUCCESS;
 }
 
@@ -379,7 +558,7 @@ FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval
   }
   if (!parse_bool(e->value, value))
     return OPTION_ERROR("option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
-                        e->value, source_names[e->source]);
+                        e->value, e->from);
   return FSDP_SUCCESS;
 }
 
@@ -433,7 +612,7 @@ FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *he
     }
   {
     const char *guess = closest(e->value, names, nnames);
-    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s%s", name, e->value, source_names[e->source], type,
+    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s%s", name, e->value, e->from, type,
                         also, guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
   }
 }
@@ -456,7 +635,7 @@ FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const cha
     FSDPCall(need_value(e, "a string"));
     v = e->value;
     FSDPCheck(strlen(v) < len, MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "option %s: '%s' (from %s) is longer than %zu characters", name, v, source_names[e->source], len - 1);
+              "option %s: '%s' (from %s) is longer than %zu characters", name, v, e->from, len - 1);
   }
   memmove(value, v, strlen(v) + 1);
   return FSDP_SUCCESS;
@@ -482,14 +661,14 @@ static FSDPErrorCode get_list(const char *name, const char *help, const char *ty
   /* Empty items ("1,,2" or a trailing comma) are mistakes, not zeros. */
   if (!*copy || copy[0] == ',' || copy[strlen(copy) - 1] == ',' || strstr(copy, ",,"))
     err = OPTION_ERROR("option %s: '%s' (from %s) has an empty item in its comma-separated list", name, e->value,
-                       source_names[e->source]);
+                       e->from);
   for (item = strtok_r(copy, ",", &save); !err && item; item = strtok_r(NULL, ",", &save)) {
     if (count >= cap)
       err = OPTION_ERROR("option %s: '%s' (from %s) has more than %d items", name, e->value,
-                         source_names[e->source], cap);
+                         e->from, cap);
     else if (!parse(item, (char *)values + (size_t)count * elemsize))
       err = OPTION_ERROR("option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value,
-                         source_names[e->source], itemdesc);
+                         e->from, itemdesc);
     else count++;
   }
   FSDPCall(FSDPFree(&copy));
@@ -527,7 +706,7 @@ static FSDPErrorCode options_left(FSDPViewer viewer, void *ctx)
     if (e->used) continue;
     guess = closest(e->name, (const char *const *)db.registered, db.nregistered);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s)%s%s%s\n", e->name, e->value ? e->value : "(no value)",
-                                   source_names[e->source], guess ? ": did you mean " : "", guess ? guess : "",
+                                   e->from, guess ? ": did you mean " : "", guess ? guess : "",
                                    guess ? "?" : ""));
   }
   return FSDP_SUCCESS;
@@ -540,7 +719,7 @@ static FSDPErrorCode options_view(FSDPViewer viewer, void *ctx)
                                  db.nentries == 1 ? "" : "s"));
   for (int i = 0; i < db.nentries; i++)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s%s)\n", db.entries[i].name,
-                                   db.entries[i].value ? db.entries[i].value : "", source_names[db.entries[i].source],
+                                   db.entries[i].value ? db.entries[i].value : "", db.entries[i].from,
                                    db.entries[i].used ? "" : ", not used yet"));
   return FSDP_SUCCESS;
 }
