@@ -383,6 +383,7 @@ FSDPErrorCode FSDPOptionsClearValue(const char *name)
   if (!e) return FSDP_SUCCESS;
   FSDPCall(FSDPFree(&e->name));
   FSDPCall(FSDPFree(&e->value));
+  FSDPCall(FSDPFree(&e->from));
   *e = db.entries[--db.nentries];
   return FSDP_SUCCESS;
 }
