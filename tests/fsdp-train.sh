@@ -54,8 +54,9 @@ cat >"$fsdp_tmp/job.opts" <<EOF
 -data synthetic:n=256,seed=3 -batch 16
 -fsdp_sharding_strategy hybrid_shard  -fsdp_ranks_per_node 2
 EOF
-run w4_options_file 4 -options_file "$fsdp_tmp/job.opts"
+run w4_options_file 4 -options_file "$fsdp_tmp/job.opts" -log_every 8
 same w4_hybrid w4_options_file
+expect_grep '^fsdp-train: 4 ranks, hybrid sharding, F = 2, 2 replicas; synthetic (n=256, seed=3)' "$fsdp_tmp/w4_options_file.out"
 fsdp_run 1 "$train" -help >"$fsdp_tmp/help.out" 2>&1 || { cat "$fsdp_tmp/help.out"; echo "FAIL: fsdp-train -help"; exit 1; }
 expect_grep "^  -fsdp_sharding_strategy <full> (one of full grad_op none hybrid hybrid_zero2): .*PyTorch's names full_shard, shard_grad_op, no_shard, hybrid_shard and hybrid_shard_zero2 (any case) are aliases" "$fsdp_tmp/help.out"
 run w4_model 4 $data -fsdp_wrap model

@@ -72,13 +72,13 @@ static void test_precedence(void)
                                      "\n"
                                      "   -fsdp_t_b file   # after a value\n"
                                      "-fsdp_t_c file -fsdp_t_flag\n"
-                                     "\t-fsdp_t_words 'two words' -fsdp_t_hash a#b\n"
-                                     "-steps 5   -prog_flag\n");
-  char *args[] = {"prog", "-fsdp_t_c", "early", "-options_file", (char *)job, "-fsdp_t_e", "late", "positional", NULL};
+                                     "\t-fsdp_t_words 'two words' -fsdp_t_hash a#b -fsdp_t_quoted '#1'\n"
+                                     "-steps 5   -prog_flag -fsdp_t_last\n");
+  char *args[] = {"prog", "-fsdp_t_c", "early", "-options_file", (char *)job, "positional", "-fsdp_t_e", "late", NULL};
   /* The program's argv: the file's words in place of the pair, the rest as it was. */
   const char *want[] = {"prog", "-fsdp_t_c", "early", "-fsdp_t_b", "file", "-fsdp_t_c", "file", "-fsdp_t_flag",
-                        "-fsdp_t_words", "two words", "-fsdp_t_hash", "a#b", "-steps", "5", "-prog_flag",
-                        "-fsdp_t_e", "late", "positional"};
+                        "-fsdp_t_words", "two words", "-fsdp_t_hash", "a#b", "-fsdp_t_quoted", "#1", "-steps", "5",
+                        "-prog_flag", "-fsdp_t_last", "positional", "-fsdp_t_e", "late"};
   const int nwant = (int)(sizeof want / sizeof want[0]);
   int argc;
   char **argv;
@@ -95,8 +95,12 @@ static void test_precedence(void)
   expect_string("-fsdp_t_e", "late");
   expect_string("-fsdp_t_words", "two words");
   expect_string("-fsdp_t_hash", "a#b");
+  expect_string("-fsdp_t_quoted", "#1");
   TEST_OK(FSDPOptionsGetBool("-fsdp_t_flag", "test", false, &flag, NULL));
   TEST_ASSERT(flag, "-fsdp_t_flag, a bare flag in the file, is not set");
+  /* The file's last flag does not take the command line's next word as its value. */
+  TEST_OK(FSDPOptionsGetBool("-fsdp_t_last", "test", false, &flag, NULL));
+  TEST_ASSERT(flag, "-fsdp_t_last, a bare flag at the end of the file, is not set");
   expect_string("-options_file", job);
   /* Errors name the file and line a value came from. */
   {
@@ -133,6 +137,28 @@ static void test_other_sources(void)
   TEST_OK(FSDPOptionsInsertString("-options_file outer.opts"));
   expect_string("-fsdp_t_y", "outer");
   expect_string("-fsdp_t_x", "from_file");
+  /* Written on Windows: a byte-order mark, CR LF line ends, no newline at the end. */
+  (void)file("windows.opts", "\xEF\xBB\xBF-fsdp_t_crlf yes\r\n\r\n-fsdp_t_final 3");
+  TEST_OK(FSDPOptionsInsertString("-options_file windows.opts"));
+  expect_string("-fsdp_t_crlf", "yes");
+  expect_string("-fsdp_t_final", "3");
+  /* Files naming files: 8 deep is fine, 9 is a loop. */
+  for (int i = 1; i <= 9; i++) {
+    char name[32], text[64];
+    snprintf(name, sizeof name, "chain%d.opts", i);
+    if (i < 9) snprintf(text, sizeof text, "-fsdp_t_depth %d -options_file chain%d.opts\n", i, i + 1);
+    else snprintf(text, sizeof text, "-fsdp_t_end 9\n");
+    (void)file(name, text);
+  }
+  TEST_OK(FSDPOptionsInsertString("-options_file chain2.opts"));
+  expect_string("-fsdp_t_depth", "8");
+  expect_string("-fsdp_t_end", "9");
+  TEST_CODE(FSDP_ERR_OPTION, FSDPOptionsInsertString("-options_file chain1.opts"));
+  TEST_MESSAGE_HAS("-options_file 'chain9.opts' (from options file 'chain8.opts' line 1): options files name each "
+                   "other more than 8 deep");
+  /* Setting the option would not read the file: the program is told what to call instead. */
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptionsSetValue("-options_file", "lib.opts"));
+  TEST_MESSAGE_HAS("use FSDPOptionsInsertString(\"-options_file FILE\")");
   TEST_OK(FSDPFinalize());
 }
 
@@ -214,8 +240,10 @@ int main(int argc, char **argv)
   TEST_ASSERT(chdir(cwd) == 0, "cannot return to %s", cwd);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    const char *names[] = {"job.opts", "lib.opts", "outer.opts", "stray.opts", "two.opts",
-                           "quote.opts", "noname.opts", "loop.opts", "program.opts"};
+    const char *names[] = {"job.opts",    "lib.opts",    "outer.opts",  "stray.opts",  "two.opts",
+                           "quote.opts",  "noname.opts", "loop.opts",   "program.opts", "windows.opts",
+                           "chain1.opts", "chain2.opts", "chain3.opts", "chain4.opts",  "chain5.opts",
+                           "chain6.opts", "chain7.opts", "chain8.opts", "chain9.opts"};
     char path[300];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
       snprintf(path, sizeof path, "%s/%s", dir, names[i]);

@@ -83,10 +83,19 @@ static OptionEntry *find_entry(const char *name)
 
 static FSDPErrorCode set_value(const char *name, size_t namelen, const char *value, const char *from)
 {
-  char *key;
+  char *key, *copy = NULL, *where;
   OptionEntry *e;
+  FSDPErrorCode err;
 
-  FSDPCall(FSDPMalloc(namelen + 1, FSDP_MEM_OTHER, &key));
+  /* Copies first, so that a failure leaves the entry as it was. */
+  FSDPCall(FSDPStrdup(from, &where));
+  err = value ? FSDPStrdup(value, &copy) : FSDP_SUCCESS;
+  if (!err) err = FSDPMalloc(namelen + 1, FSDP_MEM_OTHER, &key);
+  if (err) {
+    FSDPCall(FSDPFree(&where));
+    FSDPCall(FSDPFree(&copy));
+    FSDPCall(err);
+  }
   memcpy(key, name, namelen);
   key[namelen] = '\0';
   e = find_entry(key);
@@ -95,15 +104,19 @@ static FSDPErrorCode set_value(const char *name, size_t namelen, const char *val
     FSDPCall(FSDPFree(&e->value));
     FSDPCall(FSDPFree(&e->from));
   } else {
-    FSDPCall(FSDPGrowArray_Private(&db.entries, sizeof *db.entries, db.nentries + 1, &db.capentries, FSDP_MEM_OTHER));
+    err = FSDPGrowArray_Private(&db.entries, sizeof *db.entries, db.nentries + 1, &db.capentries, FSDP_MEM_OTHER);
+    if (err) {
+      FSDPCall(FSDPFree(&key));
+      FSDPCall(FSDPFree(&where));
+      FSDPCall(FSDPFree(&copy));
+      FSDPCall(err);
+    }
     e = &db.entries[db.nentries++];
     e->name = key;
-    e->from = NULL;
   }
-  e->value = NULL;
-  e->used = is_options_file(e->name); /* read as soon as given */
-  if (value) FSDPCall(FSDPStrdup(value, &e->value));
-  FSDPCall(FSDPStrdup(from, &e->from));
+  e->value = copy;
+  e->from = where;
+  e->used = false;
   return FSDP_SUCCESS;
 }
 
@@ -143,8 +156,9 @@ static FSDPErrorCode keep(void *p)
 
 /* Insert options from a word list.  strict: every word must be a libfsdp
    option or its value (FSDP_OPTIONS, InsertString); otherwise other words
-   belong to the program and are skipped (argv). */
-static FSDPErrorCode insert_words(const WordList *l, bool strict)
+   belong to the program and are skipped (argv).  source: the list's own
+   origin; words with another one came from options files. */
+static FSDPErrorCode insert_words(const WordList *l, const char *source, bool strict)
 {
   for (int i = 0; i < l->n; i++) {
     const char *t = l->words[i], *eq;
@@ -152,17 +166,18 @@ static FSDPErrorCode insert_words(const WordList *l, bool strict)
       FSDPCheck(!strict, MPI_COMM_SELF, FSDP_ERR_OPTION,
                 "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help or "
                 OPTIONS_FILE ")%s", l->from[i], t,
-                strncmp(l->from[i], "options file", 12) ? ""
-                                                        : "; only files named on the command line may hold the "
-                                                          "program's own options");
+                l->from[i] == source ? ""
+                                     : "; only files named on the command line may hold the program's own options");
       continue;
     }
     eq = strchr(t, '=');
     if (eq) FSDPCall(set_value(t, (size_t)(eq - t), eq + 1, l->from[i]));
-    else if (i + 1 < l->n && !is_key(l->words[i + 1])) {
+    /* A value is on its option's line: a file's last flag does not take the word after the file. */
+    else if (i + 1 < l->n && !is_key(l->words[i + 1]) && l->from[i + 1] == l->from[i]) {
       FSDPCall(set_value(t, strlen(t), l->words[i + 1], l->from[i]));
       i++;
     } else FSDPCall(set_value(t, strlen(t), NULL, l->from[i]));
+    if (is_options_file(t)) find_entry(OPTIONS_FILE)->used = true; /* expand() has read it */
   }
   return FSDP_SUCCESS;
 }
@@ -201,14 +216,23 @@ static FSDPErrorCode tokenize(char *s, const char *what, bool comments, int *nto
 
 static FSDPErrorCode expand(int n, char **words, const char *from, WordList *l, int depth);
 
-/* One line of an options file: options, each with at most one value. */
-static FSDPErrorCode read_line(char *line, const char *from, WordList *l, int depth)
+/* One line of an options file: options, each with at most one value.  The
+   line's text and name are kept (argv may point into them) if it has words. */
+static FSDPErrorCode read_line(char *text, char *from, WordList *l, int depth)
 {
   char **words;
   int n;
-  FSDPErrorCode err = FSDP_SUCCESS;
+  FSDPErrorCode err = tokenize(text, from, true, &n, &words);
 
-  FSDPCall(tokenize(line, from, true, &n, &words));
+  if (!err && n == 0) {
+    FSDPCall(FSDPFree(&text));
+    FSDPCall(FSDPFree(&from));
+    return FSDP_SUCCESS;
+  }
+  if (!err) err = keep(from);
+  else FSDPCall(FSDPFree(&from)); /* the error has its own copy */
+  if (!err) err = keep(text);
+  else FSDPCall(FSDPFree(&text));
   for (int i = 0; i < n && !err; i++) {
     if (is_key(words[i])) continue;
     if (i == 0)
@@ -233,7 +257,7 @@ static FSDPErrorCode read_options_file(const char *file, const char *from, WordL
   int lineno = 0;
   FSDPErrorCode err = FSDP_SUCCESS;
 
-  FSDPCheck(depth < OPTIONS_FILE_DEPTH, MPI_COMM_SELF, FSDP_ERR_OPTION,
+  FSDPCheck(depth <= OPTIONS_FILE_DEPTH, MPI_COMM_SELF, FSDP_ERR_OPTION,
             OPTIONS_FILE " '%s' (from %s): options files name each other more than %d deep (a file that names "
             "itself?)", file, from, OPTIONS_FILE_DEPTH);
   f = fopen(file, "r");
@@ -242,14 +266,15 @@ static FSDPErrorCode read_options_file(const char *file, const char *from, WordL
   l->files++;
   while (!err && getline(&line, &cap, f) >= 0) {
     int len = snprintf(NULL, 0, "options file '%s' line %d", file, ++lineno);
-    char *text;
-    /* The words and the line's name live as long as the options: argv may point into them. */
+    /* Editors that write a UTF-8 byte-order mark put it before the first line. */
+    const char *start = lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3) ? line + 3 : line;
+    char *text = NULL;
+    where = NULL;
     err = FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, &where);
     if (!err) snprintf(where, (size_t)len + 1, "options file '%s' line %d", file, lineno);
-    if (!err) err = keep(where);
-    if (!err) err = FSDPStrdup(line, &text);
-    if (!err) err = keep(text);
-    if (!err) err = read_line(text, where, l, depth);
+    if (!err) err = FSDPStrdup(start, &text);
+    if (!err) err = read_line(text, where, l, depth); /* takes both */
+    else (void)FSDPFree(&where);
   }
   if (!err && ferror(f))
     err = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
@@ -290,7 +315,7 @@ static FSDPErrorCode insert_string(const char *options, OptionSource source)
   FSDPCall(FSDPStrdup(options, &copy));
   err = tokenize(copy, source_names[source], false, &n, &tokens);
   if (!err) err = expand(n, tokens, source_names[source], &l, 0);
-  if (!err) err = insert_words(&l, true);
+  if (!err) err = insert_words(&l, source_names[source], true);
   FSDPCall(words_free(&l));
   FSDPCall(FSDPFree(&tokens));
   FSDPCall(FSDPFree(&copy));
@@ -327,7 +352,7 @@ FSDPErrorCode FSDPOptionsInitialize_Private(int *argc, char ***argv)
   if (argc && argv && *argv && *argc > 1) {
     WordList l = {0};
     FSDPErrorCode err = expand(*argc - 1, *argv + 1, source_names[SOURCE_ARGV], &l, 0);
-    if (!err) err = insert_words(&l, false);
+    if (!err) err = insert_words(&l, source_names[SOURCE_ARGV], false);
     if (!err && l.files) err = replace_argv(&l, argc, argv);
     FSDPCall(words_free(&l));
     FSDPCall(err);
@@ -371,6 +396,9 @@ FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value)
 {
   FSDPCheck(name && name[0] == '-', MPI_COMM_SELF, FSDP_ERR_ARG, "option name '%s' must start with '-'",
             name ? name : "(null)");
+  FSDPCheck(!is_options_file(name), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptionsSetValue(\"%s\", ...) would not read the file: use FSDPOptionsInsertString(\"" OPTIONS_FILE
+            " FILE\")", name);
   FSDPCall(set_value(name, strlen(name), value, source_names[SOURCE_API]));
   return FSDP_SUCCESS;
 }
@@ -419,14 +447,17 @@ static size_t distance(const char *a, const char *b)
   return row[lb];
 }
 
-static const char *closest(const char *word, const char *const *candidates, int n)
+/* The candidate nearest to word, if nearer than *nearest and near enough to be
+   a typo; *nearest ((size_t)-1 at first) is updated, so calls can chain. */
+static const char *closest(const char *word, const char *const *candidates, int n, size_t *nearest)
 {
   const char *best = NULL;
-  size_t bestd = 3 + strlen(word) / 5; /* farther than this is not a typo */
+  size_t typo = 3 + strlen(word) / 5; /* farther than this is not a typo */
+  if (*nearest > typo) *nearest = typo;
   for (int i = 0; i < n; i++) {
     size_t d = distance(word, candidates[i]);
-    if (d < bestd) {
-      bestd = d;
+    if (d < *nearest) {
+      *nearest = d;
       best = candidates[i];
     }
   }
@@ -576,29 +607,23 @@ FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *he
                                                 const char *const *aliases, int defval, int *value, bool *set)
 {
   char type[256] = "one of", also[256] = "";
-  const char *names[64]; /* the choices, then the aliases */
-  int of[64];             /* the choice each name selects */
+  const char *guess;
+  size_t nearest = (size_t)-1;
   OptionEntry *e;
-  int n = 0, nnames = 0;
+  int n = 0;
 
   FSDPCheck(value && choices && choices[0], MPI_COMM_SELF, FSDP_ERR_ARG,
             "value and choices (non-empty, NULL-terminated) must not be NULL (option %s)", name ? name : "(null)");
   while (choices[n]) n++;
   FSDPCheck(defval >= 0 && defval < n, MPI_COMM_SELF, FSDP_ERR_ARG, "default %d of option %s is not an index of its %d choices",
             defval, name ? name : "(null)", n);
-  FSDPCheck(n <= 32, MPI_COMM_SELF, FSDP_ERR_ARG, "option %s has %d choices, more than 32", name ? name : "(null)", n);
   for (int i = 0; i < n; i++) {
     size_t used = strlen(type);
     snprintf(type + used, sizeof type - used, " %s", choices[i]);
-    of[nnames] = i;
-    names[nnames++] = choices[i];
   }
   for (int i = 0; aliases && i < n; i++) {
     size_t used = strlen(also);
-    if (!aliases[i]) continue;
-    snprintf(also + used, sizeof also - used, "%s%s", used ? " " : " (or their aliases ", aliases[i]);
-    of[nnames] = i;
-    names[nnames++] = aliases[i];
+    if (aliases[i]) snprintf(also + used, sizeof also - used, "%s%s", used ? " " : " (or their aliases ", aliases[i]);
   }
   if (also[0]) strncat(also, ")", sizeof also - strlen(also) - 1);
   FSDPCall(lookup(name, type, choices[defval], help, &e));
@@ -606,16 +631,20 @@ FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *he
   *value = defval;
   if (!e) return FSDP_SUCCESS;
   FSDPCall(need_value(e, type));
-  for (int i = 0; i < nnames; i++)
-    if (strcasecmp(e->value, names[i]) == 0) {
-      *value = of[i];
+  for (int i = 0; i < n; i++)
+    if (strcasecmp(e->value, choices[i]) == 0 || (aliases && aliases[i] && strcasecmp(e->value, aliases[i]) == 0)) {
+      *value = i;
       return FSDP_SUCCESS;
     }
-  {
-    const char *guess = closest(e->value, names, nnames);
-    return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s%s", name, e->value, e->from, type,
-                        also, guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
+  guess = closest(e->value, choices, n, &nearest);
+  if (aliases) {
+    for (int i = 0; i < n; i++) {
+      const char *alias = aliases[i] ? closest(e->value, &aliases[i], 1, &nearest) : NULL;
+      if (alias) guess = alias;
+    }
   }
+  return OPTION_ERROR("option %s: '%s' (from %s) is not %s%s%s%s%s", name, e->value, e->from, type, also,
+                      guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
 }
 
 FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const char *defval, char *value, size_t len,
@@ -704,8 +733,9 @@ static FSDPErrorCode options_left(FSDPViewer viewer, void *ctx)
   for (int i = 0; i < db.nentries; i++) {
     const OptionEntry *e = &db.entries[i];
     const char *guess;
+    size_t nearest = (size_t)-1;
     if (e->used) continue;
-    guess = closest(e->name, (const char *const *)db.registered, db.nregistered);
+    guess = closest(e->name, (const char *const *)db.registered, db.nregistered, &nearest);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s)%s%s%s\n", e->name, e->value ? e->value : "(no value)",
                                    e->from, guess ? ": did you mean " : "", guess ? guess : "",
                                    guess ? "?" : ""));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "topoimpl.h"
 
@@ -200,15 +201,17 @@ static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml
     snprintf(topo->source, sizeof topo->source, "this machine");
   } else if (stat(source, &st) == 0) {
     FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "-fsdp_topology '%s' is not a regular file", source);
+    FSDPCheck(access(source, R_OK) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "-fsdp_topology '%s' cannot be read: %s", source,
+              strerror(errno));
     snprintf(topo->source, sizeof topo->source, "XML file '%s'", source);
     /* hwloc's libxml2 backend rejects a malformed file when it is set, its own
-       minimal parser only at the load: one message for both. */
-    errno = 0;
+       minimal parser only at the load: one message for both.  Their errno says
+       nothing more than EINVAL, or whatever libxml2 left behind. */
     loaded = hwloc_topology_set_xml(topo->topology, source) == 0 && hwloc_topology_load(topo->topology) == 0;
     FSDPCheck(loaded, MPI_COMM_SELF, FSDP_ERR_HWLOC,
-              "-fsdp_topology '%s': hwloc cannot read it as an XML topology: %s (not well-formed XML, or not "
-              "hwloc's format; HWLOC_XML_VERBOSE=1 prints hwloc's reason)",
-              source, errno ? strerror(errno) : "unknown error");
+              "-fsdp_topology '%s': hwloc cannot read it as an XML topology: not well-formed XML, or not hwloc's "
+              "format (HWLOC_XML_VERBOSE=1 prints hwloc's reason)",
+              source);
   } else {
     int err = errno;
     /* Not a file: maybe a synthetic description like "pack:2 numa:1 core:8 pu:1". */
