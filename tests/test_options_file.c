@@ -162,39 +162,34 @@ static void test_other_sources(void)
   TEST_OK(FSDPFinalize());
 }
 
+/* -options_file NAME, NAME holding `text`: FSDPInitialize fails with `code`, saying `message` (%s: NAME's path). */
+static void expect_bad_file(const char *name, const char *text, FSDPErrorCode code, const char *message)
+{
+  const char *path = file(name, text);
+  char *args[] = {"prog", "-options_file", (char *)path, NULL}, want[512];
+  snprintf(want, sizeof want, message, path);
+  expect_init_error(NULL, args, code, want);
+}
+
 static void test_errors(void)
 {
   char text[512], env[512];
-  const char *missing = file("absent.opts", ""), *stray, *two, *quote, *noname, *loop, *program;
-  char *args[] = {"prog", "-options_file", NULL, NULL};
+  const char *missing = file("absent.opts", ""), *loop, *program;
+  char *args[] = {"prog", "-options_file", (char *)missing, NULL};
 
   if (rank == 0) remove(missing);
   MPI_Barrier(MPI_COMM_WORLD);
-  args[2] = (char *)missing;
   snprintf(text, sizeof text, "-options_file '%s' (from the command line): cannot open it: No such file or directory",
            missing);
   expect_init_error(NULL, args, FSDP_ERR_IO, text);
 
-  stray = file("stray.opts", "-fsdp_t_a 1\nfsdp_t_b 2\n");
-  args[2] = (char *)stray;
-  snprintf(text, sizeof text, "options file '%s' line 2: 'fsdp_t_b' is not an option", stray);
-  expect_init_error(NULL, args, FSDP_ERR_OPTION, text);
-
-  two = file("two.opts", "# one value each\n-fsdp_t_a 1 2\n");
-  args[2] = (char *)two;
-  snprintf(text, sizeof text, "options file '%s' line 2: '2' follows -fsdp_t_a's value '1': an option takes one value",
-           two);
-  expect_init_error(NULL, args, FSDP_ERR_OPTION, text);
-
-  quote = file("quote.opts", "-fsdp_t_a 'open\n");
-  args[2] = (char *)quote;
-  snprintf(text, sizeof text, "options file '%s' line 1: unterminated ' quote", quote);
-  expect_init_error(NULL, args, FSDP_ERR_OPTION, text);
-
-  noname = file("noname.opts", "-fsdp_t_a 1\n\n-options_file\n");
-  args[2] = (char *)noname;
-  snprintf(text, sizeof text, "-options_file (from options file '%s' line 3) needs a file name", noname);
-  expect_init_error(NULL, args, FSDP_ERR_OPTION, text);
+  expect_bad_file("stray.opts", "-fsdp_t_a 1\nfsdp_t_b 2\n", FSDP_ERR_OPTION,
+                  "options file '%s' line 2: 'fsdp_t_b' is not an option");
+  expect_bad_file("two.opts", "# one value each\n-fsdp_t_a 1 2\n", FSDP_ERR_OPTION,
+                  "options file '%s' line 2: '2' follows -fsdp_t_a's value '1': an option takes one value");
+  expect_bad_file("quote.opts", "-fsdp_t_a 'open\n", FSDP_ERR_OPTION, "options file '%s' line 1: unterminated ' quote");
+  expect_bad_file("noname.opts", "-fsdp_t_a 1\n\n-options_file\n", FSDP_ERR_OPTION,
+                  "-options_file (from options file '%s' line 3) needs a file name");
   args[1] = "-options_file=";
   args[2] = NULL;
   expect_init_error(NULL, args, FSDP_ERR_OPTION, "-options_file (from the command line) needs a file name");
