@@ -45,6 +45,7 @@ typedef enum {
   FSDP_ERR_CORRUPT,     /* data failed verification (checksum, format) */
   FSDP_ERR_USER,        /* raised by user code or a user callback */
   FSDP_ERR_INTERNAL,    /* a bug in libfsdp: please report it */
+  FSDP_ERR_NOT_FINITE,  /* a loss, gradient or parameter is NaN or infinite (-fsdp_check_finite) */
   FSDP_ERR_NUM_CODES
 } FSDPErrorCode;
 
@@ -524,6 +525,13 @@ FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); 
 /* false: load the parameters and state the file and the context share, and
    report the rest on rank 0's stderr (default true: any difference is an error). */
 FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
+/* Guard against NaN and Inf (default true): FSDPOptimizerStep stops with
+   FSDP_ERR_NOT_FINITE when the global gradient norm is not finite (with the
+   gradient scaler on, an overflow skips the step instead), FSDPContextSave
+   refuses to write non-finite parameters or state, and FSDPContextLoad
+   refuses a file that holds them.  false lets all three go on. */
+FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
+FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
 
 /* ------------------------------------------------------------------ memory */
 

@@ -110,6 +110,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->limit = 2;
   c->checkpoint_keep = 1;
   c->checkpoint_strict = true;
+  c->check_finite = true;
   c->timeout = 600;
   if ((ierr = create(comm, c))) {
     (void)FSDPContextDestroy(&c);
@@ -442,6 +443,9 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "FSDPContextLoad: any parameter or state missing, unexpected or mis-shaped is an error "
                               "(false: load what matches and report the rest)",
                               ctx->checkpoint_strict, &ctx->checkpoint_strict, NULL));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_check_finite",
+                              "stop at a NaN or Inf gradient norm; refuse to save or load non-finite parameters or state",
+                              ctx->check_finite, &ctx->check_finite, NULL));
   FSDPCall(ShardGroupSetFromOptions(ctx->group));
   FSDPCall(ShardGroupSetViewAtSetUp_Private(ctx->group, false)); /* inside the context's view instead */
   return FSDP_SUCCESS;

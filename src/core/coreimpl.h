@@ -122,6 +122,7 @@ struct FSDPContext_s {
   /* checkpoints (src/io/checkpoint.c) */
   int checkpoint_keep;
   bool checkpoint_strict;
+  bool check_finite; /* -fsdp_check_finite: steps, saves and loads refuse NaN and Inf */
   FSDPCheckpointIO checkpoint_io;
   FSDPTrainingState training;
   FSDPLogEvent ev_save, ev_load;

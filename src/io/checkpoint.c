@@ -63,6 +63,21 @@ FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check)
+{
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSetCheckFinite: ctx must not be NULL");
+  ctx->check_finite = check;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check)
+{
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetCheckFinite: ctx must not be NULL");
+  FSDPCheck(check, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetCheckFinite: check must not be NULL");
+  *check = ctx->check_finite;
+  return FSDP_SUCCESS;
+}
+
 #ifdef FSDP_HAVE_HDF5
 #include <hdf5.h>
 

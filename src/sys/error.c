@@ -44,6 +44,7 @@ static const char *const error_strings[FSDP_ERR_NUM_CODES] = {
   [FSDP_ERR_CORRUPT] = "data corrupt",
   [FSDP_ERR_USER] = "user error",
   [FSDP_ERR_INTERNAL] = "internal error (please report)",
+  [FSDP_ERR_NOT_FINITE] = "not finite (NaN or Inf)",
 };
 
 const char *FSDPGetErrorString(FSDPErrorCode code)
