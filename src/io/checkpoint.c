@@ -6,6 +6,7 @@
    wrapping. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,19 @@ static char *piece_memory(const Item *it, const Piece *pc, void *shard, void *st
 {
   size_t es = FSDPDataTypeSize(it->unit->dtype);
   return it->state < 0 ? (char *)shard + (size_t)pc->at * es : (char *)state + (size_t)pc->packed * es;
+}
+
+/* The first of n values that is NaN or infinite (its value in *v), or -1. */
+static int64_t first_nonfinite(FSDPDataType dtype, const void *mem, int64_t n, double *v)
+{
+  for (int64_t i = 0; i < n; i++) {
+    double x = dtype == FSDP_FLOAT64 ? ((const double *)mem)[i] : (double)((const float *)mem)[i];
+    if (!isfinite(x)) {
+      *v = x;
+      return i;
+    }
+  }
+  return -1;
 }
 
 static uint32_t piece_crc(const Item *it, const Piece *pc, const void *mem, size_t es)
@@ -296,12 +310,15 @@ static herr_t put_string(hid_t loc, const char *name, const char *value)
 static herr_t put_int64(hid_t loc, const char *name, int64_t v) { return put_attr(loc, name, H5T_NATIVE_INT64, 0, &v); }
 static herr_t put_double(hid_t loc, const char *name, double v) { return put_attr(loc, name, H5T_NATIVE_DOUBLE, 0, &v); }
 
-/* Reads a numeric attribute of n values, converted to `type`; 0 when absent. */
+/* Reads a numeric attribute of n values, converted to `type`: 1 when read,
+   0 when absent, -1 when it is there and cannot be read (damaged metadata
+   fails HDF5's checksum) or has another number of values. */
 static int get_attr(hid_t loc, const char *name, hid_t type, int n, void *value)
 {
   hid_t attr, space;
   int ok = 0;
-  if (H5Aexists(loc, name) <= 0) return 0;
+  htri_t there = H5Aexists(loc, name);
+  if (there <= 0) return there < 0 ? -1 : 0;
   attr = H5Aopen(loc, name, H5P_DEFAULT);
   space = attr >= 0 ? H5Aget_space(attr) : -1;
   if (space >= 0 && H5Sget_simple_extent_npoints(space) == (n ? n : 1) && H5Aread(attr, type, value) >= 0) ok = 1;
@@ -311,12 +328,14 @@ static int get_attr(hid_t loc, const char *name, hid_t type, int n, void *value)
   return ok;
 }
 
+/* A fixed-length string attribute, as get_attr. */
 static int get_string(hid_t loc, const char *name, char *value, size_t len)
 {
   hid_t attr, type, mem;
   int ok = -1;
+  htri_t there = H5Aexists(loc, name);
   value[0] = '\0';
-  if (H5Aexists(loc, name) <= 0) return 0;
+  if (there <= 0) return there < 0 ? -1 : 0;
   attr = H5Aopen(loc, name, H5P_DEFAULT);
   type = attr >= 0 ? H5Aget_type(attr) : -1;
   mem = H5Tcopy(H5T_C_S1);
@@ -327,6 +346,92 @@ static int get_string(hid_t loc, const char *name, char *value, size_t len)
   if (type >= 0) H5Tclose(type);
   if (attr >= 0) H5Aclose(attr);
   return ok;
+}
+
+/* ------------------------------------------------------------------ the metadata checksum */
+
+/* metadata_crc32c, a root attribute, is the CRC-32C of every attribute of /
+   and /optim but itself, in name order: each one's name, type class, type
+   size, number of values and values as stored.  HDF5's own checksums catch
+   damage to the file; this catches an edit (h5py, h5repack with changes)
+   that rewrote them consistently. */
+#define METADATA_CRC "metadata_crc32c"
+
+typedef struct {
+  uint32_t crc;
+} Digest;
+
+static void digest_u64(Digest *d, uint64_t v)
+{
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i)); /* little-endian on every host */
+  d->crc = FSDPCRC32C_Private(d->crc, b, sizeof b);
+}
+
+static herr_t digest_attr(hid_t loc, const char *name, const H5A_info_t *info, void *arg)
+{
+  Digest *d = arg;
+  hid_t attr, type = -1, space = -1, mem = -1;
+  hssize_t npoints = -1;
+  herr_t status = -1;
+  (void)info;
+  if (!strcmp(name, METADATA_CRC)) return 0;
+  attr = H5Aopen(loc, name, H5P_DEFAULT);
+  if (attr >= 0) {
+    type = H5Aget_type(attr);
+    space = H5Aget_space(attr);
+  }
+  if (space >= 0) npoints = H5Sget_simple_extent_npoints(space);
+  if (type >= 0 && npoints >= 0) {
+    H5T_class_t cls = H5Tget_class(type);
+    size_t size = H5Tget_size(type);
+    d->crc = FSDPCRC32C_Private(d->crc, name, strlen(name) + 1);
+    digest_u64(d, (uint64_t)cls);
+    digest_u64(d, (uint64_t)size);
+    digest_u64(d, (uint64_t)npoints);
+    if (cls == H5T_STRING && H5Tis_variable_str(type) > 0) { /* h5py writes str attributes so */
+      char **strings = calloc((size_t)npoints + 1, sizeof *strings);
+      mem = H5Tcopy(H5T_C_S1);
+      if (strings && mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 && H5Aread(attr, mem, strings) >= 0) {
+        for (hssize_t i = 0; i < npoints; i++)
+          if (strings[i]) d->crc = FSDPCRC32C_Private(d->crc, strings[i], strlen(strings[i]) + 1);
+        status = 0;
+      }
+      for (hssize_t i = 0; strings && i < npoints; i++) H5free_memory(strings[i]);
+      free(strings);
+    } else if (cls != H5T_VLEN && cls != H5T_REFERENCE) { /* the values as the file has them */
+      void *buf = malloc((size_t)npoints * size + 1);
+      if (buf && H5Aread(attr, type, buf) >= 0) {
+        d->crc = FSDPCRC32C_Private(d->crc, buf, (size_t)npoints * size);
+        status = 0;
+      }
+      free(buf);
+    }
+  }
+  if (mem >= 0) H5Tclose(mem);
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  if (attr >= 0) H5Aclose(attr);
+  return status;
+}
+
+/* The checksum of the root's and /optim's attributes; -1 when one cannot be read. */
+static int metadata_digest(hid_t file, uint32_t *crc)
+{
+  Digest d = {0};
+  htri_t optim;
+  if (H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_INC, NULL, digest_attr, &d) < 0) return -1;
+  optim = H5Lexists(file, "optim", H5P_DEFAULT);
+  if (optim < 0) return -1;
+  if (optim) {
+    hid_t g = H5Gopen2(file, "optim", H5P_DEFAULT);
+    herr_t status = g >= 0 ? H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, NULL, digest_attr, &d) : -1;
+    if (g >= 0) H5Gclose(g);
+    if (status < 0) return -1;
+    d.crc = FSDPCRC32C_Private(d.crc, "/optim", 7);
+  }
+  *crc = d.crc;
+  return 0;
 }
 
 /* A parallel file access list: MPI-IO on comm, metadata read by one rank
@@ -515,7 +620,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   Source *src = NULL;
   int maxp = 1, nstates = opt ? opt->nstates : 0;
   hid_t dxpl = -1, dcpl = -1;
-  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS;
+  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS, nonfinite = FSDP_SUCCESS;
 
   for (int s = 0; s < nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
   for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
@@ -528,11 +633,27 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
     const Item *it = &items[k];
     const Source *s = &src[it->unit->index];
     void *state = it->state >= 0 ? s->state[it->state] : NULL;
+    const Piece *pc;
+    const void *mem;
     write_pieces(it->unit, pieces);
-    crc[k] = piece_crc(it, &pieces[it->param], piece_memory(it, &pieces[it->param], s->shard, state),
-                       FSDPDataTypeSize(it->unit->dtype));
+    pc = &pieces[it->param];
+    mem = piece_memory(it, pc, s->shard, state);
+    crc[k] = piece_crc(it, pc, mem, FSDPDataTypeSize(it->unit->dtype));
+    if (ctx->check_finite && !nonfinite) { /* each element is some rank's to write: each is checked once */
+      double v;
+      int64_t at = first_nonfinite(it->unit->dtype, mem, pc->end - pc->begin, &v);
+      char path[1200];
+      if (at >= 0) {
+        item_path(it, names, path, sizeof path);
+        nonfinite = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                              "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
+                              "'%s' was not written (-fsdp_check_finite false writes them)",
+                              path, (long long)(pc->begin + at), v, tmp);
+      }
+    }
   }
   if (!ierr) ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
+  if (!ierr) ierr = nonfinite;
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
   dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -628,6 +749,12 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
       }
     }
     if (gcpl >= 0) H5Pclose(gcpl);
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  }
+  if (!ierr) { /* every rank wrote the same attributes: the same checksum */
+    uint32_t crc;
+    if (metadata_digest(file, &crc) < 0 || put_attr(file, METADATA_CRC, H5T_NATIVE_UINT32, 0, &crc) < 0)
+      ierr = H5ERR("cannot write the metadata checksum of '%s': %s", tmp, h5_reason(reason));
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
   if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, items, nitems, bytes);
@@ -741,6 +868,187 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
 
 /* ------------------------------------------------------------------ load */
 
+/* What a load reads and checks before any tensor: the root's and /optim's
+   attributes. */
+typedef struct {
+  bool libfsdp;    /* written by FSDPContextSave, not by another tool */
+  bool have_optim; /* the file has /optim */
+  char optim_type[32];
+  FSDPTrainingState training;
+  int64_t step, growth_tracker; /* /optim's */
+  double scale;
+  bool have_scale;
+  bool have_metadata_crc; /* files of libfsdp before 0.? have none */
+} Header;
+
+/* Metadata that cannot be read, or reads as impossible: the file is damaged
+   (or was edited), and nothing of it is loaded. */
+#define DAMAGED(path, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT, __VA_ARGS__)
+
+static FSDPErrorCode unreadable(const char *path, const char *what)
+{
+  char reason[256];
+  return DAMAGED(path, "FSDPContextLoad: '%s' is damaged: %s cannot be read (%s); nothing was loaded", path, what,
+                 h5_reason(reason));
+}
+
+/* A required attribute: read, or an error that says why not. */
+static FSDPErrorCode require_attr(hid_t loc, const char *where, const char *name, hid_t type, int n, void *value,
+                                  const char *path)
+{
+  char what[128];
+  int got = get_attr(loc, name, type, n, value);
+  snprintf(what, sizeof what, "the attribute %s of %s", name, where);
+  if (got < 0) return unreadable(path, what);
+  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT, "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded",
+            path, what);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode require_string(hid_t loc, const char *where, const char *name, char *value, size_t len,
+                                    const char *path)
+{
+  char what[128];
+  int got = get_string(loc, name, value, len);
+  snprintf(what, sizeof what, "the attribute %s of %s", name, where);
+  if (got < 0) return unreadable(path, what);
+  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT, "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded",
+            path, what);
+  return FSDP_SUCCESS;
+}
+
+/* The root attributes that make a file a libfsdp checkpoint. */
+static const char *const root_attrs[] = {"format_version", "step", "data_cursor", "rng_state", "world_size",
+                                         "sharding_strategy", "sharding_factor", "rank_node_shard_replica", METADATA_CRC};
+
+/* rank_node_shard_replica: W rows of a node, a shard index < F and a replica index < W/F. */
+static FSDPErrorCode check_layout(hid_t file, const char *path, int64_t world, int64_t factor)
+{
+  int *layout = NULL, bad = -1;
+  FSDPErrorCode ierr;
+  FSDPCheck(world > 0 && world <= (1 << 24), MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: world_size %lld is not a number of ranks; nothing was loaded", path,
+            (long long)world);
+  FSDPCheck(factor >= 1 && factor <= world && world % factor == 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: sharding_factor %lld does not divide world_size %lld; nothing was loaded",
+            path, (long long)factor, (long long)world);
+  FSDPCall(FSDPMalloc((size_t)world * 3 * sizeof *layout, FSDP_MEM_OTHER, &layout));
+  ierr = require_attr(file, "/", "rank_node_shard_replica", H5T_NATIVE_INT, (int)world * 3, layout, path);
+  for (int64_t r = 0; !ierr && r < world && bad < 0; r++)
+    if (layout[3 * r] < 0 || layout[3 * r] >= world || layout[3 * r + 1] < 0 || layout[3 * r + 1] >= factor ||
+        layout[3 * r + 2] < 0 || layout[3 * r + 2] >= world / factor)
+      bad = (int)r;
+  if (!ierr && bad >= 0)
+    ierr = DAMAGED(path,
+                   "FSDPContextLoad: '%s' is damaged: rank_node_shard_replica row %d (%d, %d, %d) is not a node, a "
+                   "shard < %lld and a replica < %lld; nothing was loaded",
+                   path, bad, layout[3 * bad], layout[3 * bad + 1], layout[3 * bad + 2], (long long)factor,
+                   (long long)(world / factor));
+  FSDPCall(FSDPFree(&layout));
+  return ierr;
+}
+
+/* The root attributes, and /optim's: each one the load uses is read with
+   its error checked (an attribute that cannot be read is never taken for
+   one that is absent), checked for range, and cross-checked; the metadata
+   checksum covers them all.  A file without root attributes is parameters
+   written by another tool: its training state is zero. */
+static FSDPErrorCode read_header(FSDPOptimizer opt, hid_t file, const char *path, Header *h)
+{
+  char format[64], strategy[32], what[64];
+  int version = 0, got, known = 0;
+  int64_t world, factor;
+  uint32_t want, crc;
+  htri_t optim;
+
+  memset(h, 0, sizeof *h);
+  got = get_string(file, "format", format, sizeof format);
+  if (got < 0) return unreadable(path, "the root attribute format");
+  if (!got) {
+    for (size_t i = 0; i < sizeof root_attrs / sizeof root_attrs[0]; i++) {
+      htri_t there = H5Aexists(file, root_attrs[i]);
+      snprintf(what, sizeof what, "the root attribute %s", root_attrs[i]);
+      if (there < 0) return unreadable(path, what);
+      FSDPCheck(!there, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+                "FSDPContextLoad: '%s' is damaged: it has the root attribute %s of a libfsdp checkpoint but not format; "
+                "nothing was loaded",
+                path, root_attrs[i]);
+    }
+    FSDPCheck(!opt, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "FSDPContextLoad: '%s' is not a libfsdp checkpoint (no root attribute format): it holds no optimizer state "
+              "or step; load its parameters without an optimizer (opt NULL, fsdp-train -init)",
+              path);
+    return FSDP_SUCCESS;
+  }
+  h->libfsdp = true;
+  FSDPCheck(!strcmp(format, FORMAT_NAME), MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: its root attribute format is '%s', not '%s'; nothing was loaded", path,
+            format, FORMAT_NAME);
+  FSDPCall(require_attr(file, "/", "format_version", H5T_NATIVE_INT, 0, &version, path));
+  FSDPCheck(version >= 1, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: format_version %d is not a version (they start at 1); nothing was loaded",
+            path, version);
+  FSDPCheck(version <= FORMAT_VERSION, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "FSDPContextLoad: '%s' has checkpoint format %d; this libfsdp %s reads format %d and older: use a newer "
+            "libfsdp",
+            path, version, FSDP_VERSION_STRING, FORMAT_VERSION);
+
+  /* Then the checksum, before any value is believed. */
+  got = get_attr(file, METADATA_CRC, H5T_NATIVE_UINT32, 0, &want);
+  if (got < 0) return unreadable(path, "the root attribute " METADATA_CRC);
+  if (metadata_digest(file, &crc) < 0) return unreadable(path, "an attribute of / or /optim");
+  FSDPCheck(!got || crc == want, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: the attributes of / and /optim fail their checksum (CRC-32C 0x%08x, "
+            "%s says 0x%08x): they changed after the save; nothing was loaded",
+            path, crc, METADATA_CRC, want);
+  h->have_metadata_crc = got > 0;
+
+  FSDPCall(require_attr(file, "/", "step", H5T_NATIVE_INT64, 0, &h->training.step, path));
+  FSDPCall(require_attr(file, "/", "data_cursor", H5T_NATIVE_INT64, 0, &h->training.data_cursor, path));
+  FSDPCall(require_attr(file, "/", "rng_state", H5T_NATIVE_UINT64, 4, h->training.rng, path));
+  FSDPCheck(h->training.step >= 0 && h->training.data_cursor >= 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: step %lld and data_cursor %lld must not be negative; nothing was loaded",
+            path, (long long)h->training.step, (long long)h->training.data_cursor);
+  FSDPCall(require_attr(file, "/", "world_size", H5T_NATIVE_INT64, 0, &world, path));
+  FSDPCall(require_attr(file, "/", "sharding_factor", H5T_NATIVE_INT64, 0, &factor, path));
+  FSDPCall(require_string(file, "/", "sharding_strategy", strategy, sizeof strategy, path));
+  for (int k = 0; k < FSDP_NUM_SHARDING_STRATEGIES; k++) known |= !strcmp(strategy, FSDPShardingStrategyName((FSDPShardingStrategy)k));
+  FSDPCheck(known, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: sharding_strategy '%s' is not a strategy; nothing was loaded", path, strategy);
+  FSDPCall(check_layout(file, path, world, factor));
+
+  optim = H5Lexists(file, "optim", H5P_DEFAULT);
+  if (optim < 0) return unreadable(path, "the link /optim");
+  h->have_optim = optim > 0;
+  if (h->have_optim) {
+    hid_t g = H5Gopen2(file, "optim", H5P_DEFAULT);
+    FSDPErrorCode ierr;
+    int scale, tracker;
+    if (g < 0) return unreadable(path, "the group /optim");
+    ierr = require_string(g, "/optim", "type", h->optim_type, sizeof h->optim_type, path);
+    if (!ierr) ierr = require_attr(g, "/optim", "step", H5T_NATIVE_INT64, 0, &h->step, path);
+    scale = ierr ? 0 : get_attr(g, "grad_scale", H5T_NATIVE_DOUBLE, 0, &h->scale);
+    tracker = ierr ? 0 : get_attr(g, "grad_scaler_growth_tracker", H5T_NATIVE_INT64, 0, &h->growth_tracker);
+    H5Gclose(g);
+    FSDPCall(ierr);
+    if (scale < 0) return unreadable(path, "the attribute grad_scale of /optim");
+    if (tracker < 0) return unreadable(path, "the attribute grad_scaler_growth_tracker of /optim");
+    FSDPCheck(h->step == h->training.step, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+              "FSDPContextLoad: '%s' is damaged: the root says step %lld, /optim says step %lld; nothing was loaded",
+              path, (long long)h->training.step, (long long)h->step);
+    FSDPCheck(scale == tracker, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+              "FSDPContextLoad: '%s' is damaged: /optim has %s without %s; nothing was loaded", path,
+              scale ? "grad_scale" : "grad_scaler_growth_tracker", scale ? "grad_scaler_growth_tracker" : "grad_scale");
+    h->have_scale = scale > 0;
+    FSDPCheck(!h->have_scale || (isfinite(h->scale) && h->scale > 0 && h->growth_tracker >= 0), MPI_COMM_SELF,
+              FSDP_ERR_CORRUPT,
+              "FSDPContextLoad: '%s' is damaged: grad_scale %g must be finite and positive and "
+              "grad_scaler_growth_tracker %lld not negative; nothing was loaded",
+              path, h->scale, (long long)h->growth_tracker);
+  }
+  return FSDP_SUCCESS;
+}
+
 /* A list of names for an error message or a report, cut to fit. */
 typedef struct {
   char text[700];
@@ -760,27 +1068,38 @@ typedef struct {
   NameList missing, shape, type, extra;
 } Mismatch;
 
-/* Whether dataset `path` has the parameter's shape and a float type; adds it
-   to the right list when it does not, or is not there. */
-static bool check_dataset(hid_t file, const char *path, const ParamInfo *p, Mismatch *mm)
+/* Whether dataset `path` has the parameter's shape and a float type (1); adds
+   it to the right list when it does not, or is not there (0).  -1: its
+   metadata cannot be read, and *err says so. */
+static int check_dataset(hid_t file, const char *path, const char *fname, const ParamInfo *p, Mismatch *mm,
+                         FSDPErrorCode *err)
 {
   hsize_t dims[32];
   int ndim;
   bool same;
   hid_t ds, space, type;
-  char detail[200];
+  char detail[200], what[1300];
   size_t len = 0;
+  htri_t there = H5Lexists(file, path, H5P_DEFAULT);
 
-  if (H5Lexists(file, path, H5P_DEFAULT) <= 0) {
+  snprintf(what, sizeof what, "the dataset %s", path);
+  if (there < 0) return (*err = unreadable(fname, what)), -1;
+  if (!there) {
     list_add(&mm->missing, path, NULL);
-    return false;
+    return 0;
   }
   ds = H5Dopen2(file, path, H5P_DEFAULT);
   space = ds >= 0 ? H5Dget_space(ds) : -1;
   type = ds >= 0 ? H5Dget_type(ds) : -1;
   ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-  if (ndim < 0 || ndim > 32 || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) ndim = 0;
-  same = space >= 0 && ndim == p->ndim;
+  if (ds < 0 || space < 0 || type < 0 || ndim < 0 || ndim > 32 || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) {
+    *err = unreadable(fname, what);
+    if (type >= 0) H5Tclose(type);
+    if (space >= 0) H5Sclose(space);
+    if (ds >= 0) H5Dclose(ds);
+    return -1;
+  }
+  same = ndim == p->ndim;
   for (int d = 0; same && d < ndim; d++) same = (int64_t)dims[d] == p->shape[d];
   if (!same) {
     len += (size_t)snprintf(detail + len, sizeof detail - len, " (file [");
@@ -791,13 +1110,13 @@ static bool check_dataset(hid_t file, const char *path, const ParamInfo *p, Mism
       len += (size_t)snprintf(detail + len, sizeof detail - len, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
     if (len < sizeof detail) snprintf(detail + len, sizeof detail - len, "])");
     list_add(&mm->shape, path, detail);
-  } else if (type < 0 || H5Tget_class(type) != H5T_FLOAT || (H5Tget_size(type) != 4 && H5Tget_size(type) != 8)) {
+  } else if (H5Tget_class(type) != H5T_FLOAT || (H5Tget_size(type) != 4 && H5Tget_size(type) != 8)) {
     list_add(&mm->type, path, " (not float32 or float64)");
     same = false;
   }
-  if (type >= 0) H5Tclose(type);
-  if (space >= 0) H5Sclose(space);
-  if (ds >= 0) H5Dclose(ds);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(ds);
   return same;
 }
 
@@ -831,64 +1150,69 @@ static herr_t find_extra(hid_t group, const char *name, const LinkInfo *info, vo
   return 0;
 }
 
-static void find_extras(FSDPContext ctx, hid_t file, const char *group, bool trainable_only, NameList *extra)
+static FSDPErrorCode find_extras(FSDPContext ctx, hid_t file, const char *fname, const char *group, bool trainable_only,
+                                 NameList *extra)
 {
   ExtraArgs args = {ctx, group, extra, trainable_only};
-  hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
-  if (g < 0) return;
-  ITERATE(g, H5_INDEX_NAME, H5_ITER_INC, NULL, find_extra, &args);
-  H5Gclose(g);
+  char what[128];
+  htri_t there = H5Lexists(file, group, H5P_DEFAULT);
+  hid_t g = there > 0 ? H5Gopen2(file, group, H5P_DEFAULT) : -1;
+  herr_t status = g >= 0 ? ITERATE(g, H5_INDEX_NAME, H5_ITER_INC, NULL, find_extra, &args) : -1;
+  if (g >= 0) H5Gclose(g);
+  snprintf(what, sizeof what, "the group %s", group);
+  if (!there) return FSDP_SUCCESS; /* its datasets are listed as missing */
+  if (status < 0) return unreadable(fname, what);
+  return FSDP_SUCCESS;
 }
 
 /* Names, shapes and types of every dataset the load would read; `load[k]`
    says whether item k is read.  Strict: any difference is an error listing
-   them; otherwise the differences are reported on rank 0's stderr. */
-static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Item *items,
-                                int nitems, bool *load)
+   them; otherwise the differences are reported on rank 0's stderr.
+   Metadata that cannot be read is damage, never a difference. */
+static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
+                                const Item *items, int nitems, bool *load)
 {
   const char *names[2] = {NULL, NULL};
   Mismatch mm;
-  char type[32] = "";
   bool have_optim = false;
   int loaded = 0;
+  htri_t params = H5Lexists(file, "params", H5P_DEFAULT);
 
   memset(&mm, 0, sizeof mm);
-  FSDPCheck(H5Lexists(file, "params", H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+  if (params < 0) return unreadable(path, "the link /params");
+  FSDPCheck(params > 0, MPI_COMM_SELF, h->libfsdp ? FSDP_ERR_CORRUPT : FSDP_ERR_ARG,
             "FSDPContextLoad: '%s' has no group /params (parameters are datasets /params/<name>)", path);
   if (opt) {
-    have_optim = H5Lexists(file, "optim", H5P_DEFAULT) > 0;
+    have_optim = h->have_optim;
     FSDPCheck(have_optim || !ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
               "FSDPContextLoad: '%s' has parameters only (no /optim): load it without an optimizer (opt NULL)", path);
-    if (have_optim) {
-      hid_t g = H5Gopen2(file, "optim", H5P_DEFAULT);
-      if (g >= 0) {
-        get_string(g, "type", type, sizeof type);
-        H5Gclose(g);
-      }
-      FSDPCheck(!strcmp(type, FSDPOptimizerTypeName(opt->type)), MPI_COMM_SELF, FSDP_ERR_ARG,
-                "FSDPContextLoad: '%s' holds the state of a%s %s optimizer, not %s", path, type[0] == 'a' ? "n" : "",
-                type[0] ? type : "unnamed", FSDPOptimizerTypeName(opt->type));
-    }
+    FSDPCheck(!have_optim || !strcmp(h->optim_type, FSDPOptimizerTypeName(opt->type)), MPI_COMM_SELF, FSDP_ERR_ARG,
+              "FSDPContextLoad: '%s' holds the state of a%s %s optimizer, not %s", path,
+              h->optim_type[0] == 'a' ? "n" : "", h->optim_type, FSDPOptimizerTypeName(opt->type));
     for (int s = 0; s < opt->nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
   }
   for (int k = 0; k < nitems; k++) {
     char dpath[1200];
+    FSDPErrorCode err = FSDP_SUCCESS;
+    int got;
     if (items[k].state >= 0 && !have_optim) {
       load[k] = false;
       continue;
     }
     item_path(&items[k], names, dpath, sizeof dpath);
-    load[k] = check_dataset(file, dpath, &items[k].unit->params[items[k].param], &mm);
+    got = check_dataset(file, dpath, path, &items[k].unit->params[items[k].param], &mm, &err);
+    FSDPCall(err);
+    load[k] = got > 0;
     loaded += load[k] && items[k].state < 0;
     /* State without its parameter would not belong to the values it updates. */
     for (int j = 0; items[k].state >= 0 && j < k && load[k]; j++)
       if (items[j].state < 0 && items[j].unit == items[k].unit && items[j].param == items[k].param) load[k] = load[j];
   }
-  find_extras(ctx, file, "/params", false, &mm.extra);
+  FSDPCall(find_extras(ctx, file, path, "/params", false, &mm.extra));
   for (int s = 0; have_optim && s < opt->nstates; s++) {
     char g[64];
     snprintf(g, sizeof g, "/optim/%s", names[s]);
-    find_extras(ctx, file, g, true, &mm.extra);
+    FSDPCall(find_extras(ctx, file, path, g, true, &mm.extra));
   }
   if (!mm.missing.count && !mm.shape.count && !mm.type.count && !mm.extra.count && (!opt || have_optim))
     return FSDP_SUCCESS;
@@ -922,7 +1246,8 @@ static char *staged_state(FlatParam unit, const Item *it, void *staging, int64_t
 /* Reads one unit's datasets into staging (its shard, then its packed state
    tensors), checks them against their checksums, and only then copies them
    into the shard and the optimizer state.  Collective. */
-static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, FlatParam unit,
+static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
+                               FlatParam unit,
                                const Item *items, const bool *load, int nitems, void *staging, int64_t *bytes)
 {
   const char *names[2] = {NULL, NULL};
@@ -965,9 +1290,10 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     if (ds >= 0) {
       int got = get_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &want[k]);
       have[k] = got > 0;
-      if (got < 0 && !ierr)
-        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
-                         "FSDPContextLoad: '%s': the crc32c attribute of %s is unreadable", path, dpath);
+      /* Other tools' files load unverified; libfsdp's never do. */
+      if ((got < 0 || (!got && h->libfsdp)) && !ierr)
+        ierr = DAMAGED(path, "FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", path, dpath,
+                       got < 0 ? "unreadable" : "missing");
       space = H5Dget_space(ds);
       ftype = H5Dget_type(ds);
     }
@@ -997,7 +1323,8 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
       *bytes += len * (int64_t)fs;
       FSDPCall(FSDPFree(&convert));
     }
-    if (status < 0 && !ierr) ierr = H5ERR("FSDPContextLoad: cannot read %s from '%s': %s", dpath, path, h5_reason(reason));
+    if (status < 0 && !ierr)
+      ierr = DAMAGED(path, "FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", path, dpath, h5_reason(reason));
     if (ftype >= 0) H5Tclose(ftype);
     if (memspace >= 0) H5Sclose(memspace);
     if (space >= 0) H5Sclose(space);
@@ -1026,6 +1353,23 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                      "FSDPContextLoad: '%s' is corrupt: checksum mismatch in %s; unit '%s' and those after it were not "
                      "loaded",
                      path, bad.text, unit->name);
+  /* Values that verify can still be NaN: saved with -fsdp_check_finite false, or by another tool. */
+  for (int k = 0; k < nitems && !ierr && ctx->check_finite; k++) {
+    const Item *it = &items[k];
+    const Piece *pc = &pieces[it->param];
+    int64_t at;
+    double v;
+    char dpath[1200];
+    if (it->unit != unit || !load[k] || pc->end <= pc->begin) continue;
+    at = first_nonfinite(unit->dtype, piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel)),
+                         pc->end - pc->begin, &v);
+    if (at < 0) continue;
+    item_path(it, names, dpath, sizeof dpath);
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                     "FSDPContextLoad: '%s': %s[%lld] is %g: the file holds non-finite values; unit '%s' and those after "
+                     "it were not loaded (-fsdp_check_finite false loads them)",
+                     path, dpath, (long long)(pc->begin + at), v, unit->name);
+  }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Verified: now the unit changes. */
   for (int k = 0; k < nitems && !ierr; k++) {
@@ -1046,42 +1390,6 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   return ierr;
 }
 
-/* What a load restores of the optimizer besides its state tensors. */
-typedef struct {
-  int64_t step, growth_tracker;
-  double scale;
-  bool have_step, have_scale;
-} OptProgress;
-
-/* Root attributes: the format version, and the training state. */
-static FSDPErrorCode read_root(FSDPOptimizer opt, hid_t file, const char *path, FSDPTrainingState *training,
-                               OptProgress *progress)
-{
-  int version = 0;
-  hid_t g;
-  int got = get_attr(file, "format_version", H5T_NATIVE_INT, 0, &version);
-  FSDPCheck(got >= 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT, "FSDPContextLoad: '%s': the attribute format_version is unreadable",
-            path);
-  FSDPCheck(version <= FORMAT_VERSION, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-            "FSDPContextLoad: '%s' has checkpoint format %d; this libfsdp %s reads format %d and older: use a newer "
-            "libfsdp",
-            path, version, FSDP_VERSION_STRING, FORMAT_VERSION);
-  memset(training, 0, sizeof *training);
-  /* A parameters-only file from another tool has none of these: zeros then. */
-  get_attr(file, "step", H5T_NATIVE_INT64, 0, &training->step);
-  get_attr(file, "data_cursor", H5T_NATIVE_INT64, 0, &training->data_cursor);
-  get_attr(file, "rng_state", H5T_NATIVE_UINT64, 4, training->rng);
-  memset(progress, 0, sizeof *progress);
-  if (opt && H5Lexists(file, "optim", H5P_DEFAULT) > 0 && (g = H5Gopen2(file, "optim", H5P_DEFAULT)) >= 0) {
-    progress->have_step = get_attr(g, "step", H5T_NATIVE_INT64, 0, &progress->step) > 0;
-    /* Without a scaler in the file, a scaler of this job starts afresh. */
-    progress->have_scale = get_attr(g, "grad_scale", H5T_NATIVE_DOUBLE, 0, &progress->scale) > 0 &&
-                           get_attr(g, "grad_scaler_growth_tracker", H5T_NATIVE_INT64, 0, &progress->growth_tracker) > 0;
-    H5Gclose(g);
-  }
-  return FSDP_SUCCESS;
-}
-
 static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, int64_t *bytes)
 {
   Item *items = NULL;
@@ -1089,14 +1397,18 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   int nitems;
   size_t staging_bytes = 0;
   void *staging = NULL;
-  FSDPTrainingState training;
-  OptProgress progress;
+  Header h;
   FSDPErrorCode ierr;
 
   FSDPCall(list_items(ctx, opt ? opt->nstates : 0, &items, &nitems));
   FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *load, FSDP_MEM_OTHER, &load));
-  ierr = read_root(opt, file, path, &training, &progress);
-  if (!ierr) ierr = check_file(ctx, opt, file, path, items, nitems, load);
+  ierr = read_header(opt, file, path, &h);
+  if (!ierr) ierr = check_file(ctx, opt, file, path, &h, items, nitems, load);
+  if (!ierr && h.libfsdp && !h.have_metadata_crc && ctx->rank == 0) {
+    fprintf(stderr, "FSDPContextLoad: '%s' has no %s (an older libfsdp wrote it): its attributes are checked for range "
+            "and consistency only\n", path, METADATA_CRC);
+    fflush(stderr);
+  }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Staging for the largest unit: its shard and its state tensors. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) {
@@ -1111,13 +1423,13 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   for (int u = 0; u < ctx->nunits && !ierr; u++) ierr = FlatParamDropKept_Private(ctx->units[u]);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   for (int u = 0; u < ctx->nunits && !ierr; u++)
-    ierr = load_unit(ctx, opt, file, path, ctx->units[u], items, load, nitems, staging, bytes);
+    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, bytes);
   if (!ierr) {
-    ctx->training = training;
-    if (progress.have_step) opt->step = progress.step;
-    if (progress.have_scale && opt->scaler) {
-      opt->scale = progress.scale;
-      opt->growth_tracker = progress.growth_tracker;
+    ctx->training = h.training;
+    if (opt && h.have_optim) opt->step = h.step;
+    if (opt && h.have_scale && opt->scaler) {
+      opt->scale = h.scale;
+      opt->growth_tracker = h.growth_tracker;
     }
   }
   FSDPCall(FSDPFree(&staging));
