@@ -366,6 +366,15 @@ int main(int argc, char **argv)
   TEST_MESSAGE_HAS("unit 'blocks.0' is unsharded: load between steps");
   TEST_OK(FlatParamReshard(unit));
 
+  /* A directory where the checkpoint goes: refused before anything is written. */
+  if (rank == 0) TEST_ASSERT(mkdir(file("dir.h5"), 0755) == 0, "cannot create %s", file("dir.h5"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  TEST_CODE(FSDP_ERR_IO, FSDPContextSave(ctx, opt, file("dir.h5")));
+  TEST_MESSAGE_HAS("dir.h5' is a directory: a checkpoint is a file");
+  TEST_ASSERT(!exists(file("dir.h5.partial")), "a refused save left %s", file("dir.h5.partial"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) rmdir(file("dir.h5"));
+
   /* A parameters-only file: not for an optimizer, fine without one. */
   TEST_OK(FSDPContextSave(ctx, NULL, file("params.h5")));
   expect_failure(ctx, opt, file("params.h5"), FSDP_ERR_ARG, "has parameters only (no /optim)");

@@ -776,6 +776,12 @@ static bool exists(const char *path)
   return stat(path, &st) == 0;
 }
 
+static bool is_directory(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static FSDPErrorCode fsync_path(const char *path)
 {
   int fd = open(path, O_RDONLY);
@@ -813,8 +819,8 @@ static FSDPErrorCode commit_file(const char *tmp, const char *path, int keep)
       FSDPCheck(rename(path, newer) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot rename '%s' to '%s': %s", path, newer,
                 strerror(errno));
   }
-  FSDPCheck(rename(tmp, path) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,
-            strerror(errno));
+  FSDPCheck(rename(tmp, path) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
+            "cannot rename '%s' to '%s': %s (the new checkpoint is complete in '%s')", tmp, path, strerror(errno), tmp);
   snprintf(dir, sizeof dir, "%s", path);
   slash = strrchr(dir, '/');
   if (!slash) snprintf(dir, sizeof dir, ".");
@@ -845,8 +851,12 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
             "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
   temporary_path(path, tmp, sizeof tmp);
+  /* Found now, not at the rename, after the whole file is written. */
+  if (ctx->rank == 0 && is_directory(path))
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                     "FSDPContextSave: '%s' is a directory: a checkpoint is a file", path);
   /* A save that died left its temporary: say so, and start afresh. */
-  if (ctx->rank == 0 && exists(tmp)) {
+  if (!ierr && ctx->rank == 0 && exists(tmp)) {
     if (unlink(tmp) == 0) fprintf(stderr, "FSDPContextSave: removed '%s', left by an interrupted save\n", tmp);
     else ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
                           "FSDPContextSave: cannot remove '%s', left by an interrupted save: %s", tmp, strerror(errno));
