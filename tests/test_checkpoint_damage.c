@@ -16,24 +16,10 @@ int main(void) { return 77; } /* built without HDF5: no checkpoints */
 #else
 #include <hdf5.h>
 #include <math.h>
-#include <sys/stat.h>
 
-#include "fsdp_nn.h"
-#include "fsdptest.h"
+#include "checkpointtest.h"
 
 #define SPEC "mlp:in=3,hidden=4,depth=1,out=2"
-
-static char dir[256];
-static int rank;
-
-static const char *file(const char *name)
-{
-  static char paths[8][320];
-  static int next;
-  char *p = paths[next++ % 8];
-  snprintf(p, 320, "%s/%s", dir, name);
-  return p;
-}
 
 /* What a load must restore. */
 typedef struct {
@@ -42,41 +28,12 @@ typedef struct {
   FSDPTrainingState ts;
 } State;
 
-static float *shards(FSDPContext ctx, int64_t *total)
-{
-  int nunits;
-  float *all = NULL;
-  int64_t n_all = 0;
-  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
-  for (int u = 0; u < nunits; u++) {
-    FlatParam unit;
-    void *v;
-    int64_t n;
-    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
-    TEST_OK(FlatParamGetShard(unit, &v, &n));
-    all = realloc(all, (size_t)(n_all + n + 1) * sizeof *all);
-    memcpy(all + n_all, v, (size_t)n * sizeof *all);
-    n_all += n;
-  }
-  if (total) *total = n_all;
-  return all;
-}
-
-static void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
-{
-  float x[3] = {0.5f, -1.0f, 0.25f}, *y, dy[2] = {0.3f, -0.2f};
-  TEST_OK(FSDPContextZeroGrad(ctx));
-  TEST_OK(FSDPModelForward(model, 1, x, &y));
-  TEST_OK(FSDPModelBackward(model, dy));
-  TEST_OK(FSDPOptimizerStep(opt));
-}
-
 /* Whether the context holds `want`; it then takes a step, which also reads the optimizer state. */
 static bool holds(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt, const State *want, const char **what)
 {
-  int64_t step, total;
+  int64_t step, total = shard_total(ctx);
   FSDPTrainingState ts;
-  float *now = shards(ctx, &total);
+  float *now = shards(ctx);
   bool same = total == want->total && !memcmp(now, want->shards, (size_t)total * sizeof *now);
   free(now);
   *what = "the parameters";
@@ -86,7 +43,7 @@ static bool holds(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt, const Sta
   *what = "the step or the training state";
   if (step != want->step || memcmp(&ts, &want->ts, sizeof ts)) return false;
   train(ctx, model, opt);
-  now = shards(ctx, NULL);
+  now = shards(ctx);
   same = !memcmp(now, want->next, (size_t)total * sizeof *now);
   free(now);
   *what = "the optimizer state (the next step differs)";
@@ -246,17 +203,6 @@ static void edit(const char *path, const char *group, const char *name, EditKind
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void copy(const char *from, const char *to)
-{
-  if (rank == 0) {
-    size_t n;
-    unsigned char *b = read_bytes(from, &n);
-    write_bytes(to, b, n);
-    free(b);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 static void expect_refused(FSDPContext ctx, FSDPOptimizer opt, const char *path, FSDPErrorCode code, const char *text)
 {
   TEST_OK(FSDPContextLoad(ctx, opt, file("other.h5")));
@@ -292,7 +238,7 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
   /* Each root attribute deleted, or its first byte changed: refused, never loaded as something else. */
   for (int k = 0; names[k][0]; k++) {
     bool is_crc = !strcmp(names[k], "metadata_crc32c");
-    copy(file("good.h5"), e);
+    copy_file(file("good.h5"), e);
     edit(e, "/", names[k], DELETE, 0, NULL, false);
     if (is_crc) { /* a file from before the checksum: its values are still checked, and these are right */
       const char *what;
@@ -300,15 +246,15 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
       TEST_OK(FSDPContextLoad(ctx, opt, e));
       TEST_ASSERT(holds(ctx, model, opt, want, &what), "without metadata_crc32c, %s differ", what);
     } else expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, "is damaged");
-    copy(file("good.h5"), e);
+    copy_file(file("good.h5"), e);
     edit(e, "/", names[k], CHANGE, 0, NULL, false);
     expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, is_crc ? "fail their checksum" : "is damaged");
   }
   /* The /optim attributes the load uses are under the checksum too. */
-  copy(file("good.h5"), e);
+  copy_file(file("good.h5"), e);
   edit(e, "/optim", "step", SET_INT, 3, NULL, false);
   expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, "the attributes of / and /optim fail their checksum");
-  copy(file("good.h5"), e);
+  copy_file(file("good.h5"), e);
   edit(e, "/optim", "lr", CHANGE, 0, NULL, false);
   expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, "fail their checksum");
 
@@ -335,7 +281,7 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
     {"/optim", "type", DELETE, 0, NULL, "the attribute type of /optim is missing", FSDP_ERR_CORRUPT},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    copy(file("good.h5"), e);
+    copy_file(file("good.h5"), e);
     edit(e, cases[k].group, cases[k].name, cases[k].kind, cases[k].value, cases[k].text, true);
     expect_refused(ctx, opt, e, cases[k].code, cases[k].message);
   }
@@ -356,7 +302,7 @@ static void non_finite(FSDPContext ctx, FSDPOptimizer opt)
   TEST_CODE(FSDP_ERR_NOT_FINITE, FSDPContextSave(ctx, opt, file("nan.h5")));
   if (rank == 1) TEST_MESSAGE_HAS("is nan: non-finite parameters or optimizer state are not saved");
   else TEST_MESSAGE_HAS("on rank 1");
-  TEST_ASSERT(access(file("nan.h5"), F_OK) && access(file("nan.h5.partial"), F_OK), "a refused save left a file");
+  TEST_ASSERT(!exists(file("nan.h5")) && !exists(file("nan.h5.partial")), "a refused save left a file");
   TEST_OK(FSDPContextSetCheckFinite(ctx, false));
   TEST_OK(FSDPContextSave(ctx, opt, file("nan.h5")));
   TEST_OK(FSDPContextSetCheckFinite(ctx, true));
@@ -385,12 +331,7 @@ int main(int argc, char **argv)
 
   TEST_OK(FSDPInitialize(&argc, &argv));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
-    snprintf(dir, sizeof dir, "%s/fsdp-test-damage-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
-  }
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  make_scratch_dir("fsdp-test-damage");
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the test's own HDF5 calls */
 
   ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
@@ -403,10 +344,11 @@ int main(int argc, char **argv)
   want.ts = (FSDPTrainingState){2, 5, {7, 8, 9, 10}};
   TEST_OK(FSDPContextSetTrainingState(ctx, &want.ts));
   TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));
-  want.shards = shards(ctx, &want.total);
+  want.shards = shards(ctx);
+  want.total = shard_total(ctx);
   want.step = 2;
   train(ctx, model, opt);
-  want.next = shards(ctx, NULL);
+  want.next = shards(ctx);
   TEST_OK(FSDPContextSetTrainingState(ctx, &(FSDPTrainingState){3, 6, {1, 2, 3, 4}}));
   TEST_OK(FSDPContextSave(ctx, opt, file("other.h5"))); /* each case starts from this */
   TEST_ASSERT(check_load(ctx, model, opt, file("other.h5"), file("good.h5"), &want, "the good file"),

@@ -12,45 +12,10 @@
 int main(void) { return 77; } /* built without HDF5: no checkpoints */
 #else
 #include <hdf5.h>
-#include <sys/stat.h>
 
-#include "fsdp_nn.h"
-#include "fsdptest.h"
+#include "checkpointtest.h"
 
 #define SPEC "mlp:in=3,hidden=6,depth=2,out=2"
-
-static char dir[256];
-static int rank;
-
-static const char *file(const char *name)
-{
-  static char paths[8][320];
-  static int next;
-  char *p = paths[next++ % 8];
-  snprintf(p, 320, "%s/%s", dir, name);
-  return p;
-}
-
-static bool exists(const char *path)
-{
-  struct stat st;
-  return stat(path, &st) == 0;
-}
-
-/* Rank 0 copies a file byte for byte; everyone waits. */
-static void copy_file(const char *from, const char *to)
-{
-  if (rank == 0) {
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    char buf[65536];
-    size_t n;
-    TEST_ASSERT(in && out, "cannot copy %s to %s", from, to);
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
-    fclose(in);
-    fclose(out);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
 
 /* Rank 0 flips one byte of a dataset's values, where HDF5 stored them. */
 static void flip_byte(const char *path, const char *dataset, int64_t at)
@@ -99,42 +64,6 @@ static void edit(const char *path, const char *remove, const char *create, hsize
     H5Fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-}
-
-/* This rank's shards, one after another. */
-static float *shards(FSDPContext ctx)
-{
-  int nunits;
-  float *all = NULL;
-  int64_t total = 0;
-  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
-  for (int u = 0; u < nunits; u++) {
-    FlatParam unit;
-    void *v;
-    int64_t n;
-    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
-    TEST_OK(FlatParamGetShard(unit, &v, &n));
-    all = realloc(all, (size_t)(total + n) * sizeof *all);
-    memcpy(all + total, v, (size_t)n * sizeof *all);
-    total += n;
-  }
-  return all;
-}
-
-static int64_t shard_total(FSDPContext ctx)
-{
-  int64_t n;
-  TEST_OK(FSDPContextGetSizes(ctx, NULL, &n, NULL));
-  return n;
-}
-
-static void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
-{
-  float x[3] = {0.5f, -1.0f, 0.25f}, *y, dy[2] = {0.3f, -0.2f};
-  TEST_OK(FSDPContextZeroGrad(ctx));
-  TEST_OK(FSDPModelForward(model, 1, x, &y));
-  TEST_OK(FSDPModelBackward(model, dy));
-  TEST_OK(FSDPOptimizerStep(opt));
 }
 
 /* Load must fail with `code` and a message containing `text`, on every
@@ -304,12 +233,7 @@ int main(int argc, char **argv)
 
   TEST_OK(FSDPInitialize(&argc, &argv));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
-    snprintf(dir, sizeof dir, "%s/fsdp-test-ckerr-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
-  }
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  make_scratch_dir("fsdp-test-ckerr");
 
   ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
   TEST_OK(FSDPModelCreate(ctx, SPEC, &model));

@@ -1,0 +1,92 @@
+/* What the checkpoint tests share: a scratch directory, files in it that
+   rank 0 copies, this rank's shards, and one training step of a tiny MLP
+   (in=3, out=2). */
+#ifndef FSDP_CHECKPOINTTEST_H
+#define FSDP_CHECKPOINTTEST_H
+
+#include <sys/stat.h>
+
+#include "fsdp_nn.h"
+#include "fsdptest.h"
+
+static char dir[256];
+static int rank;
+
+static inline const char *file(const char *name)
+{
+  static char paths[8][320];
+  static int next;
+  char *p = paths[next++ % 8];
+  snprintf(p, 320, "%s/%s", dir, name);
+  return p;
+}
+
+static inline bool exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Rank 0 copies a file byte for byte; everyone waits. */
+static inline void copy_file(const char *from, const char *to)
+{
+  if (rank == 0) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    char buf[65536];
+    size_t n;
+    TEST_ASSERT(in && out, "cannot copy %s to %s", from, to);
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
+    fclose(in);
+    fclose(out);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* This rank's shards, one after another. */
+static inline float *shards(FSDPContext ctx)
+{
+  int nunits;
+  float *all = NULL;
+  int64_t total = 0;
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    void *v;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetShard(unit, &v, &n));
+    all = realloc(all, (size_t)(total + n) * sizeof *all);
+    memcpy(all + total, v, (size_t)n * sizeof *all);
+    total += n;
+  }
+  return all;
+}
+
+static inline int64_t shard_total(FSDPContext ctx)
+{
+  int64_t n;
+  TEST_OK(FSDPContextGetSizes(ctx, NULL, &n, NULL));
+  return n;
+}
+
+static inline void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
+{
+  float x[3] = {0.5f, -1.0f, 0.25f}, *y, dy[2] = {0.3f, -0.2f};
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  TEST_OK(FSDPModelForward(model, 1, x, &y));
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPOptimizerStep(opt));
+}
+
+/* Rank 0 makes the scratch directory TMPDIR/<prefix>-XXXXXX; every rank learns its name. */
+static inline void make_scratch_dir(const char *prefix)
+{
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    snprintf(dir, sizeof dir, "%s/%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", prefix);
+    TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+#endif
