@@ -3,7 +3,8 @@
    steps with momentum, nesterov, weight decay and bias correction, under
    every sharding strategy; global-norm clipping (each distinct shard once,
    replicas and padding excluded); frozen parameters (unchanged, no state);
-   the warmup + cosine schedule; and the errors.
+   the warmup + cosine schedule; the non-finite guard (-fsdp_check_finite);
+   and the errors.
    mpitest: -n 4
    mpitest: -n 3
    mpitest: -n 1 */
@@ -125,10 +126,9 @@ static void run_case(FSDPShardingStrategy strategy, const Case *c)
                 oname, t, norm, norms[t]);
     TEST_OK(FSDPOptimizerStep(opt));
     TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
-    if (c->clip > 0)
-      TEST_ASSERT(fabs(norm - norms[t]) < 1e-6 * norms[t], "%s %s step %d: gradient norm %.9g, expected %.9g", sname,
-                  oname, t, norm, norms[t]);
-    else TEST_ASSERT(isnan(norm), "no clipping, but a norm %g", norm);
+    /* Measured for clipping, or for the finite check (on by default). */
+    TEST_ASSERT(fabs(norm - norms[t]) < 1e-6 * norms[t], "%s %s step %d: gradient norm %.9g, expected %.9g", sname,
+                oname, t, norm, norms[t]);
   }
   TEST_OK(FlatParamGetShard(unit, (void **)&shard, NULL));
   for (int i = 0; i < 2; i++) {
@@ -146,6 +146,80 @@ static void run_case(FSDPShardingStrategy strategy, const Case *c)
   TEST_CODE(FSDP_ERR_STATE, FSDPOptimizerStep(opt));
   TEST_MESSAGE_HAS("after FSDPOptimizerSetUp");
   TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* One step with a NaN in one rank's gradient of a[0]: every rank stops before
+   changing anything; with the check off the NaN spreads; with the gradient
+   scaler the step is skipped instead. */
+static FSDPErrorCode nan_step(FSDPContext ctx, FlatParam unit, FSDPOptimizer opt)
+{
+  int rank, size;
+  float *ga;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  TEST_OK(FlatParamUnshard(unit));
+  TEST_OK(FlatParamGetGrad(unit, 0, (void **)&ga));
+  for (int i = 0; i < NA; i++) ga[i] = grad_of(0, i, 0);
+  if (rank == size - 1) ga[0] = NAN;
+  TEST_OK(FlatParamReduceGrad(unit));
+  return FSDPOptimizerStep(opt);
+}
+
+static void test_finite_guard(FSDPShardingStrategy strategy)
+{
+  int size;
+  FSDPContext ctx;
+  FlatParam unit;
+  FSDPParamId a;
+  FSDPOptimizer opt, scaled;
+  float *shard, *before;
+  int64_t n, step, skipped;
+  double norm;
+  bool check;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ctx = test_context(MPI_COMM_WORLD, strategy, size % 2 == 0 ? 2 : 1);
+  TEST_OK(FSDPContextAddUnit(ctx, "u", &unit));
+  TEST_OK(FlatParamAddParam(unit, "a", 1, (int64_t[]){NA}, &a));
+  TEST_OK(FSDPContextSetShardInit(ctx, init_shard, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FSDPContextGetCheckFinite(ctx, &check));
+  TEST_ASSERT(check, "-fsdp_check_finite is not on by default");
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetType(opt, FSDP_OPTIMIZER_ADAMW));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  TEST_OK(FlatParamGetShard(unit, (void **)&shard, &n));
+  before = malloc((size_t)(n + 1) * sizeof *before);
+  memcpy(before, shard, (size_t)n * sizeof *before);
+
+  TEST_CODE(FSDP_ERR_NOT_FINITE, nan_step(ctx, unit, opt));
+  TEST_MESSAGE_HAS("FSDPOptimizerStep: step 1: the global gradient norm is nan: non-finite gradients; nothing was updated");
+  TEST_OK(FSDPOptimizerGetStep(opt, &step));
+  TEST_ASSERT(step == 0 && !memcmp(before, shard, (size_t)n * sizeof *shard), "a refused step changed the step (%lld) or the shard",
+              (long long)step);
+
+  TEST_OK(FSDPContextSetCheckFinite(ctx, false));
+  TEST_OK(nan_step(ctx, unit, opt));
+  TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
+  TEST_OK(FSDPOptimizerGetStep(opt, &step));
+  TEST_ASSERT(step == 1 && isnan(norm), "with the check off the step is taken (step %lld, norm %g)", (long long)step, norm);
+  TEST_OK(FSDPContextSetCheckFinite(ctx, true));
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+
+  /* The gradient scaler skips an overflowed step and backs off, as before. */
+  memcpy(shard, before, (size_t)n * sizeof *shard);
+  TEST_OK(FSDPOptimizerCreate(ctx, &scaled));
+  TEST_OK(FSDPOptimizerSetGradScaler(scaled, true));
+  TEST_OK(FSDPOptimizerSetUp(scaled));
+  TEST_OK(nan_step(ctx, unit, scaled));
+  TEST_OK(FSDPOptimizerGetGradScale(scaled, NULL, &skipped));
+  TEST_OK(FSDPOptimizerGetStep(scaled, &step));
+  TEST_ASSERT(skipped == 1 && step == 0 && !memcmp(before, shard, (size_t)n * sizeof *shard),
+              "the scaler did not skip the step (skipped %lld, step %lld)", (long long)skipped, (long long)step);
+  TEST_OK(FSDPOptimizerDestroy(&scaled));
+  free(before);
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
@@ -212,6 +286,7 @@ int main(int argc, char **argv)
   for (int s = 0; s < TEST_NUM_STRATEGIES; s++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(test_strategies[s], &cases[c]);
   test_schedule();
+  for (int s = 0; s < TEST_NUM_STRATEGIES; s++) test_finite_guard(test_strategies[s]);
   TEST_OK(FSDPFinalize());
   return 0;
 }

@@ -399,17 +399,13 @@ static void update_scale(FSDPOptimizer opt)
 
 /* ------------------------------------------------------------------ clipping */
 
-FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm)
+/* The global norm of the gradient shards, the same on every rank (NaN or
+   Inf when any element is).  The first replica speaks for its shard:
+   replicas hold the same one. */
+static FSDPErrorCode global_grad_norm(FSDPOptimizer opt, double *norm)
 {
-  FSDPContext ctx;
-  double sumsq = 0, norm, coef;
-
-  CHECK_SETUP(opt);
-  CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
-  ctx = opt->ctx;
-  FSDPCall(FSDPContextFinishBackward(ctx)); /* the gradient shards must be final */
-  FSDPCall(unscale(opt));                   /* clipping sees true gradients */
-  /* The first replica speaks for its shard: replicas hold the same one. */
+  FSDPContext ctx = opt->ctx;
+  double sumsq = 0;
   if (ctx->replica_index == 0 && ctx->dev) {
     for (int u = 0; u < opt->nunits; u++) {
       OptUnit *ou = &opt->units[u];
@@ -434,10 +430,15 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
       }
     }
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, ctx->comm));
-  norm = sqrt(sumsq);
-  if (total_norm) *total_norm = norm;
-  if (max_norm <= 0) return FSDP_SUCCESS;
-  coef = max_norm / (norm + 1e-6);
+  *norm = sqrt(sumsq);
+  return FSDP_SUCCESS;
+}
+
+/* Scales the gradients so that their global norm `norm` is at most max_norm. */
+static FSDPErrorCode clip_to(FSDPOptimizer opt, double max_norm, double norm)
+{
+  FSDPContext ctx = opt->ctx;
+  double coef = max_norm / (norm + 1e-6);
   if (!(coef < 1.0) && !isnan(coef)) return FSDP_SUCCESS; /* NaN spreads, as in PyTorch */
   for (int u = 0; u < opt->nunits; u++) {
     OptUnit *ou = &opt->units[u];
@@ -454,6 +455,20 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
     }
   }
   return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm)
+{
+  double norm;
+
+  CHECK_SETUP(opt);
+  CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
+  FSDPCall(FSDPContextFinishBackward(opt->ctx)); /* the gradient shards must be final */
+  FSDPCall(unscale(opt));                        /* clipping sees true gradients */
+  FSDPCall(global_grad_norm(opt, &norm));
+  if (total_norm) *total_norm = norm;
+  if (max_norm <= 0) return FSDP_SUCCESS;
+  return clip_to(opt, max_norm, norm);
 }
 
 /* ------------------------------------------------------------------ the step */
@@ -533,8 +548,16 @@ FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
     return FSDP_SUCCESS;
   }
   lr = current_lr(opt);
-  if (opt->max_norm > 0) FSDPCall(FSDPOptimizerClipGradNorm(opt, opt->max_norm, &opt->last_norm));
-  else opt->last_norm = NAN;
+  opt->last_norm = NAN;
+  if (opt->max_norm > 0 || (opt->ctx->check_finite && !opt->scaler)) { /* the scaler checked already */
+    /* One norm serves clipping and the guard; it is global, so every rank stops alike. */
+    FSDPCall(global_grad_norm(opt, &opt->last_norm));
+    FSDPCheck(!opt->ctx->check_finite || isfinite(opt->last_norm), opt->ctx->comm, FSDP_ERR_NOT_FINITE,
+              "FSDPOptimizerStep: step %lld: the global gradient norm is %g: non-finite gradients; nothing was updated "
+              "(-fsdp_check_finite false trains on)",
+              (long long)opt->step + 1, opt->last_norm);
+    if (opt->max_norm > 0) FSDPCall(clip_to(opt, opt->max_norm, opt->last_norm));
+  }
   for (int u = 0; u < opt->nunits; u++) {
     OptUnit *ou = &opt->units[u];
     int64_t packed = 0;
