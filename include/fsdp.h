@@ -516,6 +516,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
 FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
 /* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
 FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
+FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
 /* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
    default: MPI-IO aggregates the ranks' pieces into large aligned writes,
    what parallel file systems want) or INDEPENDENT ones (each rank reads and

@@ -31,17 +31,6 @@ run() {
     { cat "$fsdp_tmp/$name.out"; echo "FAIL: fsdp-train $name exited with an error"; exit 1; }
 }
 
-# rank_pid TEXT: one rank of the job whose command line has TEXT (a unique
-# path): the signals go to a rank, as Slurm's --signal sends them.
-rank_pid() {
-  for d in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
-    case ${cmd%% *} in
-    *fsdp-train) case $cmd in *"$1"*) echo "${d#/proc/}"; return ;; esac ;;
-    esac
-  done
-}
-
 # ------------------------------------------------------------------ resume
 ck="$fsdp_tmp/ck.h5"
 run whole 2 -steps 12 -loss_log "$fsdp_tmp/whole.csv"

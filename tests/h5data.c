@@ -1,10 +1,13 @@
 /* h5data: writes the HDF5 files tests/fsdp-train.sh feeds fsdp-train, with
    the HDF5 C library alone (no libfsdp), as a user's own script would.
-     h5data data FILE N IN OUT         /x float [N,IN], /y float [N,OUT]
+     h5data data FILE N IN OUT [nan=ROW,COL]
+                                       /x float [N,IN], /y float [N,OUT]
+                                       (x[ROW,COL] NaN, computed from first)
      h5data labels FILE N IN CLASSES   /x float [N,IN], /y int64 [N]
      h5data init FILE IN HID DEPTH OUT [omit=NAME] [reshape=NAME]
                                        /params/<name> of mlp:...,norm=none
    Exits 77 when libfsdp was built without HDF5. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,14 +50,21 @@ int main(int argc, char **argv)
   if (!strcmp(argv[1], "data") || !strcmp(argv[1], "labels")) {
     long n = atol(argv[3]), in = atol(argv[4]), out = atol(argv[5]);
     float *x = values(1, (size_t)(n * in), 1.0f);
-    h5write(file, "x", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)in, x);
+    long nan_row = -1, nan_col = -1;
+    if (argc > 6 && sscanf(argv[6], "nan=%ld,%ld", &nan_row, &nan_col) != 2) {
+      fprintf(stderr, "h5data: %s is not nan=ROW,COL\n", argv[6]);
+      return 2;
+    }
     if (!strcmp(argv[1], "data")) {
       float *y = malloc((size_t)(n * out) * sizeof *y);
       for (long i = 0; i < n; i++) /* a smooth target of x */
         for (long k = 0; k < out; k++) y[i * out + k] = x[i * in + k % in] * x[i * in + (k + 1) % in] + 0.5f * x[i * in];
       h5write(file, "y", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)out, y);
       free(y);
-    } else {
+    }
+    if (nan_row >= 0 && nan_row < n && nan_col >= 0 && nan_col < in) x[nan_row * in + nan_col] = NAN;
+    h5write(file, "x", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)in, x);
+    if (strcmp(argv[1], "data")) {
       int64_t *y = malloc((size_t)n * sizeof *y);
       for (long i = 0; i < n; i++) y[i] = (x[i * in] > 0) + 2 * (x[i * in + 1] > 0.3f); /* classes from x */
       for (long i = 0; i < n; i++) y[i] %= out;

@@ -29,5 +29,16 @@ expect_count() {
   fi
 }
 
+# rank_pid TEXT: one rank of the job whose command line has TEXT (a unique
+# path): tests send signals to a rank, as Slurm's --signal does.
+rank_pid() {
+  for d in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    case ${cmd%% *} in
+    *fsdp-train) case $cmd in *"$1"*) echo "${d#/proc/}"; return ;; esac ;;
+    esac
+  done
+}
+
 fsdp_tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-test.XXXXXX") || exit 99
 trap 'rm -rf "$fsdp_tmp"' EXIT

@@ -5,12 +5,14 @@
        -data synthetic -steps 200 -batch 64 -fsdp_sharding_strategy hybrid
    doc/fsdp-train.md describes every option. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsdpimpl.h" /* in-tree tool: the library's byte formatter */
@@ -153,6 +155,159 @@ static void print_help(const Args *d)
     printf(">: %s\n", s->help);
   }
   fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ the same job on every rank */
+
+/* An option's value as text, for comparing ranks and for messages. */
+static void arg_text(const ArgSpec *s, const Args *a, char *buf, size_t len)
+{
+  const char *field = (const char *)a + s->offset;
+  int n = 0;
+  switch (s->type) {
+  case ARG_STRING: n = snprintf(buf, len, "'%s'", field); break;
+  case ARG_INT: n = snprintf(buf, len, "%lld", (long long)*(const int64_t *)field); break;
+  case ARG_REAL: n = snprintf(buf, len, "%.17g", *(const double *)field); break;
+  case ARG_FLAG: n = snprintf(buf, len, "%s", *(const bool *)field ? "true" : "false"); break;
+  }
+  if (!s->set && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " (the default)");
+}
+
+static uint64_t fnv1a(const char *text)
+{
+  uint64_t h = 14695981039346656037ULL;
+  for (; *text; text++) h = (h ^ (unsigned char)*text) * 1099511628211ULL;
+  return h;
+}
+
+/* Every fsdp-train option must be the same on every rank: an MPMD launch
+   (mpiexec -n 1 A : -n 1 B) can give ranks different ones, and the job would
+   then train inconsistently or hang in a collective one rank never calls.
+   The ranks compare hashes of the values and name the first that differs,
+   as the library does for its -fsdp_* options. */
+static FSDPErrorCode agree_on_args(const Args *a)
+{
+  enum { WIDTH = 128 };
+  uint64_t lo[NARGS], hi[NARGS];
+  char text[1100], mine[WIDTH], *all;
+  int size, other = -1;
+  FSDPErrorCode ierr;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (int i = 0; i < NARGS; i++) {
+    arg_text(&arg_specs[i], a, text, sizeof text);
+    lo[i] = hi[i] = fnv1a(text);
+  }
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, lo, NARGS, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, hi, NARGS, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  for (int i = 0; i < NARGS; i++) {
+    if (lo[i] == hi[i]) continue;
+    arg_text(&arg_specs[i], a, mine, sizeof mine);
+    FSDPCall(FSDPMalloc((size_t)size * WIDTH, FSDP_MEM_OTHER, &all));
+    ierr = MPI_Allgather(mine, WIDTH, MPI_CHAR, all, WIDTH, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS ? FSDP_SUCCESS : FSDP_ERR_MPI;
+    for (int r = 1; !ierr && r < size && other < 0; r++)
+      if (strcmp(all + (size_t)r * WIDTH, all)) other = r;
+    if (!ierr)
+      ierr = TRAIN_ERR(FSDP_ERR_OPTION,
+                       "fsdp-train: option %s differs across ranks: rank 0 has %s, rank %d has %s (every rank must be "
+                       "given the same fsdp-train options)",
+                       arg_specs[i].name, all, other < 0 ? 1 : other,
+                       other < 0 ? "another value (they differ after 100 characters)" : all + (size_t)other * WIDTH);
+    FSDPCall(FSDPFree(&all));
+    return ierr;
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Whether `path` can be written without changing anything now: an existing
+   file is opened for writing (not truncated), a new one is created and
+   removed.  Otherwise `why` says what is wrong. */
+static bool can_write(const char *path, char *why, size_t len)
+{
+  struct stat st;
+  int fd;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return snprintf(why, len, "is a directory"), false;
+    fd = open(path, O_WRONLY | O_NONBLOCK);
+    if (fd < 0) return snprintf(why, len, "cannot write it: %s", strerror(errno)), false;
+    close(fd);
+    return true;
+  }
+  if (errno != ENOENT) return snprintf(why, len, "cannot reach it: %s", strerror(errno)), false;
+  fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return snprintf(why, len, "cannot create it: %s", strerror(errno)), false;
+  close(fd);
+  unlink(path);
+  return true;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+  struct stat sa, sb;
+  if (!strcmp(a, b)) return true;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Rank 0's verdict on every output the job will write; "" when all can be. */
+static void check_outputs(const Args *a, int keep, char *msg, size_t len)
+{
+  const char *outs[3][2] = {{"-checkpoint", a->checkpoint}, {"-export", a->export_path}, {"-loss_log", a->loss_log}};
+  const char *ins[3][2] = {{"-data", a->data}, {"-init", a->init}, {"-resume", a->resume}};
+  char why[200], path[1100];
+
+  for (int i = 0; i < 3; i++) {
+    if (!outs[i][1][0]) continue;
+    for (int j = i + 1; j < 3; j++)
+      if (outs[j][1][0] && same_file(outs[i][1], outs[j][1])) {
+        snprintf(msg, len, "fsdp-train: %s and %s are the same file '%s': each output needs its own", outs[i][0],
+                 outs[j][0], outs[i][1]);
+        return;
+      }
+    /* A checkpoint may replace the one it resumed from; nothing may replace the data. */
+    for (int j = 0; j < 3; j++)
+      if (ins[j][1][0] && (i > 0 || j == 0) && same_file(outs[i][1], ins[j][1])) {
+        snprintf(msg, len, "fsdp-train: %s '%s' would overwrite the %s file", outs[i][0], outs[i][1], ins[j][0]);
+        return;
+      }
+    if (!can_write(outs[i][1], why, sizeof why)) {
+      snprintf(msg, len, "fsdp-train: %s '%s': %s", outs[i][0], outs[i][1], why);
+      return;
+    }
+  }
+  if (a->checkpoint[0]) { /* the temporary a save writes, and the older checkpoints it shifts */
+    struct stat st;
+    snprintf(path, sizeof path, "%s.partial", a->checkpoint);
+    if (!can_write(path, why, sizeof why)) {
+      snprintf(msg, len, "fsdp-train: -checkpoint '%s': its temporary '%s' %s", a->checkpoint, path, why);
+      return;
+    }
+    for (int k = 1; k < keep; k++) {
+      snprintf(path, sizeof path, "%s.%d", a->checkpoint, k);
+      if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(msg, len, "fsdp-train: -checkpoint '%s': '%s', where -fsdp_checkpoint_keep %d keeps an older one, is a directory",
+                 a->checkpoint, path, keep);
+        return;
+      }
+    }
+  }
+  if (a->loss_log[0] && a->resume[0]) { /* resuming rewrites the log through a temporary */
+    snprintf(path, sizeof path, "%s.resume", a->loss_log);
+    if (!can_write(path, why, sizeof why)) snprintf(msg, len, "fsdp-train: -loss_log '%s': its temporary '%s' %s", a->loss_log, path, why);
+  }
+}
+
+/* Pre-flight: every output is found writable before the first step, not
+   after the last; the error names the path and the reason, on every rank. */
+static FSDPErrorCode preflight(FSDPContext ctx, const Args *a)
+{
+  char msg[2400] = "";
+  int rank, keep;
+  FSDPCall(FSDPContextGetCheckpointKeep(ctx, &keep));
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) check_outputs(a, keep, msg, sizeof msg);
+  FSDPCallMPI(MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD));
+  FSDPCheck(!msg[0], MPI_COMM_WORLD, FSDP_ERR_IO, "%s", msg);
+  return FSDP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ data */
@@ -320,6 +475,22 @@ static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Datase
 #endif
 }
 
+/* The first value of x or y that is NaN or infinite, named by dataset, row and column. */
+static FSDPErrorCode check_data_finite(const Dataset *d, const char *spec)
+{
+  for (int pass = 0; pass < 2; pass++) {
+    const float *v = pass ? d->y : d->x;
+    int64_t width = pass ? d->out : d->in;
+    for (int64_t i = 0; v && i < d->n * width; i++)
+      if (!isfinite(v[i]))
+        return TRAIN_ERR(FSDP_ERR_NOT_FINITE,
+                         "fsdp-train: -data %s: /%s[%lld, %lld] is %g: training data must be finite "
+                         "(-fsdp_check_finite false trains on them)",
+                         spec, pass ? "y" : "x", (long long)(i / width), (long long)(i % width), (double)v[i]);
+  }
+  return FSDP_SUCCESS;
+}
+
 /* Rows (b*B + j) mod N for this rank's j in [r*B/W, (r+1)*B/W). */
 static void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels)
 {
@@ -450,16 +621,34 @@ static volatile sig_atomic_t signal_caught;
 
 static void on_signal(int signo) { signal_caught = signo; }
 
-static FSDPErrorCode catch_signals(void)
+/* Installed first thing in main, before MPI starts: a signal during start-up
+   is recorded too, and the job stops cleanly before its first step. */
+static int catch_signals(void)
 {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART; /* a write under way when the signal comes goes on */
   sigemptyset(&sa.sa_mask);
-  FSDPCheck(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
-            "fsdp-train: cannot install the SIGUSR1 and SIGTERM handlers: %s", strerror(errno));
-  return FSDP_SUCCESS;
+  if (sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0) return 0;
+  fprintf(stderr, "fsdp-train: cannot install the SIGUSR1 and SIGTERM handlers: %s\n", strerror(errno));
+  return 1;
+}
+
+/* Test hook: FSDP_TEST_STARTUP_PAUSE=seconds stops every rank in start-up,
+   after MPI is up, and rank 0 first creates the file that
+   FSDP_TEST_STARTUP_MARKER names, so a test can signal the job there. */
+static void pause_for_test(void)
+{
+  const char *env = getenv("FSDP_TEST_STARTUP_PAUSE"), *marker = getenv("FSDP_TEST_STARTUP_MARKER");
+  int rank;
+  if (!env || atoi(env) <= 0) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && marker) {
+    FILE *fp = fopen(marker, "w");
+    if (fp) fclose(fp);
+  }
+  sleep((unsigned)atoi(env)); /* a signal ends it early */
 }
 
 /* The signal any rank caught (0: none): a signal may reach only some ranks. */
@@ -483,6 +672,10 @@ static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const A
   }
   return FSDP_SUCCESS;
 }
+
+/* Rank 0's loss log while the job runs: main closes it when training fails,
+   so every finished step's row reaches the file before the job is aborted. */
+static FILE *loss_log_file;
 
 /* With -resume: rank 0 keeps the loss log's header and its rows up to the
    checkpoint's step, so that the log reads as if the job never stopped. */
@@ -570,6 +763,8 @@ static FSDPErrorCode train(const Args *a)
   int64_t first = 0, cursor = 0, done = 0; /* the first step, its batch, and the steps this run took */
   int64_t last_logged;                      /* the step of the last progress line */
   bool stopped = false;                     /* by a signal */
+  bool check_finite, guard_loss, scaler;
+  int startup_signal;
 
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -600,11 +795,14 @@ static FSDPErrorCode train(const Args *a)
 
   FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
   FSDPCall(FSDPContextSetFromOptions(ctx));
+  FSDPCall(FSDPContextGetCheckFinite(ctx, &check_finite));
+  FSDPCall(preflight(ctx, a));
   FSDPCall(FSDPModelCreate(ctx, a->model, &model));
   FSDPCall(FSDPModelSetSeed(model, (uint64_t)a->seed));
   FSDPCall(FSDPModelSetFromOptions(model));
   FSDPCall(FSDPModelGetSizes(model, &in, &out, &numel));
   FSDPCall(load_data(a->data, in, out, &data));
+  if (check_finite) FSDPCall(check_data_finite(&data, a->data));
   FSDPCall(FSDPModelSetUp(model));
   if (a->init[0]) FSDPCall(FSDPContextLoad(ctx, NULL, a->init));
   FSDPCall(FSDPOptimizerCreate(ctx, &opt));
@@ -614,14 +812,12 @@ static FSDPErrorCode train(const Args *a)
     FSDPTrainingState ts;
     FSDPCall(FSDPContextLoad(ctx, opt, a->resume));
     FSDPCall(FSDPContextGetTrainingState(ctx, &ts));
-    FSDPCheck(ts.step >= 0 && ts.step <= a->steps && ts.data_cursor >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "fsdp-train: -resume %s is at step %lld (data cursor %lld), beyond -steps %lld", a->resume,
-              (long long)ts.step, (long long)ts.data_cursor, (long long)a->steps);
+    /* The load refused a negative step or cursor as damage. */
+    FSDPCheck(ts.step <= a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -resume %s is at step %lld, beyond -steps %lld",
+              a->resume, (long long)ts.step, (long long)a->steps);
     first = ts.step;
     cursor = ts.data_cursor;
   }
-  FSDPCall(catch_signals());
-
   FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
   FSDPCall(FSDPContextGetShardGroup(ctx, &group));
   FSDPCall(ShardGroupGetShardComm(group, NULL, NULL, &factor));
@@ -645,12 +841,16 @@ static FSDPErrorCode train(const Args *a)
       printf("fsdp-train: resuming from %s at step %lld, batch %lld\n", a->resume, (long long)first, (long long)cursor);
     fflush(stdout);
   }
+  /* fp16's overflows are the gradient scaler's: it skips those steps. */
+  FSDPCall(FSDPOptimizerGetGradScaler(opt, &scaler));
+  guard_loss = check_finite && !scaler;
 
   if (a->loss_log[0]) {
     FSDPErrorCode ierr = FSDP_SUCCESS;
     int ok;
     if (rank == 0) {
-      log = a->resume[0] ? reopen_loss_log(a->loss_log, first) : fopen(a->loss_log, "w");
+      /* Only now, with the checkpoint loaded and verified, is the old log rewritten. */
+      log = loss_log_file = a->resume[0] ? reopen_loss_log(a->loss_log, first) : fopen(a->loss_log, "w");
       if (!log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
       else if (!a->resume[0]) fprintf(log, "step,loss\n");
     }
@@ -670,11 +870,20 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(FSDPLogEventRegister("ReduceScatter", &comm_events[1]));
   FSDPCall(FSDPLogEventRegister("AllReduce", &comm_events[2]));
   FSDPCall(comm_totals(comm_events, &comm_last, &bytes_last));
+  /* A signal during start-up (the handlers are installed before MPI is): stop before the first step. */
+  if ((startup_signal = agree_on_signal())) {
+    if (rank == 0) {
+      printf("fsdp-train: %s during start-up, before step %lld: exiting; nothing to save\n",
+             startup_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)first + 1);
+      fflush(stdout);
+    }
+    stopped = true;
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   t_start = t_last = MPI_Wtime();
   last_logged = first;
 
-  for (int64_t s = first; s < a->steps; s++) {
+  for (int64_t s = first; s < a->steps && !stopped; s++) {
     double local = 0, step_loss, scale;
     bool progress;
     int signo;
@@ -693,6 +902,19 @@ static FSDPErrorCode train(const Args *a)
       FSDPCall(FSDPModelBackward(model, dy));
       local += l;
     }
+    progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
+    /* The global loss costs an all-reduce: for a step something prints, or the guard.
+       Every rank's rows count the same: the global mean is the mean of the ranks' means.
+       (Only rank 0 holds the log file; every rank knows whether there is one.) */
+    if (a->loss_log[0] || progress || guard_loss) {
+      MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      loss = step_loss / (double)size / (double)K;
+    }
+    /* Before the step, so that no parameter and no checkpoint takes the value in. */
+    FSDPCheck(!guard_loss || isfinite(loss), MPI_COMM_WORLD, FSDP_ERR_NOT_FINITE,
+              "fsdp-train: step %lld: the loss is %g: training stopped before this step's update "
+              "(-fsdp_check_finite false trains on)",
+              (long long)(s + 1), loss);
     FSDPCall(FSDPOptimizerStep(opt));
     cursor += K;
     done++;
@@ -700,14 +922,6 @@ static FSDPErrorCode train(const Args *a)
       /* Where a checkpoint or an export of this point resumes: the step, the next batch, the seed. */
       FSDPTrainingState ts = {s + 1, cursor, {(uint64_t)a->seed, 0, 0, 0}};
       FSDPCall(FSDPContextSetTrainingState(ctx, &ts));
-    }
-    progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
-    /* The global loss costs an all-reduce: only for a step something prints.
-       Every rank's rows count the same: the global mean is the mean of the ranks' means.
-       (Only rank 0 holds the log file; every rank knows whether there is one.) */
-    if (a->loss_log[0] || progress) {
-      MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      loss = step_loss / (double)size / (double)K;
     }
     if (log) fprintf(log, "%lld,%.9g\n", (long long)(s + 1), loss);
     if (progress) {
@@ -759,6 +973,7 @@ static FSDPErrorCode train(const Args *a)
                              !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, seconds, done,
                              done * a->batch * K, loss, comm_time, comm_bytes));
   }
+  loss_log_file = NULL;
   if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&x));
   FSDPCall(FSDPFree(&yt));
@@ -810,11 +1025,18 @@ int main(int argc, char **argv)
   bool want_help;
   FSDPErrorCode ierr;
 
+  if (catch_signals()) return 1;
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
+  pause_for_test();
   ierr = parse_args(argc, argv, &a, &want_help);
+  /* A rank whose command line is wrong aborts the job below; the others wait here for it. */
+  if (!ierr) ierr = agree_on_args(&a);
   if (!ierr) ierr = want_help ? help(&defaults) : train(&a);
   /* Every rank that failed has printed why; take the job down, whatever the others are doing. */
-  if (ierr) FSDPErrorAbort(MPI_COMM_WORLD, ierr);
+  if (ierr) {
+    if (loss_log_file) fclose(loss_log_file);
+    FSDPErrorAbort(MPI_COMM_WORLD, ierr);
+  }
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }

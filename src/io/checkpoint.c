@@ -48,6 +48,14 @@ FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep)
+{
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetCheckpointKeep: ctx must not be NULL");
+  FSDPCheck(keep, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetCheckpointKeep: keep must not be NULL");
+  *keep = ctx->checkpoint_keep;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io)
 {
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSetCheckpointIO: ctx must not be NULL");
