@@ -117,6 +117,13 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv);
    FSDPInitialize initialized it. */
 FSDPErrorCode FSDPFinalize(void);
 FSDPErrorCode FSDPInitialized(bool *initialized);
+/* For a program's SIGTERM/SIGUSR1 handler (async-signal-safe): the job is
+   being stopped.  libfsdp only records it.  A collective that is then still
+   waiting after the context's signal grace (-fsdp_signal_grace) aborts the
+   job with a message naming the signal and the collective, instead of
+   waiting for the watchdog: a peer that will never arrive is usually why a
+   job does not stop at its signal. */
+void FSDPNotifySignal(int signo);
 
 FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 
@@ -598,6 +605,9 @@ FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);    
 FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
 /* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
 FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
+/* After FSDPNotifySignal, a collective wait that has gone on `seconds` more
+   (default 5) aborts the job, saying so: another rank is not coming. */
+FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
 /* Before each collective, check that every rank issues the same one. */
 FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
 

@@ -124,7 +124,7 @@ while [ ! -e "$marker" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 [ -e "$marker" ] || { cat "$fsdp_tmp/startup.out"; echo "FAIL: start-up never paused"; exit 1; }
 # Every rank, as Slurm's scancel --signal and --signal=SIG@TIME do.
 victims=$(for d in /proc/[0-9]*; do
-  cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+  cmd=$( (tr '\0' ' ' <"$d/cmdline") 2>/dev/null) || continue
   case ${cmd%% *} in *fsdp-train) case $cmd in *"$w/sig.h5"*) echo "${d#/proc/}" ;; esac ;; esac
 done)
 [ "$(echo $victims | wc -w)" -eq 2 ] || { echo "FAIL: expected 2 ranks to signal, found '$victims'"; exit 1; }

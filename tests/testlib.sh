@@ -33,7 +33,7 @@ expect_count() {
 # path): tests send signals to a rank, as Slurm's --signal does.
 rank_pid() {
   for d in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    cmd=$( (tr '\0' ' ' <"$d/cmdline") 2>/dev/null) || continue
     case ${cmd%% *} in
     *fsdp-train) case $cmd in *"$1"*) echo "${d#/proc/}"; return ;; esac ;;
     esac

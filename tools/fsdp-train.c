@@ -619,7 +619,13 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
    at the next step boundary; the handler only records which one came. */
 static volatile sig_atomic_t signal_caught;
 
-static void on_signal(int signo) { signal_caught = signo; }
+/* libfsdp is told too: a collective that a dead or stuck peer never joins
+   then aborts the job after -fsdp_signal_grace seconds, not at the watchdog. */
+static void on_signal(int signo)
+{
+  signal_caught = signo;
+  FSDPNotifySignal(signo);
+}
 
 /* Installed first thing in main, before MPI starts: a signal during start-up
    is recorded too, and the job stops cleanly before its first step. */

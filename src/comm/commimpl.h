@@ -38,6 +38,8 @@ const char *CommKindName(CommKind kind);
    device, the stream runs on it (the engine is not used). */
 FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, Device dev,
                                CommStream *stream);
+/* Seconds a wait may go on after FSDPNotifySignal before it aborts the job (0: no limit). */
+void CommStreamSetSignalGrace(CommStream stream, double seconds);
 /* Queues op; *ticket identifies it for CommStreamWait (tickets start at 1). */
 FSDPErrorCode CommStreamSubmit(CommStream stream, const CommOp *op, uint64_t *ticket);
 /* Blocks until the operation is done and retires its ticket; the time spent

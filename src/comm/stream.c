@@ -14,6 +14,7 @@
    progressed inside the library's calls as the nonblocking engine is.  In a
    group of one rank the result is the input: a copy on the communication
    stream. */
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,9 @@ typedef struct {
 struct CommStream_s {
   FSDPCommEngine engine;
   double timeout;
+  double signal_grace;           /* seconds after FSDPNotifySignal; 0: no limit */
+  double signal_wait, signal_seen; /* the wait (its start) that saw the signal, and when */
+  bool by_signal;                /* the watchdog fires for the signal, not the timeout */
   MPI_Comm abort_comm;
   int64_t step;
   Slot ring[RING];
@@ -148,6 +152,8 @@ FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm a
   s->ev_wait = ev_wait;
   s->engine = engine;
   s->timeout = timeout;
+  s->signal_grace = 5;
+  s->signal_wait = -1;
   s->abort_comm = abort_comm;
   s->next_run = 1;
   for (int i = 0; i < RING; i++) s->ring[i].request = MPI_REQUEST_NULL;
@@ -406,8 +412,15 @@ FSDPErrorCode CommStreamSubmit(CommStream s, const CommOp *op, uint64_t *ticket)
 
 static void watchdog_fire(CommStream s, const char *what, double waited)
 {
-  int rank = -1;
+  int rank = -1, signo = FSDPPendingSignal_Private();
   MPI_Comm_rank(s->abort_comm, &rank);
+  if (s->by_signal)
+    fprintf(stderr,
+            "[%d] libfsdp: signal %d (%s) received while waiting for %s; it has not completed %.1f s later "
+            "(-fsdp_signal_grace %g) at step %lld: another rank is not taking part in it. Aborting the job.\n",
+            rank, signo, signo == SIGTERM ? "SIGTERM" : signo == SIGUSR1 ? "SIGUSR1" : signo == SIGINT ? "SIGINT" : "a signal",
+            what, FSDPTime_Private() - s->signal_seen, s->signal_grace, (long long)s->step);
+  else
   fprintf(stderr,
           "[%d] libfsdp watchdog: %s has not completed after %.1f s (-fsdp_collective_timeout %g) at step %lld; "
           "another rank is not taking part in it: it skipped it, waits in a different collective, or died. "
@@ -418,15 +431,28 @@ static void watchdog_fire(CommStream s, const char *what, double waited)
   /* NCCL kernels waiting for a peer would keep the GPU busy through the abort. */
   if (s->dev) DeviceCommAbort_Private(s->dev);
 #endif
-  MPI_Abort(s->abort_comm, FSDP_ERR_TIMEOUT);
+  /* MPICH's MPI_Abort on another communicator ends this process alone: a peer
+     computing, or sleeping, would live on and the job would not end. */
+  MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT);
 }
 
-/* Seconds since t0 in *waited; whether the watchdog's time is up. */
+/* Seconds since t0 (the wait's start) in *waited; whether the watchdog's
+   time is up, or the signal grace: a wait that goes on that long after the
+   program was signalled will not end (a collective takes milliseconds). */
 static bool overdue(const CommStream s, double t0, double *waited)
 {
-  *waited = FSDPTime_Private() - t0;
+  double now = FSDPTime_Private();
+  *waited = now - t0;
+  if (s->signal_grace > 0 && FSDPPendingSignal_Private()) {
+    if (s->signal_wait != t0) { /* this wait saw it first now */
+      s->signal_wait = t0;
+      s->signal_seen = now;
+    } else if (now - s->signal_seen > s->signal_grace) return (s->by_signal = true);
+  }
   return s->timeout > 0 && *waited > s->timeout;
 }
+
+void CommStreamSetSignalGrace(CommStream s, double seconds) { s->signal_grace = seconds; }
 
 static void describe(const Slot *sl, char *buf, size_t len)
 {
@@ -521,7 +547,7 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
         fprintf(stderr, "[%d] libfsdp: %s at step %lld. Aborting the job.\n", rank, what, (long long)s->step);
         fflush(stderr);
         DeviceCommAbort_Private(s->dev);
-        MPI_Abort(s->abort_comm, FSDP_ERR_NCCL);
+        MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_NCCL);
       }
       if (!ierr && !sl->done && overdue(s, t0, &waited)) {
         describe(oldest_pending(s, sl), what, sizeof what);
@@ -554,7 +580,11 @@ FSDPErrorCode CommStreamWait(CommStream s, uint64_t ticket)
     while (!sl->done) {
       struct timespec until;
       clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_sec += 1; /* look at the watchdog every second */
+      until.tv_nsec += 250000000L; /* look at the watchdog and for a signal 4 times a second */
+      if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+      }
       pthread_cond_timedwait(&s->done, &s->lock, &until);
       if (!sl->done && overdue(s, t0, &waited)) {
         describe(slot_of(s, s->next_run), what, sizeof what); /* the one the thread is stuck in */

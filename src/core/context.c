@@ -112,6 +112,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->checkpoint_strict = true;
   c->check_finite = true;
   c->timeout = 600;
+  c->signal_grace = 5;
   if ((ierr = create(comm, c))) {
     (void)FSDPContextDestroy(&c);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -262,6 +263,15 @@ FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds)
   FSDPCheck(seconds >= 0 && seconds == seconds, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetCollectiveTimeout: %g seconds; the timeout is >= 0 (0 turns the watchdog off)", seconds);
   ctx->timeout = seconds;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck(seconds >= 0 && seconds == seconds, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetSignalGrace: %g seconds; the grace is >= 0 (0: wait for the watchdog)", seconds);
+  ctx->signal_grace = seconds;
   return FSDP_SUCCESS;
 }
 
@@ -425,6 +435,11 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "seconds a collective may take before the watchdog aborts the job (0: never)",
                               ctx->timeout, &timeout, NULL));
   FSDPCall(FSDPContextSetCollectiveTimeout(ctx, timeout));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_signal_grace",
+                              "seconds a collective may still wait after FSDPNotifySignal before the job aborts (0: "
+                              "wait for the watchdog)",
+                              ctx->signal_grace, &timeout, NULL));
+  FSDPCall(FSDPContextSetSignalGrace(ctx, timeout));
   FSDPCall(FSDPOptionsGetBool("-fsdp_debug_collectives",
                               "check before each collective that every rank runs the same one (costs a small "
                               "all-gather per collective)",
@@ -744,6 +759,7 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
               "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
   FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, ctx->dev, &ctx->stream));
+  CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
   return FSDP_SUCCESS;
 }
 

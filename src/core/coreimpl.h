@@ -103,6 +103,7 @@ struct FSDPContext_s {
   bool forward_prefetch, debug_collectives, log_units;
   int limit;      /* L; 0 = none */
   double timeout; /* seconds; 0 = none */
+  double signal_grace; /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
   MPI_Comm check_comm;                               /* -fsdp_debug_collectives: a duplicate of comm */

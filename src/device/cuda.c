@@ -358,7 +358,7 @@ static void *watch_init(void *arg)
             "(see its message), or never called it. Aborting the job.\n",
             rank, w->group, w->timeout);
     fflush(stderr);
-    MPI_Abort(w->abort_comm, FSDP_ERR_TIMEOUT);
+    MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT); /* another communicator would end this process alone */
   }
   return NULL;
 }

@@ -10,6 +10,8 @@
 MPI_Comm FSDPCommWorld_Private(void);
 /* This process's rank in MPI_COMM_WORLD, or -1 when MPI is not running. */
 int FSDPWorldRank_Private(void);
+/* The signal FSDPNotifySignal recorded; 0: none. */
+int FSDPPendingSignal_Private(void);
 
 /* Reads FSDP_OPTIONS and argv; where argv names options files, *argc and *argv
    are replaced by the expanded list, which lives until FSDPOptionsFinalize_Private. */

@@ -1,5 +1,6 @@
 /* FSDPInitialize/FSDPFinalize: MPI (only when the user has not started it),
    the options database, logging, and the reports printed at the end. */
+#include <signal.h>
 #include <string.h>
 
 #include "fsdpimpl.h"
@@ -37,6 +38,12 @@ int FSDPWorldRank_Private(void)
   if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
 }
+
+static volatile sig_atomic_t pending_signal;
+
+void FSDPNotifySignal(int signo) { pending_signal = signo; }
+
+int FSDPPendingSignal_Private(void) { return pending_signal; }
 
 FSDPErrorCode FSDPInitialized(bool *initialized)
 {
