@@ -68,4 +68,12 @@ expect_grep '^\[[0-3]\] FSDP ERROR: invalid argument: sharding factor 3 does not
 # An unknown option is reported, with the name it probably meant.
 fsdp_run 1 "$info" -fsdp_log_veiw >"$fsdp_tmp/out" 2>&1
 expect_grep 'fsdp_log_veiw (no value) (from the command line): did you mean -fsdp_log_view?' "$fsdp_tmp/out"
+# fsdp-info has no options of its own: another word, or a malformed -fsdp_view, fails on every rank.
+for args in "-foo" "-fsdp_view notabool"; do
+  if fsdp_run 2 "$info" $args >"$fsdp_tmp/out" 2>&1; then cat "$fsdp_tmp/out"; echo "FAIL: fsdp-info $args exited 0"; exit 1; fi
+done
+fsdp_run 2 "$info" -foo >"$fsdp_tmp/out" 2>&1
+expect_count 2 "^\[[01]\] FSDP ERROR: invalid option value: fsdp-info: unknown argument '-foo': fsdp-info takes libfsdp's -fsdp_\* options only" "$fsdp_tmp/out"
+fsdp_run 2 "$info" -fsdp_view notabool >"$fsdp_tmp/out" 2>&1
+expect_grep "option -fsdp_view: 'notabool' (from the command line) is not a boolean" "$fsdp_tmp/out"
 exit 0

@@ -113,6 +113,8 @@ static void test_names_and_wrapping(void)
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=7,depth=3,out=2,width=9", &model));
   TEST_MESSAGE_HAS("unknown key 'width'");
   TEST_ASSERT(model == NULL, "a failed create left a model");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=64,depth=3,hidden=32,out=2", &model));
+  TEST_MESSAGE_HAS("model spec 'mlp:in=5,hidden=64,depth=3,hidden=32,out=2': key 'hidden' is given twice (64 and 32)");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=7,out=2", &model));
   TEST_MESSAGE_HAS("lacks depth=");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=7,depth=3,out=2,act=swish", &model));

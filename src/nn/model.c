@@ -86,7 +86,8 @@ static FSDPErrorCode parse_positive(const char *spec, const char *key, const cha
 static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
 {
   char buf[512], *save = NULL, *item;
-  const char *body;
+  const char *body, *seen[16][2]; /* the keys so far and their values */
+  int nseen = 0;
 
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
   FSDPCheck(strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
@@ -102,6 +103,14 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
     FSDPCheck(eq, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': '%s' is not key=value", spec, item);
     *eq = '\0';
     value = eq + 1;
+    /* Last-one-wins would hide a typo'd edit of a long spec. */
+    for (int j = 0; j < nseen; j++)
+      FSDPCheck(strcmp(seen[j][0], key), MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': key '%s' is given twice (%s and %s)",
+                spec, key, seen[j][1], value);
+    if (nseen < (int)(sizeof seen / sizeof seen[0])) {
+      seen[nseen][0] = key;
+      seen[nseen++][1] = value;
+    }
     if (!strcmp(key, "in")) FSDPCall(parse_positive(spec, key, value, &m->in));
     else if (!strcmp(key, "hidden")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
     else if (!strcmp(key, "depth")) FSDPCall(parse_positive(spec, key, value, &m->depth));
