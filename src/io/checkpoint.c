@@ -901,12 +901,12 @@ typedef struct {
 
 /* Metadata that cannot be read, or reads as impossible: the file is damaged
    (or was edited), and nothing of it is loaded. */
-#define DAMAGED(path, ...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT, __VA_ARGS__)
+#define DAMAGED(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT, __VA_ARGS__)
 
 static FSDPErrorCode unreadable(const char *path, const char *what)
 {
   char reason[256];
-  return DAMAGED(path, "FSDPContextLoad: '%s' is damaged: %s cannot be read (%s); nothing was loaded", path, what,
+  return DAMAGED("FSDPContextLoad: '%s' is damaged: %s cannot be read (%s); nothing was loaded", path, what,
                  h5_reason(reason));
 }
 
@@ -957,8 +957,7 @@ static FSDPErrorCode check_layout(hid_t file, const char *path, int64_t world, i
         layout[3 * r + 2] < 0 || layout[3 * r + 2] >= world / factor)
       bad = (int)r;
   if (!ierr && bad >= 0)
-    ierr = DAMAGED(path,
-                   "FSDPContextLoad: '%s' is damaged: rank_node_shard_replica row %d (%d, %d, %d) is not a node, a "
+    ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: rank_node_shard_replica row %d (%d, %d, %d) is not a node, a "
                    "shard < %lld and a replica < %lld; nothing was loaded",
                    path, bad, layout[3 * bad], layout[3 * bad + 1], layout[3 * bad + 2], (long long)factor,
                    (long long)(world / factor));
@@ -1198,7 +1197,9 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
 
   memset(&mm, 0, sizeof mm);
   if (params < 0) return unreadable(path, "the link /params");
-  FSDPCheck(params > 0, MPI_COMM_SELF, h->libfsdp ? FSDP_ERR_CORRUPT : FSDP_ERR_ARG,
+  FSDPCheck(params > 0 || !h->libfsdp, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: it has no group /params; nothing was loaded", path);
+  FSDPCheck(params > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextLoad: '%s' has no group /params (parameters are datasets /params/<name>)", path);
   if (opt) {
     have_optim = h->have_optim;
@@ -1310,7 +1311,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
       have[k] = got > 0;
       /* Other tools' files load unverified; libfsdp's never do. */
       if ((got < 0 || (!got && h->libfsdp)) && !ierr)
-        ierr = DAMAGED(path, "FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", path, dpath,
+        ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", path, dpath,
                        got < 0 ? "unreadable" : "missing");
       space = H5Dget_space(ds);
       ftype = H5Dget_type(ds);
@@ -1342,7 +1343,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
       FSDPCall(FSDPFree(&convert));
     }
     if (status < 0 && !ierr)
-      ierr = DAMAGED(path, "FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", path, dpath, h5_reason(reason));
+      ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", path, dpath, h5_reason(reason));
     if (ftype >= 0) H5Tclose(ftype);
     if (memspace >= 0) H5Sclose(memspace);
     if (space >= 0) H5Sclose(space);
