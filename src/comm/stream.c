@@ -431,6 +431,9 @@ static void watchdog_fire(CommStream s, const char *what, double waited)
   /* NCCL kernels waiting for a peer would keep the GPU busy through the abort. */
   if (s->dev) DeviceCommAbort_Private(s->dev);
 #endif
+  /* mpiexec kills the job at once and can drop output it has not forwarded
+     yet, this message included: give it a moment, as FSDPErrorAbort does. */
+  nanosleep(&(struct timespec){0, 250000000L}, NULL);
   /* MPICH's MPI_Abort on another communicator ends this process alone: a peer
      computing, or sleeping, would live on and the job would not end. */
   MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT);
