@@ -149,6 +149,8 @@ FSDPErrorCode FSDPViewerASCIIPopTab(FSDPViewer viewer);
 /* The build: version, backends, and the versions of MPI, hwloc, HDF5, BLAS,
    CUDA and NCCL this library runs with.  Collective on the viewer. */
 FSDPErrorCode FSDPConfigView(FSDPViewer viewer);
+/* "512 B", "1.50 KiB", ... "2.00 TiB" into buf[len]: sizes as the views print them. */
+void FSDPFormatBytes(char *buf, size_t len, double bytes);
 
 /* ------------------------------------------------------------------ options */
 

@@ -31,4 +31,6 @@ AS_IF([test "x$with_hdf5" != xno], [
   fsdp_hdf5_summary="yes ($HDF5_CFLAGS $HDF5_LIBS)"
 ])
 AM_CONDITIONAL([FSDP_HAVE_HDF5], [test $fsdp_have_hdf5 = yes])
+AS_IF([test $fsdp_have_hdf5 = yes], [FSDP_WITH_HDF5=1], [FSDP_WITH_HDF5=0])
+AC_SUBST([FSDP_WITH_HDF5])
 ])

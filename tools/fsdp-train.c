@@ -15,10 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fsdpimpl.h" /* in-tree tool: the library's byte formatter */
 #include "fsdp_nn.h"
 
-#ifdef FSDP_HAVE_HDF5
+#if FSDP_WITH_HDF5
 #include <hdf5.h>
 #endif
 
@@ -372,7 +371,7 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
   return FSDP_SUCCESS;
 }
 
-#ifdef FSDP_HAVE_HDF5
+#if FSDP_WITH_HDF5
 /* Dimensions of a dataset, or an error naming it. */
 static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2], H5T_class_t *cls)
 {
@@ -458,7 +457,7 @@ static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Datase
 {
   memset(d, 0, sizeof *d);
   if (!strcmp(spec, "synthetic") || !strncmp(spec, "synthetic:", 10)) return synthetic(spec, in, out, d);
-#ifdef FSDP_HAVE_HDF5
+#if FSDP_WITH_HDF5
   {
     H5E_auto2_t func;
     void *data;
@@ -602,12 +601,12 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
            cs.exposed_time, cs.comm_time, 100.0 * (1.0 - cs.exposed_time / cs.comm_time), (long long)cs.prefetches);
   printf("fsdp-train: peak %smemory per rank (largest over ranks)   FSDP formula\n", gpu ? "GPU " : "");
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
-    FSDPFormatBytes_Private(b1, sizeof b1, peak[c]);
-    if (expect[c] >= 0) FSDPFormatBytes_Private(b2, sizeof b2, expect[c]);
+    FSDPFormatBytes(b1, sizeof b1, peak[c]);
+    if (expect[c] >= 0) FSDPFormatBytes(b2, sizeof b2, expect[c]);
     else b2[0] = '\0';
     printf("  %-22s %12s   %12s %s\n", FSDPMemCategoryName((FSDPMemCategory)c), b1, b2, formula[c]);
   }
-  FSDPFormatBytes_Private(b1, sizeof b1, peak[FSDP_MEM_NUM_CATEGORIES]);
+  FSDPFormatBytes(b1, sizeof b1, peak[FSDP_MEM_NUM_CATEGORIES]);
   printf("  %-22s %12s\n", "total", b1);
   fflush(stdout);
   return FSDP_SUCCESS;
@@ -787,7 +786,7 @@ static FSDPErrorCode train(const Args *a)
             "fsdp-train: -checkpoint_every %lld needs -checkpoint PATH", (long long)a->checkpoint_every);
   FSDPCheck(!a->init[0] || !a->resume[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
             "fsdp-train: -init %s and -resume %s both set the parameters: give one", a->init, a->resume);
-#ifndef FSDP_HAVE_HDF5
+#if !FSDP_WITH_HDF5
   /* Say so now, not at the first checkpoint hours into the job. */
   {
     const char *what = a->checkpoint[0] ? "-checkpoint" : a->resume[0] ? "-resume" : a->export_path[0] ? "-export" : NULL;
@@ -939,7 +938,7 @@ static FSDPErrorCode train(const Args *a)
       FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
       FSDPCall(memory_stats(ctx, &st, &gpu));
       peak = max_over_ranks((double)st.total_peak);
-      FSDPFormatBytes_Private(b1, sizeof b1, peak);
+      FSDPFormatBytes(b1, sizeof b1, peak);
       if (rank == 0) {
         char sc[64];
         printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s%s/rank  comm %.3f GB/s%s\n",

@@ -461,7 +461,7 @@ static void describe(const Slot *sl, char *buf, size_t len)
 {
   char b[32];
   int size = 0;
-  FSDPFormatBytes_Private(b, sizeof b, (double)sl->op.bytes);
+  FSDPFormatBytes(b, sizeof b, (double)sl->op.bytes);
   MPI_Comm_size(sl->op.comm, &size);
   snprintf(buf, len, "the %s of unit '%s' (%s, on a communicator of %d ranks)", CommKindName(sl->op.kind),
            sl->op.unit ? sl->op.unit : "?", b, size);

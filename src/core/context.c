@@ -14,8 +14,6 @@ static const char *const strategy_aliases[] = {"full_shard", "shard_grad_op", "n
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
 static const char *const checkpoint_io_names[] = {"collective", "independent", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
-static const char *const dtype_names[] = {"fp32", "fp64", "bf16", "fp16", NULL};
-static const size_t dtype_sizes[] = {4, 8, 2, 2};
 static const char *const device_names[] = {"host", "cuda", NULL};
 static const char *const replicate_engine_names[] = {"mpi", "nccl", NULL};
 
@@ -23,24 +21,6 @@ const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
 {
   if ((int)strategy < 0 || strategy >= FSDP_NUM_SHARDING_STRATEGIES) return "unknown strategy";
   return strategy_names[strategy];
-}
-
-const char *FSDPDataTypeName(FSDPDataType dtype)
-{
-  if ((int)dtype < 0 || dtype >= FSDP_NUM_DATA_TYPES) return "unknown data type";
-  return dtype_names[dtype];
-}
-
-size_t FSDPDataTypeSize(FSDPDataType dtype)
-{
-  if ((int)dtype < 0 || dtype >= FSDP_NUM_DATA_TYPES) return 0;
-  return dtype_sizes[dtype];
-}
-
-MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
-{
-  /* 16-bit values travel as their bits; their sums go through FSDPSum*_Private. */
-  return dtype == FSDP_FLOAT64 ? MPI_DOUBLE : dtype == FSDP_FLOAT32 ? MPI_FLOAT : MPI_UINT16_T;
 }
 
 #define CHECK_CTX(c) FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL")
@@ -385,15 +365,15 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
     FSDPCall(FSDPOptionsGetEnum("-fsdp_param_dtype",
                                 "mixed precision: the type of unsharded parameters and all-gathers (fp32: the "
                                 "units' own; bf16, fp16 over fp32 master shards)",
-                                dtype_names, (int)ctx->param_dtype, &param, &pset));
+                                FSDPDataTypeNames_Private, (int)ctx->param_dtype, &param, &pset));
     /* As in PyTorch's MixedPrecision, gradients follow the parameters unless told otherwise. */
     FSDPCall(FSDPOptionsGetEnum("-fsdp_reduce_dtype",
                                 "mixed precision: the type gradients are reduced in (default: -fsdp_param_dtype's)",
-                                dtype_names, pset ? param : (int)ctx->reduce_dtype, &reduce, &rset));
+                                FSDPDataTypeNames_Private, pset ? param : (int)ctx->reduce_dtype, &reduce, &rset));
     FSDPCheck(is_policy_dtype((FSDPDataType)param), MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "-fsdp_param_dtype %s: mixed precision types are fp32, bf16 and fp16", dtype_names[param]);
+              "-fsdp_param_dtype %s: mixed precision types are fp32, bf16 and fp16", FSDPDataTypeNames_Private[param]);
     FSDPCheck(is_policy_dtype((FSDPDataType)reduce), MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16", dtype_names[reduce]);
+              "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16", FSDPDataTypeNames_Private[reduce]);
     if (pset || rset) FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
   }
   FSDPCall(FSDPOptionsGetEnum("-fsdp_device",
@@ -566,8 +546,8 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
     if (ctx->units[i]->dtype != FSDP_FLOAT32 && (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
                        "mixed precision (parameters %s, reductions %s) needs fp32 master copies, but unit '%s' is %s",
-                       dtype_names[ctx->param_dtype], dtype_names[ctx->reduce_dtype], ctx->units[i]->name,
-                       dtype_names[ctx->units[i]->dtype]);
+                       FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype], ctx->units[i]->name,
+                       FSDPDataTypeNames_Private[ctx->units[i]->dtype]);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   return FSDP_SUCCESS;
 }
@@ -1007,7 +987,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   int64_t numel = 0, shard_bytes = 0, max_bytes = 0, max_gbytes = 0, all_bytes = 0;
   int nparams = 0;
   char a[32], b[32], c[32], d[32], e[64];
-  const char *low = ctx->param_dtype != FSDP_FLOAT32 ? dtype_names[ctx->param_dtype] : NULL;
+  const char *low = ctx->param_dtype != FSDP_FLOAT32 ? FSDPDataTypeNames_Private[ctx->param_dtype] : NULL;
 
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
@@ -1037,7 +1017,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   if (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32)
     FSDPCall(FSDPViewerASCIIPrintf(v, "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
                                    "in %s%s; fp32 master shards, gradients and optimizer state\n",
-                                   dtype_names[ctx->param_dtype], dtype_names[ctx->reduce_dtype],
+                                   FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype],
                                    ctx->predivide > 1 ? (snprintf(e, sizeof e, " (divided by %g before the sum)",
                                                                   ctx->predivide), e) : ""));
   FSDPCall(ShardGroupView(ctx->group, v));
@@ -1046,7 +1026,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                  "padded", "shard", "pad"));
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7d %14lld %14lld %14lld %6lld\n", u->name, dtype_names[u->dtype],
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7d %14lld %14lld %14lld %6lld\n", u->name, FSDPDataTypeNames_Private[u->dtype],
                                    u->nparams, (long long)u->numel, (long long)u->padded, (long long)u->shard_numel,
                                    (long long)(u->padded - u->numel)));
   }
@@ -1062,12 +1042,12 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     const FSDPMemoryPlan *p = &ctx->plan;
     int L = p->unsharded_buffers;
     FSDPCall(FSDPViewerASCIIPrintf(v, "memory plan per rank (allocated at SetUp; after the first step, a step allocates nothing):\n"));
-    FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
+    FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "parameter shards", a));
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "gradient shards", a));
-    FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
-    FSDPFormatBytes_Private(b, sizeof b, (double)max_bytes);
-    FSDPFormatBytes_Private(d, sizeof d, (double)max_gbytes);
+    FSDPFormatBytes(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
+    FSDPFormatBytes(b, sizeof b, (double)max_bytes);
+    FSDPFormatBytes(d, sizeof d, (double)max_gbytes);
     if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)%s%s for parameters (%s keeps every unit from "
                                      "forward to backward) + %d x %s for gradients\n",
@@ -1077,11 +1057,11 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   %d x %s%s%s for parameters%s + %d x %s for gradients\n",
                                      "unsharded buffers", a, L, b, low ? " in " : "", low ? low : "",
                                      ctx->direct ? " (F = 1: the shards are the units)" : "", p->gradient_buffers, d));
-    FSDPFormatBytes_Private(a, sizeof a, (double)p->bytes[FSDP_MEM_COMM_STAGING]);
+    FSDPFormatBytes(a, sizeof a, (double)p->bytes[FSDP_MEM_COMM_STAGING]);
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
                                    "gradients\n", "communication staging", a));
-    FSDPFormatBytes_Private(a, sizeof a, (double)shard_bytes);
-    FSDPFormatBytes_Private(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
+    FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
+    FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
     if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
     else

@@ -129,10 +129,6 @@ struct FSDPContext_s {
   FSDPLogEvent ev_save, ev_load;
 };
 
-MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
-/* MPI_User_function sums of bf16 and fp16 values (as MPI_UINT16_T): in fp32, rounded once. */
-void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
-void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
 /* Whether a parameter called `name` exists (raises nothing). */
 bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the

@@ -13,6 +13,14 @@ int FSDPWorldRank_Private(void);
 /* The signal FSDPNotifySignal recorded; 0: none. */
 int FSDPPendingSignal_Private(void);
 
+/* Data types (src/sys/dtype.c): the option names ("fp32", ... NULL), the MPI
+   datatype each travels as (16-bit values as MPI_UINT16_T, their bits), and
+   MPI_User_function sums of bf16 and fp16 values: in fp32, rounded once. */
+extern const char *const FSDPDataTypeNames_Private[];
+MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
+void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
+void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
+
 /* Reads FSDP_OPTIONS and argv; where argv names options files, *argc and *argv
    are replaced by the expanded list, which lives until FSDPOptionsFinalize_Private. */
 FSDPErrorCode FSDPOptionsInitialize_Private(int *argc, char ***argv);
@@ -47,8 +55,6 @@ FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
    communicator.  `caller` names the function in the message. */
 FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller);
 
-/* "512 B", "1.50 KiB", ... "2.00 TiB" into buf[len]. */
-void FSDPFormatBytes_Private(char *buf, size_t len, double bytes);
 
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* FNV-1a, 64 bits: h = FSDPHashBytes_Private(FSDP_HASH_INIT, data, n), and

@@ -5,7 +5,7 @@
 #include "fsdpimpl.h"
 #include "fsdp_nn.h"
 
-#include "../device/elementwise.h" /* the constants, shared with the GPU's kernels */
+#include "elementwise.h" /* the constants, shared with the GPU's kernels */
 
 /* C[m, n] = alpha op(A) op(B) + beta C, row-major: OpenBLAS when built with it. */
 void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,

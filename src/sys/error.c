@@ -6,6 +6,16 @@
 
 #include "fsdpimpl.h"
 
+/* Here, not in init.c: the error stack, which everything uses, uses nothing above it. */
+int FSDPWorldRank_Private(void)
+{
+  int up = 0, down = 0, rank = -1;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 #define FSDP_MAX_FRAMES 64
 
 typedef struct {

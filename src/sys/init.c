@@ -30,15 +30,6 @@ static const char *thread_level_name(int level)
 
 MPI_Comm FSDPCommWorld_Private(void) { return sys.world; }
 
-int FSDPWorldRank_Private(void)
-{
-  int up = 0, down = 0, rank = -1;
-  MPI_Initialized(&up);
-  MPI_Finalized(&down);
-  if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 static volatile sig_atomic_t pending_signal;
 
 void FSDPNotifySignal(int signo) { pending_signal = signo; }

@@ -186,7 +186,7 @@ static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**name
   return FSDP_SUCCESS;
 }
 
-void FSDPFormatBytes_Private(char *buf, size_t len, double bytes)
+void FSDPFormatBytes(char *buf, size_t len, double bytes)
 {
   static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -218,9 +218,9 @@ static FSDPErrorCode view_memory(FSDPViewer viewer, MPI_Comm comm)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "\nHost memory allocated by libfsdp   %16s %16s %16s\n", "current (max)",
                                  "peak (max)", "peak (sum)"));
   for (int k = 0; k < NC; k++) {
-    FSDPFormatBytes_Private(a, sizeof a, maxs[k]);
-    FSDPFormatBytes_Private(b, sizeof b, maxs[NC + k]);
-    FSDPFormatBytes_Private(c, sizeof c, sums[NC + k]);
+    FSDPFormatBytes(a, sizeof a, maxs[k]);
+    FSDPFormatBytes(b, sizeof b, maxs[NC + k]);
+    FSDPFormatBytes(c, sizeof c, sums[NC + k]);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %-32s %16s %16s %16s\n",
                                    k < FSDP_MEM_NUM_CATEGORIES ? FSDPMemCategoryName((FSDPMemCategory)k) : "total", a,
                                    b, c));

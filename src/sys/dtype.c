@@ -1,5 +1,7 @@
-/* FSDPDataTypeConvert: float32 to and from bfloat16 and float16, with round
-   to nearest even, and float32 to and from float64.  The 16-bit conversions
+/* The data types, at the bottom so that every layer can use them: names,
+   sizes, MPI datatypes, the 16-bit sums, and FSDPDataTypeConvert: float32
+   to and from bfloat16 and float16, with round to nearest even, and float32
+   to and from float64.  The 16-bit conversions
    are branch-free integer and float arithmetic on each element.  With
    SSE2, GCC 12 vectorizes the bf16 loops and the bf16 sum (4 to 8 elements
    per instruction; measured 0.6 ns per element narrowing, 0.35 widening);
@@ -7,12 +9,33 @@
    rounding mode and no flush-to-zero, as C11 gives them. */
 #include <string.h>
 
-#include "coreimpl.h"
+#include "fsdpimpl.h"
 
 /* The per-element conversions are shared with the CUDA kernels. */
-#include "../device/elementwise.h"
+#include "elementwise.h"
 
 #define VECTORIZE FSDP_EW_VECTORIZE
+
+const char *const FSDPDataTypeNames_Private[] = {"fp32", "fp64", "bf16", "fp16", NULL};
+static const size_t dtype_sizes[] = {4, 8, 2, 2};
+
+const char *FSDPDataTypeName(FSDPDataType dtype)
+{
+  if ((int)dtype < 0 || dtype >= FSDP_NUM_DATA_TYPES) return "unknown data type";
+  return FSDPDataTypeNames_Private[dtype];
+}
+
+size_t FSDPDataTypeSize(FSDPDataType dtype)
+{
+  if ((int)dtype < 0 || dtype >= FSDP_NUM_DATA_TYPES) return 0;
+  return dtype_sizes[dtype];
+}
+
+MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype)
+{
+  /* 16-bit values travel as their bits; their sums go through FSDPSum*_Private. */
+  return dtype == FSDP_FLOAT64 ? MPI_DOUBLE : dtype == FSDP_FLOAT32 ? MPI_FLOAT : MPI_UINT16_T;
+}
 
 VECTORIZE FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n)
 {
