@@ -18,6 +18,14 @@
 extern "C" {
 #endif
 
+/* What libfsdp exports: the library builds with -fvisibility=hidden, so a
+   function is public exactly when its declaration here says FSDP_EXTERN. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FSDP_EXTERN extern __attribute__((visibility("default")))
+#else
+#define FSDP_EXTERN extern
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define FSDP_ATTR_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
 #define FSDPUnlikely(cond) __builtin_expect(!!(cond), 0)
@@ -56,20 +64,20 @@ typedef enum {
   FSDP_ERRORS_ARE_FATAL     /* print the error and MPI_Abort at once */
 } FSDPErrorMode;
 
-const char *FSDPGetErrorString(FSDPErrorCode code);
-FSDPErrorCode FSDPSetErrorMode(FSDPErrorMode mode);
-FSDPErrorCode FSDPGetErrorMode(FSDPErrorMode *mode);
+FSDP_EXTERN const char *FSDPGetErrorString(FSDPErrorCode code);
+FSDP_EXTERN FSDPErrorCode FSDPSetErrorMode(FSDPErrorMode mode);
+FSDP_EXTERN FSDPErrorCode FSDPGetErrorMode(FSDPErrorMode *mode);
 /* The last error raised on this thread: its code, message and traceback depth. */
-FSDPErrorCode FSDPGetLastError(FSDPErrorCode *code, const char **message, int *nframes);
+FSDP_EXTERN FSDPErrorCode FSDPGetLastError(FSDPErrorCode *code, const char **message, int *nframes);
 /* Print the last error's traceback, one line per frame, prefixed by the rank. */
-FSDPErrorCode FSDPErrorPrintTrace(FILE *fp);
+FSDP_EXTERN FSDPErrorCode FSDPErrorPrintTrace(FILE *fp);
 
 /* Used by the macros below; call them through the macros. */
-FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
+FSDP_EXTERN FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
                         const char *fmt, ...) FSDP_ATTR_FORMAT(6, 7);
-FSDPErrorCode FSDPErrorTraceback(int line, const char *func, const char *file, FSDPErrorCode code);
-FSDPErrorCode FSDPErrorMPI(int line, const char *func, const char *file, int mpierr, const char *call);
-void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
+FSDP_EXTERN FSDPErrorCode FSDPErrorTraceback(int line, const char *func, const char *file, FSDPErrorCode code);
+FSDP_EXTERN FSDPErrorCode FSDPErrorMPI(int line, const char *func, const char *file, int mpierr, const char *call);
+FSDP_EXTERN void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
 
 /* Call a function that returns FSDPErrorCode; on error, add this frame to the
    traceback and return the code to the caller. */
@@ -112,20 +120,20 @@ void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
    when MPI is not initialized yet.  argc and argv may be NULL.  When argv names
    options files (-options_file FILE), *argc and *argv are replaced by a list
    with each file's words in place of the pair, valid until FSDPFinalize. */
-FSDPErrorCode FSDPInitialize(int *argc, char ***argv);
+FSDP_EXTERN FSDPErrorCode FSDPInitialize(int *argc, char ***argv);
 /* Prints -fsdp_log_view and unused-option reports; finalizes MPI only when
    FSDPInitialize initialized it. */
-FSDPErrorCode FSDPFinalize(void);
-FSDPErrorCode FSDPInitialized(bool *initialized);
+FSDP_EXTERN FSDPErrorCode FSDPFinalize(void);
+FSDP_EXTERN FSDPErrorCode FSDPInitialized(bool *initialized);
 /* For a program's SIGTERM/SIGUSR1 handler (async-signal-safe): the job is
    being stopped.  libfsdp only records it.  A collective that is then still
    waiting after the context's signal grace (-fsdp_signal_grace) aborts the
    job with a message naming the signal and the collective, instead of
    waiting for the watchdog: a peer that will never arrive is usually why a
    job does not stop at its signal. */
-void FSDPNotifySignal(int signo);
+FSDP_EXTERN void FSDPNotifySignal(int signo);
 
-FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
+FSDP_EXTERN FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 
 /* ------------------------------------------------------------------ viewers */
 
@@ -134,53 +142,53 @@ FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 typedef struct FSDPViewer_s *FSDPViewer;
 
 /* name: "stdout", "stderr" or a file name (created by the communicator's rank 0). */
-FSDPErrorCode FSDPViewerASCIIOpen(MPI_Comm comm, const char *name, FSDPViewer *viewer);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIOpen(MPI_Comm comm, const char *name, FSDPViewer *viewer);
 /* Collective: flushes synchronized output first. */
-FSDPErrorCode FSDPViewerDestroy(FSDPViewer *viewer);
-FSDPErrorCode FSDPViewerGetComm(FSDPViewer viewer, MPI_Comm *comm);
+FSDP_EXTERN FSDPErrorCode FSDPViewerDestroy(FSDPViewer *viewer);
+FSDP_EXTERN FSDPErrorCode FSDPViewerGetComm(FSDPViewer viewer, MPI_Comm *comm);
 /* Written once, by rank 0 of the viewer's communicator. */
-FSDPErrorCode FSDPViewerASCIIPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
 /* Buffered on every rank; FSDPViewerFlush (collective) writes all ranks' text in rank order. */
-FSDPErrorCode FSDPViewerASCIISynchronizedPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
-FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer);
-FSDPErrorCode FSDPViewerASCIIPushTab(FSDPViewer viewer);
-FSDPErrorCode FSDPViewerASCIIPopTab(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIISynchronizedPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
+FSDP_EXTERN FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPushTab(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPopTab(FSDPViewer viewer);
 
 /* The build: version, backends, and the versions of MPI, hwloc, HDF5, BLAS,
    CUDA and NCCL this library runs with.  Collective on the viewer. */
-FSDPErrorCode FSDPConfigView(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPConfigView(FSDPViewer viewer);
 /* "512 B", "1.50 KiB", ... "2.00 TiB" into buf[len]: sizes as the views print them. */
-void FSDPFormatBytes(char *buf, size_t len, double bytes);
+FSDP_EXTERN void FSDPFormatBytes(char *buf, size_t len, double bytes);
 
 /* ------------------------------------------------------------------ options */
 
 /* Each getter registers its option (for -help and the unused-option report)
    and reads it.  `set` (may be NULL) tells whether the option was given; when
    it was not, *value is the default.  A malformed value is FSDP_ERR_OPTION. */
-FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defval, int64_t min, int64_t max,
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defval, int64_t min, int64_t max,
                                 int64_t *value, bool *set);
-FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defval, double *value, bool *set);
-FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval, bool *value, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defval, double *value, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval, bool *value, bool *set);
 /* choices: NULL-terminated; defval and *value index it. */
-FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
                                  int *value, bool *set);
 /* Copies into value[len]; a value that does not fit is an error. */
-FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const char *defval, char *value,
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const char *defval, char *value,
                                    size_t len, bool *set);
 /* Comma-separated lists: on entry *n is the capacity of values, on exit the
    count read (unchanged, with values untouched, when the option is not set). */
-FSDPErrorCode FSDPOptionsGetIntList(const char *name, const char *help, int64_t *values, int *n, bool *set);
-FSDPErrorCode FSDPOptionsGetRealList(const char *name, const char *help, double *values, int *n, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetIntList(const char *name, const char *help, int64_t *values, int *n, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetRealList(const char *name, const char *help, double *values, int *n, bool *set);
 
 /* Programmatic access to the database; value NULL sets a flag. */
-FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value);
-FSDPErrorCode FSDPOptionsClearValue(const char *name);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsClearValue(const char *name);
 /* Parse a string like the FSDP_OPTIONS environment variable: "-fsdp_a 1 -fsdp_b". */
-FSDPErrorCode FSDPOptionsInsertString(const char *options);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsInsertString(const char *options);
 /* Report every option given but never read, with the closest registered name;
    *nleft (may be NULL) gets their number on this rank.  Collective. */
-FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft);
-FSDPErrorCode FSDPOptionsView(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsView(FSDPViewer viewer);
 
 /* ------------------------------------------------------------------ logging */
 
@@ -193,15 +201,15 @@ typedef struct {
 } FSDPLogEventInfo;
 
 /* Registering a name twice returns the same event. */
-FSDPErrorCode FSDPLogEventRegister(const char *name, FSDPLogEvent *event);
+FSDP_EXTERN FSDPErrorCode FSDPLogEventRegister(const char *name, FSDPLogEvent *event);
 /* Begin/End cost a branch while logging is off (see FSDPLogSetActive, -fsdp_log_view). */
-FSDPErrorCode FSDPLogEventBegin(FSDPLogEvent event);
-FSDPErrorCode FSDPLogEventEnd(FSDPLogEvent event, int64_t bytes);
-FSDPErrorCode FSDPLogEventGetInfo(FSDPLogEvent event, FSDPLogEventInfo *info);
-FSDPErrorCode FSDPLogSetActive(bool active);
-FSDPErrorCode FSDPLogGetActive(bool *active);
+FSDP_EXTERN FSDPErrorCode FSDPLogEventBegin(FSDPLogEvent event);
+FSDP_EXTERN FSDPErrorCode FSDPLogEventEnd(FSDPLogEvent event, int64_t bytes);
+FSDP_EXTERN FSDPErrorCode FSDPLogEventGetInfo(FSDPLogEvent event, FSDPLogEventInfo *info);
+FSDP_EXTERN FSDPErrorCode FSDPLogSetActive(bool active);
+FSDP_EXTERN FSDPErrorCode FSDPLogGetActive(bool *active);
 /* Per-event table (min/max/avg over ranks, GB/s) and memory; collective on the viewer. */
-FSDPErrorCode FSDPLogView(FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPLogView(FSDPViewer viewer);
 
 /* ------------------------------------------------------------------ ShardGroup */
 
@@ -228,39 +236,39 @@ typedef enum {
 } FSDPBind;
 
 /* Collective on comm, which is duplicated. */
-FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group);
+FSDP_EXTERN FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group);
 /* F ranks per shard group; 0 (the default) derives F from the shard domain. */
-FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor);
-FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain);
-FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind);
+FSDP_EXTERN FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor);
+FSDP_EXTERN FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain);
+FSDP_EXTERN FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind);
 /* -fsdp_sharding_factor, -fsdp_shard_domain, -fsdp_bind, -fsdp_topology,
    -fsdp_ranks_per_node, -fsdp_rank_placement, -fsdp_view (doc/options.md). */
-FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group);
+FSDP_EXTERN FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group);
 /* Collective: discovers nodes and topology, binds, builds the communicators
    and assigns devices.  Errors are raised on every rank. */
-FSDPErrorCode ShardGroupSetUp(ShardGroup group);
+FSDP_EXTERN FSDPErrorCode ShardGroupSetUp(ShardGroup group);
 /* Collective: topology per node, the groups, and one line per rank.  A NULL
    viewer is stdout on the group's communicator. */
-FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer);
 /* Collective; sets *group to NULL. */
-FSDPErrorCode ShardGroupDestroy(ShardGroup *group);
+FSDP_EXTERN FSDPErrorCode ShardGroupDestroy(ShardGroup *group);
 
 /* Getters, valid after ShardGroupSetUp; any output pointer may be NULL.
    Communicators belong to the group: do not free them. */
-FSDPErrorCode ShardGroupGetComm(ShardGroup group, MPI_Comm *comm);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetComm(ShardGroup group, MPI_Comm *comm);
 /* The F ranks of this rank's shard group; *index is this rank's shard. */
-FSDPErrorCode ShardGroupGetShardComm(ShardGroup group, MPI_Comm *comm, int *index, int *factor);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetShardComm(ShardGroup group, MPI_Comm *comm, int *index, int *factor);
 /* The W/F ranks holding the same shard; *index is this rank's shard group. */
-FSDPErrorCode ShardGroupGetReplicateComm(ShardGroup group, MPI_Comm *comm, int *index, int *size);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetReplicateComm(ShardGroup group, MPI_Comm *comm, int *index, int *size);
 /* Node of this rank (nodes numbered by their lowest rank) and how many there are. */
-FSDPErrorCode ShardGroupGetNode(ShardGroup group, int *node, int *nnodes);
-FSDPErrorCode ShardGroupGetLocalRank(ShardGroup group, int *local_rank, int *local_size);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetNode(ShardGroup group, int *node, int *nnodes);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetLocalRank(ShardGroup group, int *local_rank, int *local_size);
 /* The GPU assigned to this rank, numbered in PCI bus order on its node, or -1
    when the node has none; *nsharing is how many ranks of the node share it. */
-FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int *nsharing);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int *nsharing);
 /* Its PCI bus id ("0000:18:00.0"), or NULL without a GPU: what
    cudaDeviceGetByPCIBusId takes, whatever CUDA's device order. */
-FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid);
+FSDP_EXTERN FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid);
 
 /* ------------------------------------------------------------------ FSDPContext and FlatParam */
 
@@ -276,15 +284,15 @@ typedef enum {
 } FSDPDataType;
 
 /* "fp32", "fp64", "bf16", "fp16" */
-const char *FSDPDataTypeName(FSDPDataType dtype);
+FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
 /* Bytes per element, 0 for a value that is not an FSDPDataType. */
-size_t FSDPDataTypeSize(FSDPDataType dtype);
+FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
 /* Converts n values; to bf16 and fp16 with round to nearest even (a NaN
    stays a NaN, a value beyond fp16's range becomes an infinity), from them
    exactly.  Every type converts to and from fp32; fp64 and the 16-bit types
    do not convert into each other (through fp32 they would round twice).
    dst and src may be the same array only when the types are. */
-FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
+FSDP_EXTERN FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
 
 /* How units are sharded (doc/flatparam.md).  W ranks in all, F per shard group. */
 typedef enum {
@@ -297,7 +305,7 @@ typedef enum {
 } FSDPShardingStrategy;
 
 /* "full", "grad_op", "none", "hybrid", "hybrid_zero2": the -fsdp_sharding_strategy values. */
-const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy);
+FSDP_EXTERN const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy);
 
 /* One unit's lifecycle: SHARDED -> GATHERING -> UNSHARDED -> REDUCING -> SHARDED. */
 typedef enum {
@@ -307,7 +315,7 @@ typedef enum {
   FSDP_FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
 } FlatParamState;
 
-const char *FlatParamStateName(FlatParamState state);
+FSDP_EXTERN const char *FlatParamStateName(FlatParamState state);
 
 /* The context owns its units; their getters, like the ShardGroup's, take
    NULL for any output not wanted.  doc/flatparam.md tells the whole story. */
@@ -327,106 +335,106 @@ typedef FSDPErrorCode (*FSDPShardInitFn)(FlatParam unit, FSDPParamId id, int64_t
                                          void *user);
 
 /* Collective on comm, which is duplicated.  The context creates its ShardGroup. */
-FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx);
-FSDPErrorCode FSDPContextSetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy strategy);
-FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy);
+FSDP_EXTERN FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy strategy);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy);
 /* The context's ShardGroup: configure it before FSDPContextSetUp (hybrid
    strategies take F from it), query it after.  It belongs to the context. */
-FSDPErrorCode FSDPContextGetShardGroup(FSDPContext ctx, ShardGroup *group);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetShardGroup(FSDPContext ctx, ShardGroup *group);
 /* At most one of the two initializers; without either, parameters start at zero. */
-FSDPErrorCode FSDPContextSetUnitInit(FSDPContext ctx, FSDPUnitInitFn init, void *user);
-FSDPErrorCode FSDPContextSetShardInit(FSDPContext ctx, FSDPShardInitFn init, void *user);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetUnitInit(FSDPContext ctx, FSDPUnitInitFn init, void *user);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetShardInit(FSDPContext ctx, FSDPShardInitFn init, void *user);
 /* Whether SetUp broadcasts each shard from the first replica to the others (default false). */
-FSDPErrorCode FSDPContextSetSyncParams(FSDPContext ctx, bool sync);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetSyncParams(FSDPContext ctx, bool sync);
 /* -fsdp_sharding_strategy, -fsdp_sync_params, -fsdp_view, and the ShardGroup's options. */
-FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx);
 /* A new unit, last in execution order; it belongs to the context. */
-FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *unit);
+FSDP_EXTERN FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *unit);
 /* Collective: builds the ShardGroup, checks that every rank registered the
    same units, lays out and allocates shards, runs the initializer. */
-FSDPErrorCode FSDPContextSetUp(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetUp(FSDPContext ctx);
 /* Collective: waits for every gradient reduction started by FlatParamReduceGrad
    and, with gradient sync on, reduces what accumulation left unreduced;
    gradient shards are then final and the optimizer may run. */
-FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx);
 /* Zero every gradient shard and drop gradients accumulated without synchronization. */
-FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextZeroGrad(FSDPContext ctx);
 /* Gradient synchronization of FlatParamReduceGrad (default true).  With false
    no communication happens: each unit keeps its unsharded gradient and later
    micro-batches add to it, until a reduction with synchronization on. */
-FSDPErrorCode FSDPContextSetGradSync(FSDPContext ctx, bool sync);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetGradSync(FSDPContext ctx, bool sync);
 /* Hybrid strategies: with false, gradients are reduce-scattered in the shard
    group but not all-reduced across replicas, until a reduction with it on. */
-FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool sync);
 /* Collective: broadcast every shard from the first replica to the others
    (what -fsdp_sync_params does at SetUp). */
-FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx);
 /* The context's own duplicate of the communicator it was created on. */
-FSDPErrorCode FSDPContextGetComm(FSDPContext ctx, MPI_Comm *comm);
-FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
-FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetComm(FSDPContext ctx, MPI_Comm *comm);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit);
 /* The unit holding the parameter called `name`; FSDP_ERR_ARG when there is none. */
-FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
+FSDP_EXTERN FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Per rank, in elements: all original parameters, this rank's shards (padding
    included), and the largest unit unsharded (padding included). */
-FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
 /* Collective: strategy, ShardGroup, units and the memory they take. */
-FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
 /* Collective; an error, with the context left intact, while reductions are in flight. */
-FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx);
 
 /* Before SetUp.  All parameters of a unit share its data type (default FSDP_FLOAT32). */
-FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
+FSDP_EXTERN FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
 /* Register a parameter of shape[0] x ... x shape[ndim-1] (ndim 0: a scalar;
    a zero extent: an empty tensor).  Names are unique in the context. */
-FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[], FSDPParamId *id);
+FSDP_EXTERN FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[], FSDPParamId *id);
 
 /* Trainable (the default) or frozen, like requires_grad in PyTorch: a frozen
    parameter keeps its value and has no optimizer state, while the other
    parameters of its unit train.  Set it the same on every rank, before
    FSDPOptimizerSetUp. */
-FSDPErrorCode FlatParamSetTrainable(FlatParam unit, FSDPParamId id, bool trainable);
-FSDPErrorCode FlatParamGetTrainable(FlatParam unit, FSDPParamId id, bool *trainable);
+FSDP_EXTERN FSDPErrorCode FlatParamSetTrainable(FlatParam unit, FSDPParamId id, bool trainable);
+FSDP_EXTERN FSDPErrorCode FlatParamGetTrainable(FlatParam unit, FSDPParamId id, bool *trainable);
 
 /* Collective on the shard group: all-gather the unit (state UNSHARDED). */
-FSDPErrorCode FlatParamUnshard(FlatParam unit);
+FSDP_EXTERN FSDPErrorCode FlatParamUnshard(FlatParam unit);
 /* Release the unsharded parameters (state SHARDED).  Under SHARD_GRAD_OP the
    buffer is kept for the backward pass, but views are invalid all the same. */
-FSDPErrorCode FlatParamReshard(FlatParam unit);
+FSDP_EXTERN FSDPErrorCode FlatParamReshard(FlatParam unit);
 /* Collective on the shard and replicate groups, after the unit's backward:
    releases the unsharded parameters and starts averaging the unsharded
    gradient over all W ranks into the gradient shard (state REDUCING until
    the next unit's reduction or FSDPContextFinishBackward completes it).  A
    rank that never asked for the gradient reduces zeros.  With gradient sync
    off it only releases. */
-FSDPErrorCode FlatParamReduceGrad(FlatParam unit);
+FSDP_EXTERN FSDPErrorCode FlatParamReduceGrad(FlatParam unit);
 
 /* Views into the unsharded buffers, valid while the unit is UNSHARDED.  The
    gradient is zero when first asked for in a step; add to it.  Parameters
    are in FlatParamGetViewDataType's type, gradients in the unit's. */
-FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values);
-FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values);
+FSDP_EXTERN FSDPErrorCode FlatParamGetParam(FlatParam unit, FSDPParamId id, void **values);
+FSDP_EXTERN FSDPErrorCode FlatParamGetGrad(FlatParam unit, FSDPParamId id, void **values);
 
 /* This rank's shard, its gradient shard (always valid after SetUp), and their length. */
-FSDPErrorCode FlatParamGetShard(FlatParam unit, void **values, int64_t *numel);
-FSDPErrorCode FlatParamGetGradShard(FlatParam unit, void **values, int64_t *numel);
+FSDP_EXTERN FSDPErrorCode FlatParamGetShard(FlatParam unit, void **values, int64_t *numel);
+FSDP_EXTERN FSDPErrorCode FlatParamGetGradShard(FlatParam unit, void **values, int64_t *numel);
 /* Which part of parameter `id` this rank's shard holds: elements [*begin, *end)
    of the flattened parameter, at element *offset of the shard.  *begin == *end
    when it holds none of it.  Any output may be NULL. */
-FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *begin, int64_t *end, int64_t *offset);
+FSDP_EXTERN FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *begin, int64_t *end, int64_t *offset);
 
-FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name);
-FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state);
-FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype);
+FSDP_EXTERN FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name);
+FSDP_EXTERN FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state);
+FSDP_EXTERN FSDPErrorCode FlatParamGetDataType(FlatParam unit, FSDPDataType *dtype);
 /* The type of FlatParamGetParam's views: the mixed-precision param_dtype, or
    the unit's own (always the unit's own inside a unit initializer). */
-FSDPErrorCode FlatParamGetViewDataType(FlatParam unit, FSDPDataType *dtype);
-FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams);
+FSDP_EXTERN FSDPErrorCode FlatParamGetViewDataType(FlatParam unit, FSDPDataType *dtype);
+FSDP_EXTERN FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams);
 /* shape has ndim entries and lives as long as the context; any output may be NULL. */
-FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
+FSDP_EXTERN FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
                                     const int64_t **shape, int64_t *numel);
 /* Elements: the original parameters, padded to a multiple of F, and one shard (padded / F). */
-FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel, int64_t *shard_numel);
+FSDP_EXTERN FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel, int64_t *shard_numel);
 
 /* ------------------------------------------------------------------ optimizers */
 
@@ -438,31 +446,31 @@ typedef struct FSDPOptimizer_s *FSDPOptimizer;
 typedef enum { FSDP_OPTIMIZER_SGD = 0, FSDP_OPTIMIZER_ADAMW } FSDPOptimizerType;
 /* Constant, or linear warmup then cosine decay to zero. */
 typedef enum { FSDP_LR_CONSTANT = 0, FSDP_LR_COSINE } FSDPLRSchedule;
-const char *FSDPOptimizerTypeName(FSDPOptimizerType type);
-const char *FSDPLRScheduleName(FSDPLRSchedule schedule);
+FSDP_EXTERN const char *FSDPOptimizerTypeName(FSDPOptimizerType type);
+FSDP_EXTERN const char *FSDPLRScheduleName(FSDPLRSchedule schedule);
 
 /* Default AdamW: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01.
    SGD: lr 1e-3, momentum 0, weight decay 0, no nesterov. */
-FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt);
-FSDPErrorCode FSDPOptimizerSetType(FSDPOptimizer opt, FSDPOptimizerType type);
-FSDPErrorCode FSDPOptimizerSetLearningRate(FSDPOptimizer opt, double lr);
-FSDPErrorCode FSDPOptimizerSetWeightDecay(FSDPOptimizer opt, double weight_decay);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetType(FSDPOptimizer opt, FSDPOptimizerType type);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetLearningRate(FSDPOptimizer opt, double lr);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetWeightDecay(FSDPOptimizer opt, double weight_decay);
 /* SGD only. */
-FSDPErrorCode FSDPOptimizerSetMomentum(FSDPOptimizer opt, double momentum, bool nesterov);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetMomentum(FSDPOptimizer opt, double momentum, bool nesterov);
 /* AdamW only. */
-FSDPErrorCode FSDPOptimizerSetBetas(FSDPOptimizer opt, double beta1, double beta2);
-FSDPErrorCode FSDPOptimizerSetEps(FSDPOptimizer opt, double eps);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetBetas(FSDPOptimizer opt, double beta1, double beta2);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetEps(FSDPOptimizer opt, double eps);
 /* Cosine: the rate rises linearly over warmup_steps steps, then decays to
    zero at step total_steps. */
-FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedule, int64_t warmup_steps,
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedule, int64_t warmup_steps,
                                        int64_t total_steps);
 /* Clip the global gradient norm to max_norm in every FSDPOptimizerStep (0: off, the default). */
-FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
 /* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
    -fsdp_beta1, -fsdp_beta2, -fsdp_eps, -fsdp_lr_schedule, -fsdp_warmup_steps,
    -fsdp_lr_decay_steps, -fsdp_clip_grad_norm, and before SetUp -fsdp_grad_scaler,
    -fsdp_grad_scaler_init_scale, -fsdp_grad_scaler_growth_interval. */
-FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
 /* Dynamic loss scaling, for fp16 (PyTorch's ShardedGradScaler; doc/optim.md).
    Multiply the loss gradient by FSDPOptimizerGetGradScale's scale before
    backward.  FSDPOptimizerStep (and FSDPOptimizerClipGradNorm, if called
@@ -471,32 +479,32 @@ FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
    backoff_factor; after growth_interval steps in a row without one, it
    multiplies the scale by growth_factor.  Defaults: off, 65536, 2, 0.5, 2000.
    Before SetUp. */
-FSDPErrorCode FSDPOptimizerSetGradScaler(FSDPOptimizer opt, bool enable); /* -fsdp_grad_scaler */
-FSDPErrorCode FSDPOptimizerGetGradScaler(FSDPOptimizer opt, bool *enabled);
-FSDPErrorCode FSDPOptimizerSetGradScalerParams(FSDPOptimizer opt, double init_scale, double growth_factor,
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetGradScaler(FSDPOptimizer opt, bool enable); /* -fsdp_grad_scaler */
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradScaler(FSDPOptimizer opt, bool *enabled);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetGradScalerParams(FSDPOptimizer opt, double init_scale, double growth_factor,
                                                double backoff_factor, int64_t growth_interval);
 /* The scale for the next backward (1 with the scaler off), and the steps skipped so far. */
-FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_t *skipped);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_t *skipped);
 /* Collective, after FSDPContextSetUp: checks that every rank froze the same
    parameters and allocates the state. */
-FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt);
 /* Collective: completes the backward pass (FSDPContextFinishBackward), clips
    if asked, and updates every trainable element of this rank's shards. */
-FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt);
 /* Collective: the global L2 norm of the gradients of trainable parameters,
    each distinct shard counted once and padding excluded; with max_norm > 0
    the gradient shards are scaled by max_norm / (norm + 1e-6) when that is
    below 1, as torch.nn.utils.clip_grad_norm_ does.  total_norm may be NULL. */
-FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, double *total_norm);
 /* Steps taken, the rate the next step will use, and the norm the last step
    measured (NaN when it did not clip). */
-FSDPErrorCode FSDPOptimizerGetStep(FSDPOptimizer opt, int64_t *step);
-FSDPErrorCode FSDPOptimizerGetLearningRate(FSDPOptimizer opt, double *lr);
-FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *norm);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetStep(FSDPOptimizer opt, int64_t *step);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetLearningRate(FSDPOptimizer opt, double *lr);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *norm);
 /* Elements of state this rank holds (all state tensors together). */
-FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel);
-FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer);
-FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt);
 
 /* ------------------------------------------------------------------ checkpoints (doc/checkpoint-format.md) */
 
@@ -508,40 +516,40 @@ typedef struct {
   uint64_t rng[4];     /* the program's random-number state */
 } FSDPTrainingState;
 /* Stored by the next FSDPContextSave; FSDPContextLoad sets it from the file. */
-FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state);
-FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrainingState *state);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrainingState *state);
 /* Collective, after SetUp: one HDF5 file with every parameter at its full
    shape as /params/<name> and, when opt is not NULL, its state as
    /optim/<state>/<name>.  Each rank writes only what lies in its shard
    (replicas split it); the file is written beside path and renamed over it
    once complete, so a crash leaves the previous checkpoint intact. */
-FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
 /* Collective, after SetUp and between steps: loads a file written at any
    world size, strategy and wrapping, each rank reading only its shards;
    opt NULL loads the parameters alone.  Names, shapes and types are checked
    first: a difference is an error listing them all, and nothing is loaded.
    Checksums are verified unit by unit before the unit changes: a corrupt
    dataset is an error naming it, leaving its unit and later ones as they were. */
-FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+FSDP_EXTERN FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
 /* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
-FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
-FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
 /* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
    default: MPI-IO aggregates the ranks' pieces into large aligned writes,
    what parallel file systems want) or INDEPENDENT ones (each rank reads and
    writes its own contiguous pieces, with no synchronization per dataset). */
 typedef enum { FSDP_CHECKPOINT_IO_COLLECTIVE = 0, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_NUM_CHECKPOINT_IO } FSDPCheckpointIO;
-FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
 /* false: load the parameters and state the file and the context share, and
    report the rest on rank 0's stderr (default true: any difference is an error). */
-FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
 /* Guard against NaN and Inf (default true): FSDPOptimizerStep stops with
    FSDP_ERR_NOT_FINITE when the global gradient norm is not finite (with the
    gradient scaler on, an overflow skips the step instead), FSDPContextSave
    refuses to write non-finite parameters or state, and FSDPContextLoad
    refuses a file that holds them.  false lets all three go on. */
-FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
-FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
 
 /* ------------------------------------------------------------------ memory */
 
@@ -565,16 +573,16 @@ typedef struct {
 } FSDPMemoryStats;
 
 /* ptr is the address of a pointer; memory is 64-byte aligned and counted in `category`. */
-FSDPErrorCode FSDPMalloc(size_t bytes, FSDPMemCategory category, void *ptr);
-FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, void *ptr);
+FSDP_EXTERN FSDPErrorCode FSDPMalloc(size_t bytes, FSDPMemCategory category, void *ptr);
+FSDP_EXTERN FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, void *ptr);
 /* ptr is the address of a pointer from FSDPMalloc/FSDPCalloc (or NULL); it is set to NULL. */
-FSDPErrorCode FSDPFree(void *ptr);
-FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
-FSDPErrorCode FSDPMemoryResetPeak(void);
+FSDP_EXTERN FSDPErrorCode FSDPFree(void *ptr);
+FSDP_EXTERN FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
+FSDP_EXTERN FSDPErrorCode FSDPMemoryResetPeak(void);
 /* The same for device memory (-fsdp_device cuda): what the contexts of this
    process hold on their GPU. */
-FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats);
-const char *FSDPMemCategoryName(FSDPMemCategory category);
+FSDP_EXTERN FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats);
+FSDP_EXTERN const char *FSDPMemCategoryName(FSDPMemCategory category);
 
 /* ------------------------------------------------------------------ overlap engine (doc/overlap.md) */
 
@@ -600,18 +608,18 @@ typedef enum {
 } FSDPBackwardPrefetch;
 
 /* Before SetUp; the matching options are read by FSDPContextSetFromOptions. */
-FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
-FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
-FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
 /* At most `limit` units' parameters unsharded or being gathered at once; 0 = no limit. */
-FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
 /* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
-FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
 /* After FSDPNotifySignal, a collective wait that has gone on `seconds` more
    (default 5) aborts the job, saying so: another rank is not coming. */
-FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
 /* Before each collective, check that every rank issues the same one. */
-FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
 
 /* ------------------------------------------------------------------ devices (doc/cuda.md) */
 
@@ -626,18 +634,12 @@ typedef enum { FSDP_DEVICE_HOST = 0, FSDP_DEVICE_CUDA, FSDP_NUM_DEVICE_TYPES } F
 typedef enum { FSDP_REPLICATE_ENGINE_MPI = 0, FSDP_REPLICATE_ENGINE_NCCL, FSDP_NUM_REPLICATE_ENGINES } FSDPReplicateEngine;
 
 /* Before SetUp. */
-FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
-FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
-/* The cudaStream_t the caller computes on (default: a stream of the context's, see FSDPContextGetCUDAStream). */
-FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, void *stream);
-/* After SetUp: the compute stream, and the GPU's CUDA ordinal (-1 on the host). */
-FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordinal);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
+FSDP_EXTERN FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
 /* After SetUp: returns when the work the context queued on its GPU has run
    (shards then read right on the host; timings are complete).  On the host it returns at once. */
-FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx);
-FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
-/* Whether MPI may be given device pointers (default: what MPI says, if it can tell; else false). */
-FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware); /* -fsdp_mpi_cuda_aware */
+FSDP_EXTERN FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
 
 /* ------------------------------------------------------------------ mixed precision (doc/flatparam.md) */
 
@@ -649,17 +651,17 @@ FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware); /* -fsdp_
    stay fp32: the master copy.  Each type is FSDP_FLOAT32 (full precision,
    the default), FSDP_BFLOAT16 or FSDP_FLOAT16.  With fp16, see the gradient
    scaler (FSDPOptimizerSetGradScaler). */
-FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
+FSDP_EXTERN FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
                                            FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
-FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
 
 /* Mark the passes of a training step, as autograd's hooks tell PyTorch FSDP.
    The forward pass records the order in which units are unsharded; backward
    prefetches in the reverse of that order, the next forward (with forward
    prefetch) in that order.  Without these calls nothing is prefetched.
    FSDPContextFinishBackward ends the step. */
-FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx);
-FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
 
 /* The memory plan of a set-up context, bytes per category on this rank: what
    FSDPContextSetUp allocated for shards, unsharded buffers and staging. */
@@ -669,7 +671,7 @@ typedef struct {
   int unsharded_buffers; /* parameter buffers of the largest unit's size (the limit L) */
   int gradient_buffers;  /* unsharded gradient buffers of that size */
 } FSDPMemoryPlan;
-FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
 
 /* What the runtime did, since SetUp, on this rank. */
 typedef struct {
@@ -685,7 +687,7 @@ typedef struct {
   double comm_time;        /* seconds in collectives */
   double exposed_time;     /* seconds the calling thread waited for collectives */
 } FSDPCommStats;
-FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats);
 
 #ifdef __cplusplus
 }

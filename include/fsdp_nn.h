@@ -26,38 +26,38 @@ extern "C" {
    (seed, stream, i) alone, so any range can be generated on its own, on any
    rank, in any order.  Fills values[0 .. end-begin) with elements
    [begin, end), uniform in [low, high). */
-FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
+FSDP_EXTERN FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
                                 double high, float *values);
 
 /* ------------------------------------------------------------------ kernels */
 
 typedef enum { FSDP_ACT_RELU = 0, FSDP_ACT_TANH, FSDP_ACT_GELU, FSDP_ACT_IDENTITY } FSDPActivation;
-const char *FSDPActivationName(FSDPActivation act);
+FSDP_EXTERN const char *FSDPActivationName(FSDPActivation act);
 
 /* y[n, out] = x[n, in] weight[out, in]^T + bias[out] (bias may be NULL). */
-FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
+FSDP_EXTERN FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
                                 const float *bias, float *y);
 /* dweight += dy^T x, dbias += column sums of dy, dx = dy weight.  Any of dx,
    dweight, dbias may be NULL (not wanted). */
-FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
+FSDP_EXTERN FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
                                  const float *dy, float *dx, float *dweight, float *dbias);
 
 /* Elementwise over n values; GELU is the exact, erf-based one.  dx may alias dy. */
-FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y);
-FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy, float *dx);
+FSDP_EXTERN FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y);
+FSDP_EXTERN FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy, float *dx);
 
 /* Over the last dimension h of x[n, h], eps 1e-5, with affine weight and bias
    (each may be NULL: ones, zeros).  mean[n] and rstd[n] are saved for backward. */
-FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
+FSDP_EXTERN FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
                                    float *y, float *mean, float *rstd);
-FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
+FSDP_EXTERN FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
                                     const float *rstd, const float *dy, float *dx, float *dweight, float *dbias);
 
 /* Losses: the mean, and (dy not NULL) its gradient with respect to y.
    MSE averages over all n*m elements; cross-entropy over the n rows, with
    labels in [0, classes) and a stable log-sum-exp. */
-FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy);
-FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
+FSDP_EXTERN FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy);
+FSDP_EXTERN FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
                                    double *loss, float *dlogits);
 
 /* ------------------------------------------------------------------ models */
@@ -72,27 +72,27 @@ typedef enum { FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL, FSDP_WRAP_SIZE } FSDPWrapPo
 /* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]".
    Parsed now; an unknown key or a bad value is FSDP_ERR_ARG.  The model adds
    its units to ctx at FSDPModelSetUp; destroy it before the context. */
-FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *model);
-FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy policy, int64_t min_numel);
+FSDP_EXTERN FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *model);
+FSDP_EXTERN FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy policy, int64_t min_numel);
 /* Seed of the default initialization (default 0). */
-FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
+FSDP_EXTERN FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
 /* -fsdp_wrap block|model|size:N, -fsdp_seed S. */
-FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
+FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
 /* Collective: adds the units and parameters to the context, installs the
    default initialization (PyTorch's, from FSDPRandomUniform: a parameter's
    values depend on the seed and its name only, not on W, F or the wrapping)
    and sets the context up. */
-FSDPErrorCode FSDPModelSetUp(FSDPModel model);
-FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+FSDP_EXTERN FSDPErrorCode FSDPModelSetUp(FSDPModel model);
+FSDP_EXTERN FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
 /* On a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor
    cores (default true; -fsdp_tf32 false: full fp32).  16-bit parameter views
    (mixed precision) always multiply in 16 bits with fp32 accumulation. */
-FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow);
+FSDP_EXTERN FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow);
 /* Collective: runs the model on x[n, in]; *y points to the model's output
    [n, out], valid until the next forward.  x must stay unchanged until
    FSDPModelBackward, which uses it.  On a CUDA context *y is device memory,
    and x may be host memory (copied to the GPU) or device memory. */
-FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y);
+FSDP_EXTERN FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y);
 
 typedef enum { FSDP_LOSS_MSE = 0, FSDP_LOSS_CROSS_ENTROPY } FSDPLossType;
 /* Not collective: the loss of the last forward's output on this rank's rows,
@@ -102,14 +102,14 @@ typedef enum { FSDP_LOSS_MSE = 0, FSDP_LOSS_CROSS_ENTROPY } FSDPLossType;
    accumulated micro-batches, times a loss scale), for FSDPModelBackward;
    valid until the next forward.  On a CUDA context the loss is computed on
    the GPU, target may be in host or device memory, and *dy is device memory. */
-FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale, double *loss,
+FSDP_EXTERN FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale, double *loss,
                             float **dy);
 /* Collective: backward of the last forward from dy[n, out], reducing each
    unit's gradient as soon as it is complete.  Frozen parameters get none.
    On a CUDA context dy may be in host or device memory. */
-FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
-FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
-FSDPErrorCode FSDPModelDestroy(FSDPModel *model);
+FSDP_EXTERN FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
+FSDP_EXTERN FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
+FSDP_EXTERN FSDPErrorCode FSDPModelDestroy(FSDPModel *model);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 
 #if FSDP_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "fsdp_cuda.h"
 #endif
 
 enum { NUNITS = 3 };
@@ -196,7 +198,12 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
   char config[128];
   FSDPMemoryStats stats;
   FSDPMemoryPlan plan;
+  cudaStream_t stream = NULL;
+  int ordinal = -1;
 
+  /* fsdp_cuda.h: the context's own compute stream on the rank's GPU. */
+  TEST_OK(FSDPContextGetCUDAStream(dev, &stream, &ordinal));
+  TEST_ASSERT(stream && ordinal >= 0, "FSDPContextGetCUDAStream gave stream %p, ordinal %d", (void *)stream, ordinal);
   snprintf(config, sizeof config, "strategy %s, F = %d, %s, replicas on %s", FSDPShardingStrategyName(s), factor,
            FSDPDataTypeName(pdtype), engine == FSDP_REPLICATE_ENGINE_NCCL ? "NCCL" : "MPI");
   TEST_OK(FSDPContextSetUp(host));

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "coreimpl.h"
+#ifdef FSDP_HAVE_CUDA
+#include "fsdp_cuda.h"
+#endif
 #ifdef HAVE_MPI_EXT_H
 #include <mpi-ext.h> /* Open MPI's MPIX_Query_cuda_support */
 #endif
@@ -305,20 +308,31 @@ FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, void *stream)
+#ifdef FSDP_HAVE_CUDA
+/* fsdp_cuda.h's calls: CUDA builds only, with CUDA's types. */
+FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, cudaStream_t stream)
 {
   CHECK_SETTABLE(ctx);
   ctx->user_stream = stream;
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, void **stream, int *ordinal)
+FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, cudaStream_t *stream, int *ordinal)
 {
   CHECK_SETUP(ctx);
   if (stream) *stream = DeviceStream_Private(ctx->dev);
   if (ordinal) *ordinal = DeviceOrdinal_Private(ctx->dev);
   return FSDP_SUCCESS;
 }
+
+FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->cuda_aware = aware;
+  ctx->cuda_aware_set = true;
+  return FSDP_SUCCESS;
+}
+#endif
 
 FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx)
 {
@@ -336,13 +350,6 @@ FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware)
-{
-  CHECK_SETTABLE(ctx);
-  ctx->cuda_aware = aware;
-  ctx->cuda_aware_set = true;
-  return FSDP_SUCCESS;
-}
 
 FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
