@@ -1,8 +1,9 @@
 /* commimpl.h: the communication stream.  Collectives submitted to a stream
    run in submission order, asynchronously to the submitting thread, which
-   gets a ticket and blocks only when it waits for one (doc/overlap.md).  On
-   a GPU (doc/cuda.md) the same calls order collectives after the compute
-   stream's work through events, run NCCL on a communication stream of the
+   gets a ticket and blocks only when it waits for one (doc/overlap.md).  An
+   engine, chosen by name, runs them (stream.c lists the engines).  On a GPU
+   (doc/cuda.md) the "cuda" engine orders collectives after the compute
+   stream's work through events, runs NCCL on a communication stream of the
    device's, and the MPI ones through pinned host staging. */
 #ifndef FSDP_COMMIMPL_H
 #define FSDP_COMMIMPL_H
@@ -33,10 +34,15 @@ typedef struct {
 
 typedef struct CommStream_s *CommStream;
 
+/* A context's NCCL communicators (nccl.c), for the shard group and the
+   replicate group; NULL where a group goes through MPI. */
+typedef struct CommNCCL_s *CommNCCL;
+
 const char *CommKindName(CommKind kind);
-/* abort_comm: what the watchdog aborts; timeout: seconds, 0 = never.  With a
-   device, the stream runs on it (the engine is not used). */
-FSDPErrorCode CommStreamCreate(FSDPCommEngine engine, double timeout, MPI_Comm abort_comm, Device dev,
+/* engine: "thread", "nonblocking", "sync", or (CUDA builds) "cuda" for a
+   stream on dev, whose NCCL communicators are nccl (may be NULL).
+   abort_comm: what the watchdog names ranks in; timeout: seconds, 0 = never. */
+FSDPErrorCode CommStreamCreate(const char *engine, double timeout, MPI_Comm abort_comm, Device dev, CommNCCL nccl,
                                CommStream *stream);
 /* Seconds a wait may go on after FSDPNotifySignal before it aborts the job (0: no limit). */
 void CommStreamSetSignalGrace(CommStream stream, double seconds);
@@ -55,5 +61,17 @@ void CommStreamSetStep(CommStream stream, int64_t step);
 void CommStreamGetTimes(CommStream stream, double *comm_time, double *exposed_time, int64_t *ncollectives);
 /* Waits for every queued operation, stops the thread. */
 FSDPErrorCode CommStreamDestroy(CommStream *stream);
+
+/* Collective on comm: NCCL communicators for the shard group (and the
+   replicate group when `replicate_nccl`) on dev's GPU.  A group in which two
+   ranks share a GPU gets none (NCCL refuses that); *why then says so, for
+   the warning, as it does in builds without NCCL.  An ncclCommInitRank still
+   running after `timeout` seconds (0: never) aborts the job, as the watchdog
+   does a collective.  *nccl is set, error or not: destroy it. */
+FSDPErrorCode CommNCCLSetUp(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
+                            double timeout, char *why, size_t len, CommNCCL *nccl);
+/* The ncclComm_t of the shard or the replicate group, or NULL: MPI. */
+void *CommNCCLGet(CommNCCL nccl, bool shard);
+FSDPErrorCode CommNCCLDestroy(CommNCCL *nccl);
 
 #endif

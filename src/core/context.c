@@ -123,6 +123,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
   FSDPCall(BufferPoolDestroy_Private(&c->grads_pool));
   FSDPCall(DeviceFree_Private(c->dev, &c->staging, c->plan.bytes[FSDP_MEM_COMM_STAGING], FSDP_MEM_COMM_STAGING));
+  FSDPCall(CommNCCLDestroy(&c->nccl));
   FSDPCall(DeviceDestroy_Private(&c->dev));
   FSDPCall(FSDPFree(&c->order));
   FSDPCall(FSDPFree(&c->prev_order));
@@ -693,8 +694,8 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
   int shard_rank;
   bool replicate = ctx->replicate_engine == FSDP_REPLICATE_ENGINE_NCCL;
   if (!ctx->cuda_aware_set) ctx->cuda_aware = mpi_is_cuda_aware();
-  FSDPCall(DeviceSetUpComm_Private(ctx->dev, ctx->comm, ctx->shard_comm, ctx->replicate_comm, replicate, ctx->timeout,
-                                   ctx->fallback, sizeof ctx->fallback));
+  FSDPCall(CommNCCLSetUp(ctx->dev, ctx->comm, ctx->shard_comm, ctx->replicate_comm, replicate, ctx->timeout,
+                         ctx->fallback, sizeof ctx->fallback, &ctx->nccl));
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &shard_rank));
   if (ctx->fallback[0] && shard_rank == 0) {
     fprintf(stderr, "libfsdp WARNING: [%d] %s\n", ctx->rank, ctx->fallback);
@@ -709,8 +710,8 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
   }
   /* Groups of one copy on the GPU, and CUDA-aware MPI reads device memory. */
   if (most && !ctx->cuda_aware &&
-      ((ctx->factor > 1 && !DeviceNCCL_Private(ctx->dev, true)) ||
-       (ctx->nreplicas > 1 && !DeviceNCCL_Private(ctx->dev, false))))
+      ((ctx->factor > 1 && !CommNCCLGet(ctx->nccl, true)) ||
+       (ctx->nreplicas > 1 && !CommNCCLGet(ctx->nccl, false))))
     FSDPCall(DeviceReservePinned_Private(ctx->dev, most));
   return FSDP_SUCCESS;
 }
@@ -745,7 +746,8 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
       fprintf(stderr, "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
               "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
-  FSDPCall(CommStreamCreate(ctx->engine, ctx->timeout, ctx->comm, ctx->dev, &ctx->stream));
+  FSDPCall(CommStreamCreate(ctx->dev ? "cuda" : engine_names[ctx->engine], ctx->timeout, ctx->comm, ctx->dev, ctx->nccl,
+                            &ctx->stream));
   CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
   return FSDP_SUCCESS;
 }
@@ -984,7 +986,7 @@ FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shar
 static const char *device_engine(FSDPContext ctx, bool shard)
 {
   if ((shard ? ctx->factor : ctx->nreplicas) == 1) return "copies (one rank)";
-  if (DeviceNCCL_Private(ctx->dev, shard)) return "NCCL";
+  if (CommNCCLGet(ctx->nccl, shard)) return "NCCL";
   return ctx->cuda_aware ? "MPI (CUDA-aware)" : "MPI (host staging)";
 }
 

@@ -71,6 +71,7 @@ struct FSDPContext_s {
   /* where buffers live (doc/cuda.md): dev is NULL on the host */
   FSDPDeviceType device;
   Device dev;
+  CommNCCL nccl; /* the GPU's NCCL communicators (src/comm/nccl.c), or NULL */
   void *user_stream;
   FSDPReplicateEngine replicate_engine;
   bool cuda_aware, cuda_aware_set;

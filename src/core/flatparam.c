@@ -475,7 +475,7 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .unit_event = ctx->ev_unit ? ctx->ev_unit[COMM_NUM_KINDS * u->index + kind] : -1,
                .after_previous = after,
                .dtype = dtype,
-               .nccl = DeviceNCCL_Private(ctx->dev, shard),
+               .nccl = CommNCCLGet(ctx->nccl, shard),
                .cuda_aware = ctx->cuda_aware};
   if (ctx->debug_collectives) FSDPCall(check_collective(u, kind, shard, count));
   FSDPCall(CommStreamSubmit(ctx->stream, &op, ticket));

@@ -1,11 +1,8 @@
-/* A context's GPU (deviceimpl.h): device choice, streams, events, NCCL
-   communicators, pinned staging (doc/cuda.md).  Built without CUDA, only
+/* A context's GPU (deviceimpl.h): device choice, streams, events, pinned
+   staging (doc/cuda.md); its NCCL communicators are src/comm/nccl.c's.  Built without CUDA, only
    DeviceCreate_Private exists, and it says so. */
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "deviceimpl.h"
 
@@ -45,23 +42,9 @@ int DeviceOrdinal_Private(Device dev)
   (void)dev;
   return -1;
 }
-void *DeviceNCCL_Private(Device dev, bool shard)
-{
-  (void)dev;
-  (void)shard;
-  return NULL;
-}
-
 /* Without CUDA no Device exists (DeviceCreate_Private fails), so nothing
    calls these; they are here for the linker. */
 #define UNREACHABLE(name)                                                                                          FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
-FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, double timeout, char *why, size_t len)
-{
-  (void)dev, (void)comm, (void)shard_comm, (void)replicate_comm, (void)replicate_nccl, (void)timeout, (void)why;
-  (void)len;
-  UNREACHABLE(__func__);
-}
 FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes)
 {
   (void)dev, (void)bytes;
@@ -157,9 +140,6 @@ FSDPErrorCode DeviceLoss_Private(Device dev, bool cross_entropy, int64_t n, int6
 #include <cuda_runtime.h>
 
 #include "kernels.h"
-#ifdef FSDP_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 struct Device_s {
   int ordinal;
@@ -167,9 +147,6 @@ struct Device_s {
   cudaStream_t compute, comm;
   bool own_compute;
   cublasHandle_t blas; /* the layer library's GEMMs, on the compute stream; made at the first */
-#ifdef FSDP_HAVE_NCCL
-  ncclComm_t nccl_shard, nccl_replicate;
-#endif
   void *pinned;
   size_t pinned_bytes;
   /* the optimizer's reductions: a flag (int) and a sum (double), in device memory */
@@ -179,14 +156,6 @@ struct Device_s {
     unsigned long long bad_row; /* a loss's bad label: its row + 1 (the last such row), or 0 */
   } *scratch;
 };
-
-#ifdef FSDP_HAVE_NCCL
-#define CHECK_NCCL(call, what)                                                                                   \
-  do {                                                                                                           \
-    ncclResult_t r_ = (call);                                                                                    \
-    FSDPCheck(r_ == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "%s: %s", what, ncclGetErrorString(r_));         \
-  } while (0)
-#endif
 
 FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev)
 {
@@ -265,10 +234,6 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
   (void)DeviceEnter_Private(d); /* what is freed belongs to this GPU, error or not */
   if (d->comm) (void)cudaStreamSynchronize(d->comm);
   if (d->compute) (void)cudaStreamSynchronize(d->compute);
-#ifdef FSDP_HAVE_NCCL
-  if (d->nccl_shard) (void)ncclCommDestroy(d->nccl_shard);
-  if (d->nccl_replicate) (void)ncclCommDestroy(d->nccl_replicate);
-#endif
   if (d->pinned) {
     (void)cudaFreeHost(d->pinned);
     FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
@@ -284,184 +249,9 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
 const char *DeviceDescribe_Private(Device dev) { return dev ? dev->desc : "the host"; }
 int DeviceOrdinal_Private(Device dev) { return dev ? dev->ordinal : -1; }
 void *DeviceStream_Private(Device dev) { return dev ? (void *)dev->compute : NULL; }
+const char *DeviceBusId_Private(Device dev) { return dev->busid; }
+void *DeviceCommStream_Private(Device dev) { return (void *)dev->comm; }
 
-#ifdef FSDP_HAVE_NCCL
-/* Whether two ranks of comm use the same GPU (same node name, same bus id);
-   if so, which, in why. */
-static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool *shared, char *why, size_t len)
-{
-  enum { KEY = MPI_MAX_PROCESSOR_NAME + 32 };
-  char *keys;
-  int size, namelen = 0;
-  char mine[KEY];
-
-  memset(mine, 0, sizeof mine);
-  FSDPCallMPI(MPI_Get_processor_name(mine, &namelen));
-  snprintf(mine + MPI_MAX_PROCESSOR_NAME, 32, "%s", d->busid);
-  FSDPCallMPI(MPI_Comm_size(comm, &size));
-  FSDPCall(FSDPMalloc((size_t)size * KEY, FSDP_MEM_OTHER, &keys));
-  FSDPCallMPI(MPI_Allgather(mine, KEY, MPI_CHAR, keys, KEY, MPI_CHAR, comm));
-  *shared = false;
-  for (int a = 0; a < size && !*shared; a++)
-    for (int b = a + 1; b < size && !*shared; b++)
-      if (!memcmp(keys + (size_t)a * KEY, keys + (size_t)b * KEY, KEY)) {
-        *shared = true;
-        snprintf(why, len,
-                 "ranks %d and %d of the %s group both use GPU %s on %s, and NCCL refuses a GPU twice in one "
-                 "communicator: the %s group's collectives go through MPI with host staging (slower; give each rank "
-                 "its own GPU)",
-                 a, b, group, keys + (size_t)a * KEY + MPI_MAX_PROCESSOR_NAME, keys + (size_t)a * KEY, group);
-      }
-  FSDPCall(FSDPFree(&keys));
-  return FSDP_SUCCESS;
-}
-
-/* A rank whose ncclCommInitRank fails leaves its peers inside theirs, and
-   NCCL's blocking init has no way out: a thread watches the call and aborts
-   the job once it has run `timeout` seconds.  It calls MPI_Abort while the
-   rank's own thread is inside NCCL, never MPI: with MPI_THREAD_MULTIPLE (what
-   FSDPInitialize asks for) that is MPI's rule; below it, it is outside the
-   standard but what MPICH and Open MPI do. */
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t finished;
-  bool done;
-  double timeout;
-  MPI_Comm abort_comm;
-  const char *group;
-} InitWatch;
-
-static void *watch_init(void *arg)
-{
-  InitWatch *w = arg;
-  struct timespec until, now;
-  double wait = w->timeout < 1e8 ? w->timeout : 1e8; /* ~3 years: time_t cannot overflow */
-  bool overdue;
-  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock: a step of the wall clock changes nothing */
-  until.tv_sec += (time_t)wait;
-  until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-  pthread_mutex_lock(&w->lock);
-  while (!w->done) {
-    int rc = pthread_cond_timedwait(&w->finished, &w->lock, &until);
-    if (rc && rc != EINTR) break; /* ETIMEDOUT, or a wait that cannot work: no watch rather than a spin */
-  }
-  overdue = !w->done && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
-            (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec));
-  pthread_mutex_unlock(&w->lock);
-  if (overdue) {
-    int rank = -1;
-    MPI_Comm_rank(w->abort_comm, &rank);
-    fprintf(stderr,
-            "[%d] libfsdp watchdog: ncclCommInitRank of the %s group has not completed after %g s "
-            "(-fsdp_collective_timeout) in FSDPContextSetUp; another rank of the group failed before or inside it "
-            "(see its message), or never called it. Aborting the job.\n",
-            rank, w->group, w->timeout);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT); /* another communicator would end this process alone */
-  }
-  return NULL;
-}
-
-/* The unique id travels with rank 0's status, so that a failure there
-   stops every rank instead of leaving them in the broadcast. */
-static FSDPErrorCode nccl_comm(MPI_Comm comm, const char *group, double timeout, MPI_Comm abort_comm, ncclComm_t *nccl)
-{
-  struct {
-    ncclUniqueId id;
-    int status;
-  } root;
-  InitWatch w = {.done = false, .timeout = timeout, .abort_comm = abort_comm, .group = group};
-  pthread_t watcher;
-  bool watching = false;
-  ncclResult_t r;
-  int rank, size;
-  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
-  FSDPCallMPI(MPI_Comm_size(comm, &size));
-  memset(&root, 0, sizeof root);
-  if (rank == 0) root.status = (int)ncclGetUniqueId(&root.id);
-  FSDPCallMPI(MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, comm));
-  FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the %s group: %s",
-            group, ncclGetErrorString((ncclResult_t)root.status));
-  if (timeout > 0) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_mutex_init(&w.lock, NULL);
-    pthread_cond_init(&w.finished, &attr);
-    pthread_condattr_destroy(&attr);
-    watching = pthread_create(&watcher, NULL, watch_init, &w) == 0;
-    if (!watching) {
-      pthread_cond_destroy(&w.finished);
-      pthread_mutex_destroy(&w.lock);
-    }
-  }
-  r = ncclCommInitRank(nccl, size, root.id, rank);
-  if (watching) {
-    pthread_mutex_lock(&w.lock);
-    w.done = true;
-    pthread_cond_signal(&w.finished);
-    pthread_mutex_unlock(&w.lock);
-    pthread_join(watcher, NULL);
-    pthread_cond_destroy(&w.finished);
-    pthread_mutex_destroy(&w.lock);
-  }
-  FSDPCheck(r == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclCommInitRank of the %s group (rank %d of %d): %s",
-            group, rank, size, ncclGetErrorString(r));
-  return FSDP_SUCCESS;
-}
-#endif
-
-FSDPErrorCode DeviceSetUpComm_Private(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, double timeout, char *why, size_t len)
-{
-  bool shared = false;
-  int fsize, rsize;
-  why[0] = '\0';
-  FSDPCallMPI(MPI_Comm_size(shard_comm, &fsize));
-  FSDPCallMPI(MPI_Comm_size(replicate_comm, &rsize));
-#ifdef FSDP_HAVE_NCCL
-  FSDPErrorCode ierr = FSDP_SUCCESS;
-  if (fsize > 1) {
-    ierr = shares_gpu(d, shard_comm, "shard", &shared, why, len);
-    if (!ierr && !shared) ierr = nccl_comm(shard_comm, "shard", timeout, comm, &d->nccl_shard);
-  }
-  if (replicate_nccl && rsize > 1) {
-    /* A replicate group spans shard groups: all of them decide together.
-       Any shard group on MPI keeps the replicas on MPI: a NCCL all-reduce
-       chained after an MPI reduce-scatter would not wait for it.  A shard
-       group whose set-up failed stops every rank here, so that none waits in
-       this reduction while the failed ones wait in SetUp's agreement. */
-    int flags[2] = {ierr != FSDP_SUCCESS, shared}; /* failed, shares a GPU */
-    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_LOR, comm));
-    if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
-    FSDPCheck(!flags[0], MPI_COMM_SELF, FSDP_ERR_NCCL,
-              "the shard group's NCCL set-up failed on another rank (see its message)");
-    if (!flags[1]) ierr = shares_gpu(d, replicate_comm, "replicate", &shared, why, len);
-    if (!ierr && !flags[1] && !shared) ierr = nccl_comm(replicate_comm, "replicate", timeout, comm, &d->nccl_replicate);
-  }
-  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
-#else
-  (void)comm;
-  (void)replicate_nccl;
-  (void)timeout;
-  if (fsize > 1) snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
-  (void)shared;
-  (void)d;
-#endif
-  return FSDP_SUCCESS;
-}
-
-void *DeviceNCCL_Private(Device d, bool shard)
-{
-#ifdef FSDP_HAVE_NCCL
-  if (d) return shard ? (void *)d->nccl_shard : (void *)d->nccl_replicate;
-#else
-  (void)d;
-  (void)shard;
-#endif
-  return NULL;
-}
 
 FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
 {
@@ -662,50 +452,6 @@ FSDPErrorCode DeviceMarkReady_Private(Device d, void *ready)
   return FSDP_SUCCESS;
 }
 
-#ifdef FSDP_HAVE_NCCL
-static ncclDataType_t nccl_type(FSDPDataType t)
-{
-  switch (t) {
-  case FSDP_FLOAT64: return ncclFloat64;
-  case FSDP_BFLOAT16: return ncclBfloat16;
-  case FSDP_FLOAT16: return ncclFloat16;
-  default: return ncclFloat32;
-  }
-}
-#endif
-
-FSDPErrorCode DeviceLaunchNCCL_Private(Device d, const DeviceCollective *c, void *ready, void *done)
-{
-#ifdef FSDP_HAVE_NCCL
-  ncclComm_t comm = (ncclComm_t)c->nccl;
-  ncclDataType_t t = nccl_type(c->dtype);
-  ncclResult_t r;
-  CHECK_CUDA(cudaStreamWaitEvent(d->comm, (cudaEvent_t)ready, 0), "cudaStreamWaitEvent");
-  switch (c->kind) {
-  case 0: /* COMM_ALLGATHER; MPI_IN_PLACE: this rank's block of recv */
-    if (c->send) r = ncclAllGather(c->send, c->recv, c->count, t, comm, d->comm);
-    else {
-      int rank;
-      CHECK_NCCL(ncclCommUserRank(comm, &rank), "ncclCommUserRank");
-      r = ncclAllGather((char *)c->recv + (size_t)rank * c->count * FSDPDataTypeSize(c->dtype), c->recv, c->count, t,
-                        comm, d->comm);
-    }
-    break;
-  case 1: r = ncclReduceScatter(c->send, c->recv, c->count, t, ncclSum, comm, d->comm); break;
-  default: r = ncclAllReduce(c->send ? c->send : c->recv, c->recv, c->count, t, ncclSum, comm, d->comm); break;
-  }
-  CHECK_NCCL(r, "NCCL collective");
-  CHECK_CUDA(cudaEventRecord((cudaEvent_t)done, d->comm), "cudaEventRecord on the communication stream");
-  return FSDP_SUCCESS;
-#else
-  (void)d;
-  (void)c;
-  (void)ready;
-  (void)done;
-  FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "a NCCL collective in a build without NCCL");
-#endif
-}
-
 FSDPErrorCode DeviceCommCopy_Private(Device d, void *dst, const void *src, size_t bytes, void *ready, void *done)
 {
   if (ready) CHECK_CUDA(cudaStreamWaitEvent(d->comm, (cudaEvent_t)ready, 0), "cudaStreamWaitEvent");
@@ -738,40 +484,6 @@ FSDPErrorCode DeviceComputeWaits_Private(Device d, void *done)
 {
   CHECK_CUDA(cudaStreamWaitEvent(d->compute, (cudaEvent_t)done, 0), "cudaStreamWaitEvent on the compute stream");
   return FSDP_SUCCESS;
-}
-
-bool DeviceCommFailed_Private(Device d, char *msg, size_t len)
-{
-#ifdef FSDP_HAVE_NCCL
-  ncclComm_t comms[2] = {d->nccl_shard, d->nccl_replicate};
-  const char *names[2] = {"shard", "replicate"};
-  for (int k = 0; k < 2; k++) {
-    ncclResult_t r = ncclSuccess;
-    if (!comms[k]) continue;
-    if (ncclCommGetAsyncError(comms[k], &r) != ncclSuccess) continue;
-    if (r != ncclSuccess && r != ncclInProgress) {
-      snprintf(msg, len, "NCCL reports an asynchronous error on the %s group's communicator: %s (%s)", names[k],
-               ncclGetErrorString(r), ncclGetLastError(comms[k]));
-      return true;
-    }
-  }
-#else
-  (void)d;
-  (void)msg;
-  (void)len;
-#endif
-  return false;
-}
-
-void DeviceCommAbort_Private(Device d)
-{
-#ifdef FSDP_HAVE_NCCL
-  if (d->nccl_shard) (void)ncclCommAbort(d->nccl_shard);
-  if (d->nccl_replicate) (void)ncclCommAbort(d->nccl_replicate);
-  d->nccl_shard = d->nccl_replicate = NULL;
-#else
-  (void)d;
-#endif
 }
 
 #endif /* FSDP_HAVE_CUDA */

@@ -39,16 +39,10 @@ FSDPErrorCode DeviceEnter_Private(Device dev);
 /* "GPU 0 (0000:18:00.0, NVIDIA H200)": what views print. */
 const char *DeviceDescribe_Private(Device dev);
 int DeviceOrdinal_Private(Device dev);
-/* Collective on comm: NCCL communicators for the shard group (and the
-   replicate group when `replicate_nccl`).  A group in which two ranks share a
-   GPU gets none (NCCL refuses that); *why then says so, for the warning.  An
-   ncclCommInitRank still running after `timeout` seconds (0: never) aborts
-   the job, as the watchdog does a collective. */
-FSDPErrorCode DeviceSetUpComm_Private(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
-                                      bool replicate_nccl, double timeout, char *why, size_t len);
-/* The NCCL communicator of the shard or the replicate group, or NULL: MPI
-   with host staging (or device pointers, with `cuda_aware`). */
-void *DeviceNCCL_Private(Device dev, bool shard);
+/* PCI bus id of the GPU ("0000:18:00.0"), and its communication stream (a
+   cudaStream_t), for NCCL (src/comm/nccl.c). */
+const char *DeviceBusId_Private(Device dev);
+void *DeviceCommStream_Private(Device dev);
 /* Pinned host memory for the MPI path, at least `bytes`; allocated once. */
 FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes);
 void *DevicePinned_Private(Device dev);
@@ -126,23 +120,13 @@ FSDPErrorCode DeviceLayerNormBackward_Private(Device dev, int64_t n, int64_t h, 
 FSDPErrorCode DeviceLoss_Private(Device dev, bool cross_entropy, int64_t n, int64_t m, const float *y,
                                  const void *target, double scale, double *sum, int64_t *bad_row, float *dy);
 
-/* ------------------------------------------------------------------ the communication stream (cuda.c, for stream.c) */
+/* ------------------------------------------------------------------ the communication stream (cuda.c, for src/comm/gpu.c) */
 
 /* Events mark points on the streams; each slot of the stream has its own. */
 FSDPErrorCode DeviceEventCreate_Private(Device dev, void **event);
 void DeviceEventDestroy_Private(void *event);
 /* Records `ready` on the compute stream: what the collective reads is written. */
 FSDPErrorCode DeviceMarkReady_Private(Device dev, void *ready);
-/* The communication stream waits for `ready`, runs a NCCL collective, records `done`. */
-typedef struct {
-  int kind; /* a CommKind */
-  const void *send;
-  void *recv;
-  size_t count; /* as CommOp's */
-  FSDPDataType dtype;
-  void *nccl;
-} DeviceCollective;
-FSDPErrorCode DeviceLaunchNCCL_Private(Device dev, const DeviceCollective *c, void *ready, void *done);
 /* On the communication stream, after `ready` (if not NULL): copies bytes, records `done`. */
 FSDPErrorCode DeviceCommCopy_Private(Device dev, void *dst, const void *src, size_t bytes, void *ready, void *done);
 /* Whether `event` has passed; a CUDA error is returned. */
@@ -152,9 +136,5 @@ FSDPErrorCode DeviceEventDone_Private(void *event, bool *done);
 int DeviceEventPoll_Private(void *event);
 /* The compute stream waits for `done` (what the collective wrote). */
 FSDPErrorCode DeviceComputeWaits_Private(Device dev, void *done);
-/* An asynchronous NCCL error on one of the communicators, described in msg (false: none). */
-bool DeviceCommFailed_Private(Device dev, char *msg, size_t len);
-/* The watchdog's last act: abort the NCCL communicators so nothing hangs in them. */
-void DeviceCommAbort_Private(Device dev);
 
 #endif
