@@ -749,36 +749,35 @@ static FSDPErrorCode configure_optimizer(FSDPContext ctx, FSDPOptimizer opt, con
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode train(const Args *a)
-{
-  FSDPContext ctx = NULL;
-  FSDPModel model = NULL;
-  FSDPOptimizer opt = NULL;
-  ShardGroup group;
-  Dataset data;
+/* What a training run holds, from set-up to the summary. */
+typedef struct {
   int rank, size, factor, nreplicas;
-  int64_t in, out, numel, per, K = a->grad_accum;
-  float *x = NULL, *yt = NULL, *dy, *pred;
-  int64_t *labels = NULL;
-  FILE *log = NULL;
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt;
+  Dataset data;
+  int64_t in, out, numel, per, K; /* model sizes; rows per rank and micro-batches per step */
+  float *x, *yt;                  /* this rank's rows of a micro-batch, and their targets */
+  int64_t *labels;                /* or their labels */
+  FILE *log;                      /* rank 0's loss log, or NULL */
+  bool guard_loss;                /* a non-finite loss stops the run before its update */
   FSDPLogEvent comm_events[3];
-  double t_start, t_last, loss = NAN, comm_time, comm_last = 0;
-  int64_t comm_bytes, bytes_last = 0;
-  FSDPShardingStrategy strategy;
-  int64_t first = 0, cursor = 0, done = 0; /* the first step, its batch, and the steps this run took */
-  int64_t last_logged;                      /* the step of the last progress line */
-  bool stopped = false;                     /* by a signal */
-  bool check_finite, guard_loss, scaler;
-  int startup_signal;
+  double t_start, t_last, loss, comm_last;
+  int64_t bytes_last;
+  int64_t first, cursor, done; /* the first step, its batch, and the steps this run took */
+  int64_t last_logged;         /* the step of the last progress line */
+} Run;
 
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+/* What the command line asks that no library call checks. */
+static FSDPErrorCode check_args(const Args *a, int size)
+{
   FSDPCheck(a->steps >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -steps %lld is negative", (long long)a->steps);
   FSDPCheck(a->batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive", (long long)a->batch);
   FSDPCheck(a->batch % size == 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
               "fsdp-train: -batch %lld is not divisible by the %d ranks: each rank takes B/W rows of every batch",
               (long long)a->batch, size);
-  FSDPCheck(K > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive", (long long)K);
+  FSDPCheck(a->grad_accum > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive",
+            (long long)a->grad_accum);
   FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
   FSDPCheck(a->checkpoint_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -checkpoint_every %lld is negative",
             (long long)a->checkpoint_every);
@@ -796,166 +795,190 @@ static FSDPErrorCode train(const Args *a)
               what, file);
   }
 #endif
-  per = a->batch / size;
+  return FSDP_SUCCESS;
+}
 
-  FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
-  FSDPCall(FSDPContextSetFromOptions(ctx));
-  FSDPCall(FSDPContextGetCheckFinite(ctx, &check_finite));
-  FSDPCall(preflight(ctx, a));
-  FSDPCall(FSDPModelCreate(ctx, a->model, &model));
-  FSDPCall(FSDPModelSetSeed(model, (uint64_t)a->seed));
-  FSDPCall(FSDPModelSetFromOptions(model));
-  FSDPCall(FSDPModelGetSizes(model, &in, &out, &numel));
-  FSDPCall(load_data(a->data, in, out, &data));
-  if (check_finite) FSDPCall(check_data_finite(&data, a->data));
-  FSDPCall(FSDPModelSetUp(model));
-  if (a->init[0]) FSDPCall(FSDPContextLoad(ctx, NULL, a->init));
-  FSDPCall(FSDPOptimizerCreate(ctx, &opt));
-  FSDPCall(configure_optimizer(ctx, opt, a));
-  FSDPCall(FSDPOptimizerSetUp(opt));
+/* The context, the model and its data, the optimizer; -init or -resume. */
+static FSDPErrorCode set_up(Run *r, const Args *a)
+{
+  bool check_finite, scaler;
+  FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &r->ctx));
+  FSDPCall(FSDPContextSetFromOptions(r->ctx));
+  FSDPCall(FSDPContextGetCheckFinite(r->ctx, &check_finite));
+  FSDPCall(preflight(r->ctx, a));
+  FSDPCall(FSDPModelCreate(r->ctx, a->model, &r->model));
+  FSDPCall(FSDPModelSetSeed(r->model, (uint64_t)a->seed));
+  FSDPCall(FSDPModelSetFromOptions(r->model));
+  FSDPCall(FSDPModelGetSizes(r->model, &r->in, &r->out, &r->numel));
+  FSDPCall(load_data(a->data, r->in, r->out, &r->data));
+  if (check_finite) FSDPCall(check_data_finite(&r->data, a->data));
+  FSDPCall(FSDPModelSetUp(r->model));
+  if (a->init[0]) FSDPCall(FSDPContextLoad(r->ctx, NULL, a->init));
+  FSDPCall(FSDPOptimizerCreate(r->ctx, &r->opt));
+  FSDPCall(configure_optimizer(r->ctx, r->opt, a));
+  FSDPCall(FSDPOptimizerSetUp(r->opt));
   if (a->resume[0]) {
     FSDPTrainingState ts;
-    FSDPCall(FSDPContextLoad(ctx, opt, a->resume));
-    FSDPCall(FSDPContextGetTrainingState(ctx, &ts));
+    FSDPCall(FSDPContextLoad(r->ctx, r->opt, a->resume));
+    FSDPCall(FSDPContextGetTrainingState(r->ctx, &ts));
     /* The load refused a negative step or cursor as damage. */
     FSDPCheck(ts.step <= a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -resume %s is at step %lld, beyond -steps %lld",
               a->resume, (long long)ts.step, (long long)a->steps);
-    first = ts.step;
-    cursor = ts.data_cursor;
-  }
-  FSDPCall(FSDPContextGetShardingStrategy(ctx, &strategy));
-  FSDPCall(FSDPContextGetShardGroup(ctx, &group));
-  FSDPCall(ShardGroupGetShardComm(group, NULL, NULL, &factor));
-  FSDPCall(ShardGroupGetReplicateComm(group, NULL, NULL, &nreplicas));
-  if (rank == 0 && a->log_every > 0) {
-    int nunits;
-    FSDPCall(FSDPContextGetNumUnits(ctx, &nunits));
-    printf("fsdp-train: %s, %lld parameters in %d units\n", a->model, (long long)numel, nunits);
-    FSDPDataType pdt, rdt;
-    bool scaler;
-    FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, &rdt));
-    FSDPCall(FSDPOptimizerGetGradScaler(opt, &scaler));
-    printf("fsdp-train: %d ranks, %s sharding, F = %d, %d replicas; %s\n", size,
-           FSDPShardingStrategyName(strategy), factor, nreplicas, data.description);
-    if (pdt != FSDP_FLOAT32 || rdt != FSDP_FLOAT32)
-      printf("fsdp-train: mixed precision: parameters %s, reductions %s, fp32 master shards%s\n",
-             FSDPDataTypeName(pdt), FSDPDataTypeName(rdt), scaler ? ", gradient scaler on" : "");
-    printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
-           (long long)a->steps, (long long)a->batch, (long long)per, (long long)K, a->optimizer, a->lr, a->lr_schedule);
-    if (a->resume[0])
-      printf("fsdp-train: resuming from %s at step %lld, batch %lld\n", a->resume, (long long)first, (long long)cursor);
-    fflush(stdout);
+    r->first = ts.step;
+    r->cursor = ts.data_cursor;
   }
   /* fp16's overflows are the gradient scaler's: it skips those steps. */
-  FSDPCall(FSDPOptimizerGetGradScaler(opt, &scaler));
-  guard_loss = check_finite && !scaler;
+  FSDPCall(FSDPOptimizerGetGradScaler(r->opt, &scaler));
+  r->guard_loss = check_finite && !scaler;
+  return FSDP_SUCCESS;
+}
 
-  if (a->loss_log[0]) {
-    FSDPErrorCode ierr = FSDP_SUCCESS;
-    int ok;
-    if (rank == 0) {
-      /* Only now, with the checkpoint loaded and verified, is the old log rewritten. */
-      log = loss_log_file = a->resume[0] ? reopen_loss_log(a->loss_log, first) : fopen(a->loss_log, "w");
-      if (!log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
-      else if (!a->resume[0]) fprintf(log, "step,loss\n");
-    }
-    ok = !ierr;
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    FSDPCall(ierr);
-    FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
+/* Rank 0's lines about the job before its first step. */
+static FSDPErrorCode print_banner(const Run *r, const Args *a)
+{
+  FSDPShardingStrategy strategy;
+  FSDPDataType pdt, rdt;
+  bool scaler;
+  int nunits;
+  if (r->rank != 0 || a->log_every <= 0) return FSDP_SUCCESS;
+  FSDPCall(FSDPContextGetShardingStrategy(r->ctx, &strategy));
+  FSDPCall(FSDPContextGetNumUnits(r->ctx, &nunits));
+  printf("fsdp-train: %s, %lld parameters in %d units\n", a->model, (long long)r->numel, nunits);
+  FSDPCall(FSDPContextGetMixedPrecision(r->ctx, &pdt, &rdt));
+  FSDPCall(FSDPOptimizerGetGradScaler(r->opt, &scaler));
+  printf("fsdp-train: %d ranks, %s sharding, F = %d, %d replicas; %s\n", r->size, FSDPShardingStrategyName(strategy),
+         r->factor, r->nreplicas, r->data.description);
+  if (pdt != FSDP_FLOAT32 || rdt != FSDP_FLOAT32)
+    printf("fsdp-train: mixed precision: parameters %s, reductions %s, fp32 master shards%s\n", FSDPDataTypeName(pdt),
+           FSDPDataTypeName(rdt), scaler ? ", gradient scaler on" : "");
+  printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n", (long long)a->steps,
+         (long long)a->batch, (long long)r->per, (long long)r->K, a->optimizer, a->lr, a->lr_schedule);
+  if (a->resume[0])
+    printf("fsdp-train: resuming from %s at step %lld, batch %lld\n", a->resume, (long long)r->first,
+           (long long)r->cursor);
+  fflush(stdout);
+  return FSDP_SUCCESS;
+}
+
+/* Collective: rank 0 opens the loss log; every rank learns whether it could. */
+static FSDPErrorCode open_loss_log(Run *r, const Args *a)
+{
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  int ok;
+  if (!a->loss_log[0]) return FSDP_SUCCESS;
+  if (r->rank == 0) {
+    /* Only now, with the checkpoint loaded and verified, is the old log rewritten. */
+    r->log = loss_log_file = a->resume[0] ? reopen_loss_log(a->loss_log, r->first) : fopen(a->loss_log, "w");
+    if (!r->log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
+    else if (!a->resume[0]) fprintf(r->log, "step,loss\n");
   }
+  ok = !ierr;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  FSDPCall(ierr);
+  FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
+  return FSDP_SUCCESS;
+}
 
-  FSDPCall(FSDPMalloc((size_t)(per * in) * sizeof(float), FSDP_MEM_OTHER, &x));
-  if (data.labels) FSDPCall(FSDPMalloc((size_t)per * sizeof(int64_t), FSDP_MEM_OTHER, &labels));
-  else FSDPCall(FSDPMalloc((size_t)(per * out) * sizeof(float), FSDP_MEM_OTHER, &yt));
+/* Step s + 1: K micro-batches forward and backward, the global loss when
+   something uses it, the guard, the optimizer step, the log's row. */
+static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
+{
+  double local = 0, step_loss, scale;
+  float *dy, *pred;
+  FSDPCall(FSDPOptimizerGetGradScale(r->opt, &scale, NULL));
+  FSDPCall(FSDPContextZeroGrad(r->ctx));
+  for (int64_t k = 0; k < r->K; k++) {
+    double l;
+    take_batch(&r->data, r->cursor + k, a->batch, r->rank, r->size, r->x, r->yt, r->labels);
+    /* Like no_sync(): only the last micro-batch communicates gradients. */
+    FSDPCall(FSDPContextSetGradSync(r->ctx, k == r->K - 1));
+    FSDPCall(FSDPModelForward(r->model, r->per, r->x, &pred));
+    /* The loss of the step is the mean over micro-batches, scaled for fp16.
+       On a GPU the batch is copied up and the loss computed there. */
+    if (r->labels)
+      FSDPCall(FSDPModelLoss(r->model, FSDP_LOSS_CROSS_ENTROPY, r->labels, scale / (double)r->K, &l, &dy));
+    else FSDPCall(FSDPModelLoss(r->model, FSDP_LOSS_MSE, r->yt, scale / (double)r->K, &l, &dy));
+    FSDPCall(FSDPModelBackward(r->model, dy));
+    local += l;
+  }
+  /* The global loss costs an all-reduce: for a step something prints, or the guard.
+     Every rank's rows count the same: the global mean is the mean of the ranks' means.
+     (Only rank 0 holds the log file; every rank knows whether there is one.) */
+  if (a->loss_log[0] || progress || r->guard_loss) {
+    MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    r->loss = step_loss / (double)r->size / (double)r->K;
+  }
+  /* Before the step, so that no parameter and no checkpoint takes the value in. */
+  FSDPCheck(!r->guard_loss || isfinite(r->loss), MPI_COMM_WORLD, FSDP_ERR_NOT_FINITE,
+            "fsdp-train: step %lld: the loss is %g: training stopped before this step's update "
+            "(-fsdp_check_finite false trains on)",
+            (long long)(s + 1), r->loss);
+  FSDPCall(FSDPOptimizerStep(r->opt));
+  r->cursor += r->K;
+  r->done++;
+  {
+    /* Where a checkpoint or an export of this point resumes: the step, the next batch, the seed. */
+    FSDPTrainingState ts = {s + 1, r->cursor, {(uint64_t)a->seed, 0, 0, 0}};
+    FSDPCall(FSDPContextSetTrainingState(r->ctx, &ts));
+  }
+  if (r->log) fprintf(r->log, "%lld,%.9g\n", (long long)(s + 1), r->loss);
+  return FSDP_SUCCESS;
+}
 
-  /* The context's own events, by name; timed only when a progress line will use them. */
-  if (a->log_every > 0) FSDPCall(FSDPLogSetActive(true));
-  FSDPCall(FSDPLogEventRegister("AllGather", &comm_events[0]));
-  FSDPCall(FSDPLogEventRegister("ReduceScatter", &comm_events[1]));
-  FSDPCall(FSDPLogEventRegister("AllReduce", &comm_events[2]));
-  FSDPCall(comm_totals(comm_events, &comm_last, &bytes_last));
+/* Collective: the progress line after step s + 1 (rank 0 prints it). */
+static FSDPErrorCode print_progress(Run *r, const Args *a, int64_t s)
+{
+  FSDPMemoryStats st;
+  double now = MPI_Wtime(), dt = now - r->t_last, peak, comm_time;
+  int64_t nsteps = s + 1 - r->last_logged, comm_bytes; /* since the last line, or the start of this run */
+  char b1[32];
+  bool gpu;
+  FSDPCall(comm_totals(r->comm_events, &comm_time, &comm_bytes));
+  FSDPCall(memory_stats(r->ctx, &st, &gpu));
+  peak = max_over_ranks((double)st.total_peak);
+  FSDPFormatBytes(b1, sizeof b1, peak);
+  if (r->rank == 0) {
+    char sc[64];
+    printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s%s/rank  comm %.3f GB/s%s\n",
+           (long long)(s + 1), (long long)a->steps, r->loss, (double)(nsteps * a->batch * r->K) / dt,
+           1e3 * dt / (double)nsteps, b1, gpu ? " GPU" : "",
+           comm_time > r->comm_last ? (double)(comm_bytes - r->bytes_last) / (comm_time - r->comm_last) / 1e9 : 0.0,
+           scale_text(r->opt, sc, sizeof sc));
+    fflush(stdout);
+  }
+  r->comm_last = comm_time;
+  r->bytes_last = comm_bytes;
+  r->t_last = MPI_Wtime();
+  r->last_logged = s + 1;
+  return FSDP_SUCCESS;
+}
+
+/* The steps, until -steps or a signal; then the final checkpoint and export. */
+static FSDPErrorCode run_steps(Run *r, const Args *a)
+{
+  bool stopped = false; /* by a signal */
+  int startup_signal;
   /* A signal during start-up (the handlers are installed before MPI is): stop before the first step. */
   if ((startup_signal = agree_on_signal())) {
-    if (rank == 0) {
+    if (r->rank == 0) {
       printf("fsdp-train: %s during start-up, before step %lld: exiting; nothing to save\n",
-             startup_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)first + 1);
+             startup_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)r->first + 1);
       fflush(stdout);
     }
     stopped = true;
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  t_start = t_last = MPI_Wtime();
-  last_logged = first;
-
-  for (int64_t s = first; s < a->steps && !stopped; s++) {
-    double local = 0, step_loss, scale;
-    bool progress;
+  r->t_start = r->t_last = MPI_Wtime();
+  r->last_logged = r->first;
+  for (int64_t s = r->first; s < a->steps && !stopped; s++) {
+    bool progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
     int signo;
-    FSDPCall(FSDPOptimizerGetGradScale(opt, &scale, NULL));
-    FSDPCall(FSDPContextZeroGrad(ctx));
-    for (int64_t k = 0; k < K; k++) {
-      double l;
-      take_batch(&data, cursor + k, a->batch, rank, size, x, yt, labels);
-      /* Like no_sync(): only the last micro-batch communicates gradients. */
-      FSDPCall(FSDPContextSetGradSync(ctx, k == K - 1));
-      FSDPCall(FSDPModelForward(model, per, x, &pred));
-      /* The loss of the step is the mean over micro-batches, scaled for fp16.
-         On a GPU the batch is copied up and the loss computed there. */
-      if (labels) FSDPCall(FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, scale / (double)K, &l, &dy));
-      else FSDPCall(FSDPModelLoss(model, FSDP_LOSS_MSE, yt, scale / (double)K, &l, &dy));
-      FSDPCall(FSDPModelBackward(model, dy));
-      local += l;
-    }
-    progress = a->log_every > 0 && ((s + 1) % a->log_every == 0 || s + 1 == a->steps);
-    /* The global loss costs an all-reduce: for a step something prints, or the guard.
-       Every rank's rows count the same: the global mean is the mean of the ranks' means.
-       (Only rank 0 holds the log file; every rank knows whether there is one.) */
-    if (a->loss_log[0] || progress || guard_loss) {
-      MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      loss = step_loss / (double)size / (double)K;
-    }
-    /* Before the step, so that no parameter and no checkpoint takes the value in. */
-    FSDPCheck(!guard_loss || isfinite(loss), MPI_COMM_WORLD, FSDP_ERR_NOT_FINITE,
-              "fsdp-train: step %lld: the loss is %g: training stopped before this step's update "
-              "(-fsdp_check_finite false trains on)",
-              (long long)(s + 1), loss);
-    FSDPCall(FSDPOptimizerStep(opt));
-    cursor += K;
-    done++;
-    {
-      /* Where a checkpoint or an export of this point resumes: the step, the next batch, the seed. */
-      FSDPTrainingState ts = {s + 1, cursor, {(uint64_t)a->seed, 0, 0, 0}};
-      FSDPCall(FSDPContextSetTrainingState(ctx, &ts));
-    }
-    if (log) fprintf(log, "%lld,%.9g\n", (long long)(s + 1), loss);
-    if (progress) {
-      FSDPMemoryStats st;
-      double now = MPI_Wtime(), dt = now - t_last, peak;
-      int64_t nsteps = s + 1 - last_logged; /* since the last line, or the start of this run */
-      char b1[32];
-      bool gpu;
-      FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
-      FSDPCall(memory_stats(ctx, &st, &gpu));
-      peak = max_over_ranks((double)st.total_peak);
-      FSDPFormatBytes(b1, sizeof b1, peak);
-      if (rank == 0) {
-        char sc[64];
-        printf("step %6lld/%lld  loss %.6e  %9.1f samples/s  %8.2f ms/step  peak %s%s/rank  comm %.3f GB/s%s\n",
-               (long long)(s + 1), (long long)a->steps, loss, (double)(nsteps * a->batch * K) / dt, 1e3 * dt / (double)nsteps,
-               b1, gpu ? " GPU" : "", comm_time > comm_last ? (double)(comm_bytes - bytes_last) / (comm_time - comm_last) / 1e9 : 0.0,
-               scale_text(opt, sc, sizeof sc));
-        fflush(stdout);
-      }
-      comm_last = comm_time;
-      bytes_last = comm_bytes;
-      t_last = MPI_Wtime();
-      last_logged = s + 1;
-    }
+    FSDPCall(train_step(r, a, s, progress));
+    if (progress) FSDPCall(print_progress(r, a, s));
     signo = agree_on_signal();
     if (signo) {
-      if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, s + 1, rank, log));
-      if (rank == 0) {
+      if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank, r->log));
+      if (r->rank == 0) {
         printf("fsdp-train: %s after step %lld: %s; exiting\n", signo == SIGTERM ? "SIGTERM" : "SIGUSR1",
                (long long)(s + 1), a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
         fflush(stdout);
@@ -964,29 +987,63 @@ static FSDPErrorCode train(const Args *a)
       break;
     }
     if (a->checkpoint_every && (s + 1) % a->checkpoint_every == 0 && s + 1 < a->steps)
-      FSDPCall(save_checkpoint(ctx, opt, a, s + 1, rank, log));
+      FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank, r->log));
   }
   if (!stopped) { /* finished: the final checkpoint, the final parameters */
-    if (a->checkpoint[0]) FSDPCall(save_checkpoint(ctx, opt, a, a->steps, rank, log));
-    if (a->export_path[0]) FSDPCall(FSDPContextSave(ctx, NULL, a->export_path));
+    if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, a->steps, r->rank, r->log));
+    if (a->export_path[0]) FSDPCall(FSDPContextSave(r->ctx, NULL, a->export_path));
   }
+  return FSDP_SUCCESS;
+}
+
+/* A failed run aborts the job (main): it frees nothing, since destroying a
+   context is collective and the other ranks may be elsewhere.  A run that
+   finished frees everything here. */
+static FSDPErrorCode train(const Args *a)
+{
+  Run r = {.loss = NAN, .K = a->grad_accum};
+  int64_t comm_bytes;
+  double comm_time;
+
+  MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &r.size);
+  FSDPCall(check_args(a, r.size));
+  r.per = a->batch / r.size;
+  FSDPCall(set_up(&r, a));
   {
-    double seconds = MPI_Wtime() - t_start;
-    FSDPCall(comm_totals(comm_events, &comm_time, &comm_bytes));
-    if (a->log_every > 0)
-      FSDPCall(print_summary(ctx, opt, rank, factor, a->resume[0] ? 2 : a->init[0] ? 1 : 0,
-                             !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, seconds, done,
-                             done * a->batch * K, loss, comm_time, comm_bytes));
+    ShardGroup group;
+    FSDPCall(FSDPContextGetShardGroup(r.ctx, &group));
+    FSDPCall(ShardGroupGetShardComm(group, NULL, NULL, &r.factor));
+    FSDPCall(ShardGroupGetReplicateComm(group, NULL, NULL, &r.nreplicas));
   }
+  FSDPCall(print_banner(&r, a));
+  FSDPCall(open_loss_log(&r, a));
+  FSDPCall(FSDPMalloc((size_t)(r.per * r.in) * sizeof(float), FSDP_MEM_OTHER, &r.x));
+  if (r.data.labels) FSDPCall(FSDPMalloc((size_t)r.per * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
+  else FSDPCall(FSDPMalloc((size_t)(r.per * r.out) * sizeof(float), FSDP_MEM_OTHER, &r.yt));
+  /* The context's own events, by name; timed only when a progress line will use them. */
+  if (a->log_every > 0) FSDPCall(FSDPLogSetActive(true));
+  FSDPCall(FSDPLogEventRegister("AllGather", &r.comm_events[0]));
+  FSDPCall(FSDPLogEventRegister("ReduceScatter", &r.comm_events[1]));
+  FSDPCall(FSDPLogEventRegister("AllReduce", &r.comm_events[2]));
+  FSDPCall(comm_totals(r.comm_events, &r.comm_last, &r.bytes_last));
+
+  FSDPCall(run_steps(&r, a));
+
+  FSDPCall(comm_totals(r.comm_events, &comm_time, &comm_bytes));
+  if (a->log_every > 0)
+    FSDPCall(print_summary(r.ctx, r.opt, r.rank, r.factor, a->resume[0] ? 2 : a->init[0] ? 1 : 0,
+                           !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, MPI_Wtime() - r.t_start,
+                           r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
   loss_log_file = NULL;
-  if (log && fclose(log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
-  FSDPCall(FSDPFree(&x));
-  FSDPCall(FSDPFree(&yt));
-  FSDPCall(FSDPFree(&labels));
-  FSDPCall(dataset_free(&data));
-  FSDPCall(FSDPOptimizerDestroy(&opt));
-  FSDPCall(FSDPModelDestroy(&model));
-  FSDPCall(FSDPContextDestroy(&ctx));
+  if (r.log && fclose(r.log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
+  FSDPCall(FSDPFree(&r.x));
+  FSDPCall(FSDPFree(&r.yt));
+  FSDPCall(FSDPFree(&r.labels));
+  FSDPCall(dataset_free(&r.data));
+  FSDPCall(FSDPOptimizerDestroy(&r.opt));
+  FSDPCall(FSDPModelDestroy(&r.model));
+  FSDPCall(FSDPContextDestroy(&r.ctx));
   return FSDP_SUCCESS;
 }
 

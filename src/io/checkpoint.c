@@ -1262,151 +1262,222 @@ static char *staged_state(FlatParam unit, const Item *it, void *staging, int64_t
   return (char *)staging + ((size_t)unit->shard_numel + (size_t)(it->state > 0 ? it->state : 0) * (size_t)state_numel) * es;
 }
 
-/* Reads one unit's datasets into staging (its shard, then its packed state
-   tensors), checks them against their checksums, and only then copies them
-   into the shard and the optimizer state.  Collective. */
-static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
-                               FlatParam unit,
-                               const Item *items, const bool *load, int nitems, void *staging, int64_t *bytes)
-{
-  const char *names[2] = {NULL, NULL};
-  size_t es = FSDPDataTypeSize(unit->dtype);
-  int64_t state_numel = opt ? opt->units[unit->index].numel : 0;
-  Piece *pieces = NULL;
-  uint32_t *crc = NULL, *want = NULL;
-  int *have = NULL;
-  NameList bad = {{0}, 0};
+/* Loading one unit: what its steps share.  A unit's datasets are read into
+   staging (its shard, then its packed state tensors), checked against their
+   checksums and for non-finite values, and only then copied into the shard
+   and the optimizer state.  Each step is collective: every rank makes every
+   call, whatever failed on it, and the ranks agree on the outcome after. */
+typedef struct {
+  FSDPContext ctx;
+  FSDPOptimizer opt;
+  hid_t file;
+  const char *path;
+  const Header *h;
+  FlatParam unit;
+  const Item *items;
+  const bool *load;
+  int nitems;
+  void *staging;
+  int64_t state_numel; /* elements of each optimizer state tensor of the unit */
+  const char *names[2]; /* of the optimizer's state tensors */
+  Piece *pieces;        /* this rank's piece of each parameter */
+  uint32_t *crc, *want; /* per item: the CRC-32C of what was read, and the file's */
+  int *have;            /* per item: whether the file has a checksum */
   hid_t dxpl;
-  FSDPErrorCode ierr = FSDP_SUCCESS;
+} UnitLoad;
 
-  for (int s = 0; opt && s < opt->nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
-  FSDPCall(FSDPMalloc((size_t)unit->nparams * sizeof *pieces + 1, FSDP_MEM_OTHER, &pieces));
-  FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *crc, FSDP_MEM_OTHER, &crc));
-  FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *want, FSDP_MEM_OTHER, &want));
-  FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *have, FSDP_MEM_OTHER, &have));
-  read_pieces(unit, pieces);
-  dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, transfer_mode(ctx)) < 0) ierr = H5ERR("cannot create a transfer property list");
-  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  /* Every rank makes every call, whatever failed on it; they agree after. */
-  for (int k = 0, go = !ierr; k < nitems && go; k++) {
-    const Item *it = &items[k];
-    const ParamInfo *p;
-    const Piece *pc;
-    char *mem, dpath[1200], reason[256];
-    int64_t len;
-    hid_t ds, space = -1, memspace = -1, ftype = -1;
-    void *convert = NULL;
-    herr_t status = -1;
+/* Staging and property list; on error what was made is left for unit_load_end. */
+static FSDPErrorCode unit_load_begin(UnitLoad *L)
+{
+  FSDPErrorCode ierr;
+  FSDPOptimizer opt = L->opt;
+  L->state_numel = opt ? opt->units[L->unit->index].numel : 0;
+  for (int s = 0; opt && s < opt->nstates; s++) L->names[s] = FSDPOptimizerStateName_Private(opt, s);
+  if ((ierr = FSDPMalloc((size_t)L->unit->nparams * sizeof *L->pieces + 1, FSDP_MEM_OTHER, &L->pieces))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->crc, FSDP_MEM_OTHER, &L->crc))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->want, FSDP_MEM_OTHER, &L->want))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->have, FSDP_MEM_OTHER, &L->have))) goto cleanup;
+  read_pieces(L->unit, L->pieces);
+  L->dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (L->dxpl < 0 || H5Pset_dxpl_mpio(L->dxpl, transfer_mode(L->ctx)) < 0)
+    ierr = H5ERR("cannot create a transfer property list");
+cleanup:
+  return ierr;
+}
 
-    if (it->unit != unit || !load[k]) continue;
-    p = &unit->params[it->param];
-    pc = &pieces[it->param];
-    mem = piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel));
-    len = pc->end - pc->begin;
-    item_path(it, names, dpath, sizeof dpath);
-    ds = H5Dopen2(file, dpath, H5P_DEFAULT);
-    if (ds >= 0) {
-      int got = get_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &want[k]);
-      have[k] = got > 0;
-      /* Other tools' files load unverified; libfsdp's never do. */
-      if ((got < 0 || (!got && h->libfsdp)) && !ierr)
-        ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", path, dpath,
-                       got < 0 ? "unreadable" : "missing");
-      space = H5Dget_space(ds);
-      ftype = H5Dget_type(ds);
-    }
-    if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
-    else if (space >= 0 && ftype >= 0) {
-      /* The checksum is of the file's values: read a different type as it is, then convert. */
-      size_t fs = H5Tget_size(ftype);
-      bool selected = select_piece(space, &memspace, p, pc) >= 0;
-      if (selected && fs != es && FSDPMalloc((size_t)(len > 0 ? len : 1) * fs, FSDP_MEM_COMM_STAGING, &convert)) {
-        if (!ierr) ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, FSDP_ERR_MEM);
-        selected = false;
-      }
-      if (!selected && memspace >= 0) { /* still take part in the collective read, with nothing to read */
-        if (!ierr) ierr = H5ERR("FSDPContextLoad: cannot select this rank's part of %s", dpath);
-        H5Sselect_none(space);
-        H5Sselect_none(memspace);
-        len = 0;
-      }
-      if (memspace >= 0)
-        status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, dxpl,
-                         convert ? convert : mem);
-      if (status >= 0 && len > 0) {
-        crc[k] = piece_crc(it, pc, convert ? convert : mem, fs);
-        if (convert && !ierr)
-          ierr = FSDPDataTypeConvert(unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
-      }
-      *bytes += len * (int64_t)fs;
-      FSDPCall(FSDPFree(&convert));
-    }
-    if (status < 0 && !ierr)
-      ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", path, dpath, h5_reason(reason));
-    if (ftype >= 0) H5Tclose(ftype);
-    if (memspace >= 0) H5Sclose(memspace);
-    if (space >= 0) H5Sclose(space);
-    if (ds >= 0) H5Dclose(ds);
+static FSDPErrorCode unit_load_end(UnitLoad *L)
+{
+  FSDPErrorCode ierr = FSDP_SUCCESS, e;
+  if (L->dxpl >= 0) H5Pclose(L->dxpl);
+  L->dxpl = -1;
+  if ((e = FSDPFree(&L->pieces)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->crc)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->want)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->have)) && !ierr) ierr = e;
+  return ierr;
+}
+
+/* Where item k of the unit is staged. */
+static char *unit_load_staged(const UnitLoad *L, int k)
+{
+  const Item *it = &L->items[k];
+  return piece_memory(it, &L->pieces[it->param], L->staging, staged_state(L->unit, it, L->staging, L->state_numel));
+}
+
+/* Item k's dataset, this rank's piece of it, into staging, with its CRC.
+   Collective (a collective read): a rank that fails still takes part, with
+   nothing to read; every handle it opened is closed on every path.  *ierr
+   keeps the rank's first error: once it is set, nothing raises another. */
+static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
+{
+  const Item *it = &L->items[k];
+  const ParamInfo *p = &L->unit->params[it->param];
+  const Piece *pc = &L->pieces[it->param];
+  size_t es = FSDPDataTypeSize(L->unit->dtype);
+  char *mem = unit_load_staged(L, k), dpath[1200], reason[256];
+  int64_t len = pc->end - pc->begin;
+  hid_t ds, space = -1, memspace = -1, ftype = -1;
+  void *convert = NULL;
+  herr_t status = -1;
+
+  item_path(it, L->names, dpath, sizeof dpath);
+  ds = H5Dopen2(L->file, dpath, H5P_DEFAULT);
+  if (ds >= 0) {
+    int got = get_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &L->want[k]);
+    L->have[k] = got > 0;
+    /* Other tools' files load unverified; libfsdp's never do. */
+    if ((got < 0 || (!got && L->h->libfsdp)) && !*ierr)
+      *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", L->path, dpath,
+                     got < 0 ? "unreadable" : "missing");
+    space = H5Dget_space(ds);
+    ftype = H5Dget_type(ds);
   }
-  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  if (dxpl >= 0) H5Pclose(dxpl);
-  /* The shard group read every element of the unit once: its pieces' CRCs combine to each dataset's. */
-  if (!ierr) { /* this unit's entries only, packed at the front */
-    int m = 0;
-    for (int k = 0; k < nitems; k++)
-      if (items[k].unit == unit) crc[m++] = crc[k];
-    ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, m, MPI_UINT32_T, MPI_BXOR, ctx->shard_comm));
-    for (int k = nitems - 1; k >= 0; k--)
-      if (items[k].unit == unit) crc[k] = crc[--m];
+  if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
+  else if (space >= 0 && ftype >= 0) {
+    /* The checksum is of the file's values: read a different type as it is, then convert. */
+    size_t fs = H5Tget_size(ftype);
+    bool selected = select_piece(space, &memspace, p, pc) >= 0;
+    if (selected && fs != es && FSDPMalloc((size_t)(len > 0 ? len : 1) * fs, FSDP_MEM_COMM_STAGING, &convert)) {
+      if (!*ierr) *ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, FSDP_ERR_MEM);
+      selected = false;
+    }
+    if (!selected && memspace >= 0) { /* still take part in the collective read, with nothing to read */
+      if (!*ierr) *ierr = H5ERR("FSDPContextLoad: cannot select this rank's part of %s", dpath);
+      H5Sselect_none(space);
+      H5Sselect_none(memspace);
+      len = 0;
+    }
+    if (memspace >= 0)
+      status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, L->dxpl,
+                       convert ? convert : mem);
+    if (status >= 0 && len > 0) {
+      L->crc[k] = piece_crc(it, pc, convert ? convert : mem, fs);
+      if (convert && !*ierr)
+        *ierr = FSDPDataTypeConvert(L->unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
+    }
+    *bytes += len * (int64_t)fs;
   }
-  for (int k = 0; k < nitems && !ierr; k++)
-    if (items[k].unit == unit && load[k] && have[k] && crc[k] != want[k]) {
+  if (status < 0 && !*ierr)
+    *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", L->path, dpath, h5_reason(reason));
+  if (convert) {
+    FSDPErrorCode e = FSDPFree(&convert);
+    if (!*ierr) *ierr = e;
+  }
+  if (ftype >= 0) H5Tclose(ftype);
+  if (memspace >= 0) H5Sclose(memspace);
+  if (space >= 0) H5Sclose(space);
+  if (ds >= 0) H5Dclose(ds);
+}
+
+/* The shard group read every element of the unit once: its pieces' CRCs
+   combine to each dataset's, which must be the file's.  Collective on the
+   shard group. */
+static FSDPErrorCode verify_checksums(UnitLoad *L)
+{
+  NameList bad = {{0}, 0};
+  int m = 0;
+  FSDPErrorCode ierr;
+
+  for (int k = 0; k < L->nitems; k++) /* this unit's entries only, packed at the front */
+    if (L->items[k].unit == L->unit) L->crc[m++] = L->crc[k];
+  ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, L->crc, m, MPI_UINT32_T, MPI_BXOR, L->ctx->shard_comm));
+  for (int k = L->nitems - 1; k >= 0; k--)
+    if (L->items[k].unit == L->unit) L->crc[k] = L->crc[--m];
+  for (int k = 0; k < L->nitems && !ierr; k++)
+    if (L->items[k].unit == L->unit && L->load[k] && L->have[k] && L->crc[k] != L->want[k]) {
       char dpath[1200], detail[64];
-      item_path(&items[k], names, dpath, sizeof dpath);
-      snprintf(detail, sizeof detail, " (CRC-32C 0x%08x, the file says 0x%08x)", crc[k], want[k]);
+      item_path(&L->items[k], L->names, dpath, sizeof dpath);
+      snprintf(detail, sizeof detail, " (CRC-32C 0x%08x, the file says 0x%08x)", L->crc[k], L->want[k]);
       list_add(&bad, dpath, detail);
     }
   if (!ierr && bad.count)
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
                      "FSDPContextLoad: '%s' is corrupt: checksum mismatch in %s; unit '%s' and those after it were not "
                      "loaded",
-                     path, bad.text, unit->name);
-  /* Values that verify can still be NaN: saved with -fsdp_check_finite false, or by another tool. */
-  for (int k = 0; k < nitems && !ierr && ctx->check_finite; k++) {
-    const Item *it = &items[k];
-    const Piece *pc = &pieces[it->param];
+                     L->path, bad.text, L->unit->name);
+  return ierr;
+}
+
+/* Values that verify can still be NaN: saved with -fsdp_check_finite false, or by another tool. */
+static FSDPErrorCode verify_finite(const UnitLoad *L)
+{
+  for (int k = 0; k < L->nitems && L->ctx->check_finite; k++) {
+    const Item *it = &L->items[k];
+    const Piece *pc = &L->pieces[it->param];
     int64_t at;
     double v;
     char dpath[1200];
-    if (it->unit != unit || !load[k] || pc->end <= pc->begin) continue;
-    at = first_nonfinite(unit->dtype, piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel)),
-                         pc->end - pc->begin, &v);
+    if (it->unit != L->unit || !L->load[k] || pc->end <= pc->begin) continue;
+    at = first_nonfinite(L->unit->dtype, unit_load_staged(L, k), pc->end - pc->begin, &v);
     if (at < 0) continue;
-    item_path(it, names, dpath, sizeof dpath);
-    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
-                     "FSDPContextLoad: '%s': %s[%lld] is %g: the file holds non-finite values; unit '%s' and those after "
-                     "it were not loaded (-fsdp_check_finite false loads them)",
-                     path, dpath, (long long)(pc->begin + at), v, unit->name);
+    item_path(it, L->names, dpath, sizeof dpath);
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_NOT_FINITE,
+              "FSDPContextLoad: '%s': %s[%lld] is %g: the file holds non-finite values; unit '%s' and those after "
+              "it were not loaded (-fsdp_check_finite false loads them)",
+              L->path, dpath, (long long)(pc->begin + at), v, L->unit->name);
   }
-  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  /* Verified: now the unit changes. */
-  for (int k = 0; k < nitems && !ierr; k++) {
-    const Item *it = &items[k];
-    const Piece *pc = &pieces[it->param];
-    void *state = it->state >= 0 ? opt->units[unit->index].state[it->state] : NULL;
-    if (it->unit != unit || !load[k] || pc->end <= pc->begin) continue;
+  return FSDP_SUCCESS;
+}
+
+/* Verified: the unit's shard and optimizer state take the staged values. */
+static FSDPErrorCode commit_unit(const UnitLoad *L)
+{
+  size_t es = FSDPDataTypeSize(L->unit->dtype);
+  for (int k = 0; k < L->nitems; k++) {
+    const Item *it = &L->items[k];
+    const Piece *pc = &L->pieces[it->param];
+    void *state = it->state >= 0 ? L->opt->units[L->unit->index].state[it->state] : NULL;
+    if (it->unit != L->unit || !L->load[k] || pc->end <= pc->begin) continue;
     /* On a GPU the unit's memory is device memory: DeviceFromHost is memcpy on the host. */
-    ierr = DeviceFromHost_Private(ctx->dev, piece_memory(it, pc, unit->shard, state),
-                                  piece_memory(it, pc, staging, staged_state(unit, it, staging, state_numel)),
-                                  (size_t)(pc->end - pc->begin) * es);
+    FSDPCall(DeviceFromHost_Private(L->ctx->dev, piece_memory(it, pc, L->unit->shard, state), unit_load_staged(L, k),
+                                    (size_t)(pc->end - pc->begin) * es));
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Collective: reads, verifies and installs one unit; on any rank's error
+   every rank returns one and the unit is unchanged. */
+static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
+                               FlatParam unit, const Item *items, const bool *load, int nitems, void *staging,
+                               int64_t *bytes)
+{
+  UnitLoad L = {.ctx = ctx, .opt = opt, .file = file, .path = path, .h = h, .unit = unit, .items = items,
+                .load = load, .nitems = nitems, .staging = staging, .dxpl = -1};
+  FSDPErrorCode ierr = unit_load_begin(&L), e;
+
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  for (int k = 0, go = !ierr; k < nitems && go; k++) { /* every rank reads every item, failed or not */
+    if (items[k].unit != unit || !load[k]) continue;
+    read_item(&L, k, bytes, &ierr);
   }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  FSDPCall(FSDPFree(&pieces));
-  FSDPCall(FSDPFree(&crc));
-  FSDPCall(FSDPFree(&want));
-  FSDPCall(FSDPFree(&have));
-  return ierr;
+  if (!ierr) ierr = verify_checksums(&L);
+  if (!ierr) ierr = verify_finite(&L);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr) ierr = commit_unit(&L);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  e = unit_load_end(&L);
+  return ierr ? ierr : e;
 }
 
 static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, int64_t *bytes)
@@ -1417,11 +1488,12 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   size_t staging_bytes = 0;
   void *staging = NULL;
   Header h;
-  FSDPErrorCode ierr;
+  FSDPErrorCode ierr, e;
 
-  FSDPCall(list_items(ctx, opt ? opt->nstates : 0, &items, &nitems));
-  FSDPCall(FSDPCalloc((size_t)nitems + 1, sizeof *load, FSDP_MEM_OTHER, &load));
-  ierr = read_header(opt, file, path, &h);
+  /* One cleanup at the end; the ranks agree before each collective step. */
+  ierr = list_items(ctx, opt ? opt->nstates : 0, &items, &nitems);
+  if (!ierr) ierr = FSDPCalloc((size_t)nitems + 1, sizeof *load, FSDP_MEM_OTHER, &load);
+  if (!ierr) ierr = read_header(opt, file, path, &h);
   if (!ierr) ierr = check_file(ctx, opt, file, path, &h, items, nitems, load);
   if (!ierr && h.libfsdp && !h.have_metadata_crc && ctx->rank == 0) {
     fprintf(stderr, "FSDPContextLoad: '%s' has no %s (an older libfsdp wrote it): its attributes are checked for range "
@@ -1451,9 +1523,9 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
       opt->growth_tracker = h.growth_tracker;
     }
   }
-  FSDPCall(FSDPFree(&staging));
-  FSDPCall(FSDPFree(&load));
-  FSDPCall(FSDPFree(&items));
+  if ((e = FSDPFree(&staging)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&load)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&items)) && !ierr) ierr = e;
   return ierr;
 }
 #endif
