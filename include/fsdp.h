@@ -135,6 +135,39 @@ FSDP_EXTERN void FSDPNotifySignal(int signo);
 
 FSDP_EXTERN FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 
+/* ------------------------------------------------------------------ memory */
+
+typedef enum {
+  FSDP_MEM_PARAMS = 0,     /* parameter shards (full precision) */
+  FSDP_MEM_GRADS,          /* gradient shards */
+  FSDP_MEM_OPTIM_STATE,    /* optimizer state shards */
+  FSDP_MEM_UNSHARDED,      /* unsharded (all-gathered) parameter and gradient buffers */
+  FSDP_MEM_COMM_STAGING,   /* communication staging buffers */
+  FSDP_MEM_OTHER,          /* everything else the library allocates */
+  FSDP_MEM_NUM_CATEGORIES
+} FSDPMemCategory;
+
+typedef struct {
+  size_t current[FSDP_MEM_NUM_CATEGORIES]; /* bytes allocated now */
+  size_t peak[FSDP_MEM_NUM_CATEGORIES];    /* most bytes allocated at once, since start or reset */
+  size_t total_current;
+  size_t total_peak;
+  uint64_t nallocs;                        /* successful allocations, since start */
+  uint64_t nfrees;
+} FSDPMemoryStats;
+
+/* ptr is the address of a pointer; memory is 64-byte aligned and counted in `category`. */
+FSDP_EXTERN FSDPErrorCode FSDPMalloc(size_t bytes, FSDPMemCategory category, void *ptr);
+FSDP_EXTERN FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, void *ptr);
+/* ptr is the address of a pointer from FSDPMalloc/FSDPCalloc (or NULL); it is set to NULL. */
+FSDP_EXTERN FSDPErrorCode FSDPFree(void *ptr);
+FSDP_EXTERN FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
+FSDP_EXTERN FSDPErrorCode FSDPMemoryResetPeak(void);
+/* The same for device memory (-fsdp_device cuda): what the contexts of this
+   process hold on their GPU. */
+FSDP_EXTERN FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats);
+FSDP_EXTERN const char *FSDPMemCategoryName(FSDPMemCategory category);
+
 /* ------------------------------------------------------------------ viewers */
 
 /* Objects print themselves with XView(obj, viewer); a NULL viewer means
@@ -211,6 +244,30 @@ FSDP_EXTERN FSDPErrorCode FSDPLogGetActive(bool *active);
 /* Per-event table (min/max/avg over ranks, GB/s) and memory; collective on the viewer. */
 FSDP_EXTERN FSDPErrorCode FSDPLogView(FSDPViewer viewer);
 
+/* ------------------------------------------------------------------ data types */
+
+/* Element types of parameters and buffers.  A FlatParam's master copy (its
+   shard) is FSDP_FLOAT32 or FSDP_FLOAT64; the 16-bit types are for
+   mixed-precision copies and reductions. */
+typedef enum {
+  FSDP_FLOAT32 = 0,
+  FSDP_FLOAT64,
+  FSDP_BFLOAT16,
+  FSDP_FLOAT16,
+  FSDP_NUM_DATA_TYPES
+} FSDPDataType;
+
+/* "fp32", "fp64", "bf16", "fp16" */
+FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
+/* Bytes per element, 0 for a value that is not an FSDPDataType. */
+FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
+/* Converts n values; to bf16 and fp16 with round to nearest even (a NaN
+   stays a NaN, a value beyond fp16's range becomes an infinity), from them
+   exactly.  Every type converts to and from fp32; fp64 and the 16-bit types
+   do not convert into each other (through fp32 they would round twice).
+   dst and src may be the same array only when the types are. */
+FSDP_EXTERN FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
+
 /* ------------------------------------------------------------------ ShardGroup */
 
 /* The process layout of FSDP: the shard communicator (the F ranks that split
@@ -270,29 +327,26 @@ FSDP_EXTERN FSDPErrorCode ShardGroupGetDevice(ShardGroup group, int *device, int
    cudaDeviceGetByPCIBusId takes, whatever CUDA's device order. */
 FSDP_EXTERN FSDPErrorCode ShardGroupGetDevicePCIBusId(ShardGroup group, const char **busid);
 
-/* ------------------------------------------------------------------ FSDPContext and FlatParam */
+/* ------------------------------------------------------------------ FSDPContext (doc/flatparam.md): types */
 
-/* Element types of parameters and buffers.  A FlatParam's master copy (its
-   shard) is FSDP_FLOAT32 or FSDP_FLOAT64; the 16-bit types are for
-   mixed-precision copies and reductions. */
-typedef enum {
-  FSDP_FLOAT32 = 0,
-  FSDP_FLOAT64,
-  FSDP_BFLOAT16,
-  FSDP_FLOAT16,
-  FSDP_NUM_DATA_TYPES
-} FSDPDataType;
+/* The context owns its units; their getters, like the ShardGroup's, take
+   NULL for any output not wanted.  doc/flatparam.md tells the whole story. */
+typedef struct FSDPContext_s *FSDPContext;
+typedef struct FlatParam_s *FlatParam;
+/* An optimizer of a context's shards (the optimizers section); checkpoints save it with the context. */
+typedef struct FSDPOptimizer_s *FSDPOptimizer;
+/* A parameter's index in its unit, in registration order. */
+typedef int FSDPParamId;
 
-/* "fp32", "fp64", "bf16", "fp16" */
-FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
-/* Bytes per element, 0 for a value that is not an FSDPDataType. */
-FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
-/* Converts n values; to bf16 and fp16 with round to nearest even (a NaN
-   stays a NaN, a value beyond fp16's range becomes an infinity), from them
-   exactly.  Every type converts to and from fp32; fp64 and the 16-bit types
-   do not convert into each other (through fp32 they would round twice).
-   dst and src may be the same array only when the types are. */
-FSDP_EXTERN FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
+/* Deferred initialization, called by FSDPContextSetUp.  A unit initializer
+   fills the unit's parameters (FlatParamGetParam works inside it) the same way
+   on every rank of a shard group; units are materialized one at a time.  A
+   shard initializer fills elements [begin, end) of parameter `id`, flattened
+   in row-major order, into values[0 .. end-begin), and nothing is materialized.
+   Return FSDP_SUCCESS, or an error (raise it with FSDPCheck to give a message). */
+typedef FSDPErrorCode (*FSDPUnitInitFn)(FlatParam unit, void *user);
+typedef FSDPErrorCode (*FSDPShardInitFn)(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values,
+                                         void *user);
 
 /* How units are sharded (doc/flatparam.md).  W ranks in all, F per shard group. */
 typedef enum {
@@ -307,37 +361,79 @@ typedef enum {
 /* "full", "grad_op", "none", "hybrid", "hybrid_zero2": the -fsdp_sharding_strategy values. */
 FSDP_EXTERN const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy);
 
-/* One unit's lifecycle: SHARDED -> GATHERING -> UNSHARDED -> REDUCING -> SHARDED. */
+/* Where the context's collectives run.  THREAD: a communication thread of the
+   context (needs MPI_THREAD_MULTIPLE; the default when MPI provides it).
+   NONBLOCKING: MPI_I* collectives, progressed inside the library's MPI calls
+   (the default otherwise).  SYNC: blocking collectives at the point of call. */
 typedef enum {
-  FSDP_FLATPARAM_SHARDED = 0, /* only this rank's shard is held */
-  FSDP_FLATPARAM_GATHERING,   /* an all-gather is under way */
-  FSDP_FLATPARAM_UNSHARDED,   /* the whole unit is held: parameter and gradient views are valid */
-  FSDP_FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
-} FlatParamState;
+  FSDP_COMM_ENGINE_THREAD = 0,
+  FSDP_COMM_ENGINE_NONBLOCKING,
+  FSDP_COMM_ENGINE_SYNC,
+  FSDP_NUM_COMM_ENGINES
+} FSDPCommEngine;
 
-FSDP_EXTERN const char *FlatParamStateName(FlatParamState state);
+/* When backward issues the next unit's all-gather: PRE, when the current
+   unit is unsharded for its backward (before its reduce-scatter); POST, after
+   the current unit's reduce-scatter is issued; NONE, when it is needed. */
+typedef enum {
+  FSDP_BACKWARD_PREFETCH_PRE = 0,
+  FSDP_BACKWARD_PREFETCH_POST,
+  FSDP_BACKWARD_PREFETCH_NONE,
+  FSDP_NUM_BACKWARD_PREFETCH
+} FSDPBackwardPrefetch;
 
-/* The context owns its units; their getters, like the ShardGroup's, take
-   NULL for any output not wanted.  doc/flatparam.md tells the whole story. */
-typedef struct FSDPContext_s *FSDPContext;
-typedef struct FlatParam_s *FlatParam;
-/* A parameter's index in its unit, in registration order. */
-typedef int FSDPParamId;
+/* Where a context's shards, gradients, unsharded buffers and staging live.
+   CUDA: device memory on the rank's GPU (the ShardGroup's choice), NCCL in
+   the shard group; FlatParamGetParam, FlatParamGetGrad, FlatParamGetShard
+   and FlatParamGetGradShard then return device pointers, ordered on the
+   context's compute stream.  Initializers still fill host memory. */
+typedef enum { FSDP_DEVICE_HOST = 0, FSDP_DEVICE_CUDA, FSDP_NUM_DEVICE_TYPES } FSDPDeviceType;
+/* How gradients cross the replicas on a GPU: MPI (through pinned host
+   staging, or device pointers when MPI is CUDA-aware), or NCCL. */
+typedef enum { FSDP_REPLICATE_ENGINE_MPI = 0, FSDP_REPLICATE_ENGINE_NCCL, FSDP_NUM_REPLICATE_ENGINES } FSDPReplicateEngine;
 
-/* Deferred initialization, called by FSDPContextSetUp.  A unit initializer
-   fills the unit's parameters (FlatParamGetParam works inside it) the same way
-   on every rank of a shard group; units are materialized one at a time.  A
-   shard initializer fills elements [begin, end) of parameter `id`, flattened
-   in row-major order, into values[0 .. end-begin), and nothing is materialized.
-   Return FSDP_SUCCESS, or an error (raise it with FSDPCheck to give a message). */
-typedef FSDPErrorCode (*FSDPUnitInitFn)(FlatParam unit, void *user);
-typedef FSDPErrorCode (*FSDPShardInitFn)(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values,
-                                         void *user);
+/* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
+   default: MPI-IO aggregates the ranks' pieces into large aligned writes,
+   what parallel file systems want) or INDEPENDENT ones (each rank reads and
+   writes its own contiguous pieces, with no synchronization per dataset). */
+typedef enum { FSDP_CHECKPOINT_IO_COLLECTIVE = 0, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_NUM_CHECKPOINT_IO } FSDPCheckpointIO;
+
+/* What a training program needs besides parameters and optimizer state to
+   resume exactly; a checkpoint keeps it in its root attributes. */
+typedef struct {
+  int64_t step;        /* steps taken (FSDPContextSave writes the optimizer's step when given one) */
+  int64_t data_cursor; /* where the program's data resumes, in the program's own units */
+  uint64_t rng[4];     /* the program's random-number state */
+} FSDPTrainingState;
+/* The memory plan of a set-up context, bytes per category on this rank: what
+   FSDPContextSetUp allocated for shards, unsharded buffers and staging. */
+typedef struct {
+  size_t bytes[FSDP_MEM_NUM_CATEGORIES];
+  size_t total;
+  int unsharded_buffers; /* parameter buffers of the largest unit's size (the limit L) */
+  int gradient_buffers;  /* unsharded gradient buffers of that size */
+} FSDPMemoryPlan;
+
+/* What the runtime did, since SetUp, on this rank. */
+typedef struct {
+  int64_t collectives;     /* collectives issued */
+  int64_t prefetches;      /* all-gathers issued before their FlatParamUnshard */
+  int64_t prefetch_hits;   /* FlatParamUnshard calls that found the all-gather under way or done */
+  int64_t cache_hits;      /* FlatParamUnshard calls that found the unit still unsharded from forward */
+  int64_t deferred;        /* prefetches the limiter held back until a buffer was released */
+  int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
+  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
+  int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
+  int grads_in_use;        /* unsharded gradient buffers held now */
+  double comm_time;        /* seconds in collectives */
+  double exposed_time;     /* seconds the calling thread waited for collectives */
+} FSDPCommStats;
+
+/* ------------------------------------------------------------------ FSDPContext: create and configure, before SetUp */
 
 /* Collective on comm, which is duplicated.  The context creates its ShardGroup. */
 FSDP_EXTERN FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx);
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy strategy);
-FSDP_EXTERN FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy);
 /* The context's ShardGroup: configure it before FSDPContextSetUp (hybrid
    strategies take F from it), query it after.  It belongs to the context. */
 FSDP_EXTERN FSDPErrorCode FSDPContextGetShardGroup(FSDPContext ctx, ShardGroup *group);
@@ -346,13 +442,66 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetUnitInit(FSDPContext ctx, FSDPUnitInitFn
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShardInit(FSDPContext ctx, FSDPShardInitFn init, void *user);
 /* Whether SetUp broadcasts each shard from the first replica to the others (default false). */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetSyncParams(FSDPContext ctx, bool sync);
-/* -fsdp_sharding_strategy, -fsdp_sync_params, -fsdp_view, and the ShardGroup's options. */
+/* Before SetUp, for fp32 units: parameters are rounded to param_dtype once
+   per unshard, all-gathered and viewed in it (FlatParamGetViewDataType);
+   gradients stay fp32 in their views, are rounded to reduce_dtype and summed
+   in it across ranks (each pairwise sum in fp32, rounded), then accumulated
+   into the fp32 gradient shard.  Shards, gradient shards and optimizer state
+   stay fp32: the master copy.  Each type is FSDP_FLOAT32 (full precision,
+   the default), FSDP_BFLOAT16 or FSDP_FLOAT16.  With fp16, see the gradient
+   scaler (FSDPOptimizerSetGradScaler). */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
+                                           FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
+
+/* Overlap (doc/overlap.md). */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
+/* At most `limit` units' parameters unsharded or being gathered at once; 0 = no limit. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
+/* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
+/* After FSDPNotifySignal, a collective wait that has gone on `seconds` more
+   (default 5) aborts the job, saying so: another rank is not coming. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
+/* Before each collective, check that every rank issues the same one. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+
+/* Where the context computes (doc/cuda.md). */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
+
+/* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
+/* false: load the parameters and state the file and the context share, and
+   report the rest on rank 0's stderr (default true: any difference is an error). */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
+/* Guard against NaN and Inf (default true): FSDPOptimizerStep stops with
+   FSDP_ERR_NOT_FINITE when the global gradient norm is not finite (with the
+   gradient scaler on, an overflow skips the step instead), FSDPContextSave
+   refuses to write non-finite parameters or state, and FSDPContextLoad
+   refuses a file that holds them.  false lets all three go on. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
+
+/* Every option above (-fsdp_sharding_strategy, -fsdp_comm_engine, ...), -fsdp_view, and the ShardGroup's options. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx);
 /* A new unit, last in execution order; it belongs to the context. */
 FSDP_EXTERN FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *unit);
 /* Collective: builds the ShardGroup, checks that every rank registered the
    same units, lays out and allocates shards, runs the initializer. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetUp(FSDPContext ctx);
+
+/* ------------------------------------------------------------------ FSDPContext: a training step */
+
+/* Mark the passes of a training step, as autograd's hooks tell PyTorch FSDP.
+   The forward pass records the order in which units are unsharded; backward
+   prefetches in the reverse of that order, the next forward (with forward
+   prefetch) in that order.  Without these calls nothing is prefetched.
+   FSDPContextFinishBackward ends the step. */
+FSDP_EXTERN FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx);
+FSDP_EXTERN FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
+
 /* Collective: waits for every gradient reduction started by FlatParamReduceGrad
    and, with gradient sync on, reduces what accumulation left unreduced;
    gradient shards are then final and the optimizer may run. */
@@ -369,6 +518,32 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateGradSync(FSDPContext ctx, bool 
 /* Collective: broadcast every shard from the first replica to the others
    (what -fsdp_sync_params does at SetUp). */
 FSDP_EXTERN FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx);
+/* After SetUp: returns when the work the context queued on its GPU has run
+   (shards then read right on the host; timings are complete).  On the host it returns at once. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx);
+
+/* ------------------------------------------------------------------ FSDPContext: checkpoints (doc/checkpoint-format.md) */
+
+/* Stored by the next FSDPContextSave; FSDPContextLoad sets it from the file. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrainingState *state);
+/* Collective, after SetUp: one HDF5 file with every parameter at its full
+   shape as /params/<name> and, when opt is not NULL, its state as
+   /optim/<state>/<name>.  Each rank writes only what lies in its shard
+   (replicas split it); the file is written beside path and renamed over it
+   once complete, so a crash leaves the previous checkpoint intact. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+/* Collective, after SetUp and between steps: loads a file written at any
+   world size, strategy and wrapping, each rank reading only its shards;
+   opt NULL loads the parameters alone.  Names, shapes and types are checked
+   first: a difference is an error listing them all, and nothing is loaded.
+   Checksums are verified unit by unit before the unit changes: a corrupt
+   dataset is an error naming it, leaving its unit and later ones as they were. */
+FSDP_EXTERN FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
+
+/* ------------------------------------------------------------------ FSDPContext: queries */
+
+FSDP_EXTERN FSDPErrorCode FSDPContextGetShardingStrategy(FSDPContext ctx, FSDPShardingStrategy *strategy);
 /* The context's own duplicate of the communicator it was created on. */
 FSDP_EXTERN FSDPErrorCode FSDPContextGetComm(FSDPContext ctx, MPI_Comm *comm);
 FSDP_EXTERN FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits);
@@ -378,10 +553,31 @@ FSDP_EXTERN FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name
 /* Per rank, in elements: all original parameters, this rank's shards (padding
    included), and the largest unit unsharded (padding included). */
 FSDP_EXTERN FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats);
+
+/* ------------------------------------------------------------------ FSDPContext: view, destroy */
+
 /* Collective: strategy, ShardGroup, units and the memory they take. */
 FSDP_EXTERN FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer);
 /* Collective; an error, with the context left intact, while reductions are in flight. */
 FSDP_EXTERN FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx);
+
+/* ------------------------------------------------------------------ FlatParam (doc/flatparam.md) */
+
+/* One unit's lifecycle: SHARDED -> GATHERING -> UNSHARDED -> REDUCING -> SHARDED. */
+typedef enum {
+  FSDP_FLATPARAM_SHARDED = 0, /* only this rank's shard is held */
+  FSDP_FLATPARAM_GATHERING,   /* an all-gather is under way */
+  FSDP_FLATPARAM_UNSHARDED,   /* the whole unit is held: parameter and gradient views are valid */
+  FSDP_FLATPARAM_REDUCING     /* the gradient is being reduced into the gradient shard */
+} FlatParamState;
+
+FSDP_EXTERN const char *FlatParamStateName(FlatParamState state);
 
 /* Before SetUp.  All parameters of a unit share its data type (default FSDP_FLOAT32). */
 FSDP_EXTERN FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
@@ -442,7 +638,6 @@ FSDP_EXTERN FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int6
    shards, with the update rules and defaults of torch.optim.SGD and
    torch.optim.AdamW; state exists only for the trainable elements of its
    shards.  Global gradient-norm clipping counts each distinct shard once. */
-typedef struct FSDPOptimizer_s *FSDPOptimizer;
 typedef enum { FSDP_OPTIMIZER_SGD = 0, FSDP_OPTIMIZER_ADAMW } FSDPOptimizerType;
 /* Constant, or linear warmup then cosine decay to zero. */
 typedef enum { FSDP_LR_CONSTANT = 0, FSDP_LR_COSINE } FSDPLRSchedule;
@@ -505,189 +700,6 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradNorm(FSDPOptimizer opt, double *no
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetStateSize(FSDPOptimizer opt, int64_t *numel);
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer);
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt);
-
-/* ------------------------------------------------------------------ checkpoints (doc/checkpoint-format.md) */
-
-/* What a training program needs besides parameters and optimizer state to
-   resume exactly; a checkpoint keeps it in its root attributes. */
-typedef struct {
-  int64_t step;        /* steps taken (FSDPContextSave writes the optimizer's step when given one) */
-  int64_t data_cursor; /* where the program's data resumes, in the program's own units */
-  uint64_t rng[4];     /* the program's random-number state */
-} FSDPTrainingState;
-/* Stored by the next FSDPContextSave; FSDPContextLoad sets it from the file. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state);
-FSDP_EXTERN FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrainingState *state);
-/* Collective, after SetUp: one HDF5 file with every parameter at its full
-   shape as /params/<name> and, when opt is not NULL, its state as
-   /optim/<state>/<name>.  Each rank writes only what lies in its shard
-   (replicas split it); the file is written beside path and renamed over it
-   once complete, so a crash leaves the previous checkpoint intact. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
-/* Collective, after SetUp and between steps: loads a file written at any
-   world size, strategy and wrapping, each rank reading only its shards;
-   opt NULL loads the parameters alone.  Names, shapes and types are checked
-   first: a difference is an error listing them all, and nothing is loaded.
-   Checksums are verified unit by unit before the unit changes: a corrupt
-   dataset is an error naming it, leaving its unit and later ones as they were. */
-FSDP_EXTERN FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path);
-/* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
-FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
-/* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
-   default: MPI-IO aggregates the ranks' pieces into large aligned writes,
-   what parallel file systems want) or INDEPENDENT ones (each rank reads and
-   writes its own contiguous pieces, with no synchronization per dataset). */
-typedef enum { FSDP_CHECKPOINT_IO_COLLECTIVE = 0, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_NUM_CHECKPOINT_IO } FSDPCheckpointIO;
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
-/* false: load the parameters and state the file and the context share, and
-   report the rest on rank 0's stderr (default true: any difference is an error). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool strict); /* -fsdp_checkpoint_strict */
-/* Guard against NaN and Inf (default true): FSDPOptimizerStep stops with
-   FSDP_ERR_NOT_FINITE when the global gradient norm is not finite (with the
-   gradient scaler on, an overflow skips the step instead), FSDPContextSave
-   refuses to write non-finite parameters or state, and FSDPContextLoad
-   refuses a file that holds them.  false lets all three go on. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
-FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
-
-/* ------------------------------------------------------------------ memory */
-
-typedef enum {
-  FSDP_MEM_PARAMS = 0,     /* parameter shards (full precision) */
-  FSDP_MEM_GRADS,          /* gradient shards */
-  FSDP_MEM_OPTIM_STATE,    /* optimizer state shards */
-  FSDP_MEM_UNSHARDED,      /* unsharded (all-gathered) parameter and gradient buffers */
-  FSDP_MEM_COMM_STAGING,   /* communication staging buffers */
-  FSDP_MEM_OTHER,          /* everything else the library allocates */
-  FSDP_MEM_NUM_CATEGORIES
-} FSDPMemCategory;
-
-typedef struct {
-  size_t current[FSDP_MEM_NUM_CATEGORIES]; /* bytes allocated now */
-  size_t peak[FSDP_MEM_NUM_CATEGORIES];    /* most bytes allocated at once, since start or reset */
-  size_t total_current;
-  size_t total_peak;
-  uint64_t nallocs;                        /* successful allocations, since start */
-  uint64_t nfrees;
-} FSDPMemoryStats;
-
-/* ptr is the address of a pointer; memory is 64-byte aligned and counted in `category`. */
-FSDP_EXTERN FSDPErrorCode FSDPMalloc(size_t bytes, FSDPMemCategory category, void *ptr);
-FSDP_EXTERN FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, void *ptr);
-/* ptr is the address of a pointer from FSDPMalloc/FSDPCalloc (or NULL); it is set to NULL. */
-FSDP_EXTERN FSDPErrorCode FSDPFree(void *ptr);
-FSDP_EXTERN FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
-FSDP_EXTERN FSDPErrorCode FSDPMemoryResetPeak(void);
-/* The same for device memory (-fsdp_device cuda): what the contexts of this
-   process hold on their GPU. */
-FSDP_EXTERN FSDPErrorCode FSDPGetDeviceMemoryStats(FSDPMemoryStats *stats);
-FSDP_EXTERN const char *FSDPMemCategoryName(FSDPMemCategory category);
-
-/* ------------------------------------------------------------------ overlap engine (doc/overlap.md) */
-
-/* Where the context's collectives run.  THREAD: a communication thread of the
-   context (needs MPI_THREAD_MULTIPLE; the default when MPI provides it).
-   NONBLOCKING: MPI_I* collectives, progressed inside the library's MPI calls
-   (the default otherwise).  SYNC: blocking collectives at the point of call. */
-typedef enum {
-  FSDP_COMM_ENGINE_THREAD = 0,
-  FSDP_COMM_ENGINE_NONBLOCKING,
-  FSDP_COMM_ENGINE_SYNC,
-  FSDP_NUM_COMM_ENGINES
-} FSDPCommEngine;
-
-/* When backward issues the next unit's all-gather: PRE, when the current
-   unit is unsharded for its backward (before its reduce-scatter); POST, after
-   the current unit's reduce-scatter is issued; NONE, when it is needed. */
-typedef enum {
-  FSDP_BACKWARD_PREFETCH_PRE = 0,
-  FSDP_BACKWARD_PREFETCH_POST,
-  FSDP_BACKWARD_PREFETCH_NONE,
-  FSDP_NUM_BACKWARD_PREFETCH
-} FSDPBackwardPrefetch;
-
-/* Before SetUp; the matching options are read by FSDPContextSetFromOptions. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
-/* At most `limit` units' parameters unsharded or being gathered at once; 0 = no limit. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
-/* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
-/* After FSDPNotifySignal, a collective wait that has gone on `seconds` more
-   (default 5) aborts the job, saying so: another rank is not coming. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
-/* Before each collective, check that every rank issues the same one. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
-
-/* ------------------------------------------------------------------ devices (doc/cuda.md) */
-
-/* Where a context's shards, gradients, unsharded buffers and staging live.
-   CUDA: device memory on the rank's GPU (the ShardGroup's choice), NCCL in
-   the shard group; FlatParamGetParam, FlatParamGetGrad, FlatParamGetShard
-   and FlatParamGetGradShard then return device pointers, ordered on the
-   context's compute stream.  Initializers still fill host memory. */
-typedef enum { FSDP_DEVICE_HOST = 0, FSDP_DEVICE_CUDA, FSDP_NUM_DEVICE_TYPES } FSDPDeviceType;
-/* How gradients cross the replicas on a GPU: MPI (through pinned host
-   staging, or device pointers when MPI is CUDA-aware), or NCCL. */
-typedef enum { FSDP_REPLICATE_ENGINE_MPI = 0, FSDP_REPLICATE_ENGINE_NCCL, FSDP_NUM_REPLICATE_ENGINES } FSDPReplicateEngine;
-
-/* Before SetUp. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
-FSDP_EXTERN FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
-/* After SetUp: returns when the work the context queued on its GPU has run
-   (shards then read right on the host; timings are complete).  On the host it returns at once. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSynchronize(FSDPContext ctx);
-FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
-
-/* ------------------------------------------------------------------ mixed precision (doc/flatparam.md) */
-
-/* Before SetUp, for fp32 units: parameters are rounded to param_dtype once
-   per unshard, all-gathered and viewed in it (FlatParamGetViewDataType);
-   gradients stay fp32 in their views, are rounded to reduce_dtype and summed
-   in it across ranks (each pairwise sum in fp32, rounded), then accumulated
-   into the fp32 gradient shard.  Shards, gradient shards and optimizer state
-   stay fp32: the master copy.  Each type is FSDP_FLOAT32 (full precision,
-   the default), FSDP_BFLOAT16 or FSDP_FLOAT16.  With fp16, see the gradient
-   scaler (FSDPOptimizerSetGradScaler). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
-                                           FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
-FSDP_EXTERN FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
-
-/* Mark the passes of a training step, as autograd's hooks tell PyTorch FSDP.
-   The forward pass records the order in which units are unsharded; backward
-   prefetches in the reverse of that order, the next forward (with forward
-   prefetch) in that order.  Without these calls nothing is prefetched.
-   FSDPContextFinishBackward ends the step. */
-FSDP_EXTERN FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx);
-FSDP_EXTERN FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
-
-/* The memory plan of a set-up context, bytes per category on this rank: what
-   FSDPContextSetUp allocated for shards, unsharded buffers and staging. */
-typedef struct {
-  size_t bytes[FSDP_MEM_NUM_CATEGORIES];
-  size_t total;
-  int unsharded_buffers; /* parameter buffers of the largest unit's size (the limit L) */
-  int gradient_buffers;  /* unsharded gradient buffers of that size */
-} FSDPMemoryPlan;
-FSDP_EXTERN FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
-
-/* What the runtime did, since SetUp, on this rank. */
-typedef struct {
-  int64_t collectives;     /* collectives issued */
-  int64_t prefetches;      /* all-gathers issued before their FlatParamUnshard */
-  int64_t prefetch_hits;   /* FlatParamUnshard calls that found the all-gather under way or done */
-  int64_t cache_hits;      /* FlatParamUnshard calls that found the unit still unsharded from forward */
-  int64_t deferred;        /* prefetches the limiter held back until a buffer was released */
-  int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
-  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
-  int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
-  int grads_in_use;        /* unsharded gradient buffers held now */
-  double comm_time;        /* seconds in collectives */
-  double exposed_time;     /* seconds the calling thread waited for collectives */
-} FSDPCommStats;
-FSDP_EXTERN FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats);
 
 #ifdef __cplusplus
 }
