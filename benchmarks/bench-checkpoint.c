@@ -20,7 +20,7 @@
 enum { SAVE_COLL, SAVE_INDEP, LOAD_COLL, LOAD_INDEP, MPIIO_WRITE, MPIIO_READ, NOPS };
 static const char *const op_names[NOPS] = {"FSDPContextSave, collective", "FSDPContextSave, independent",
                                            "FSDPContextLoad, collective", "FSDPContextLoad, independent",
-                                           "MPI-IO write_at_all + sync", "MPI-IO read_at_all"};
+                                           "MPI-IO write_at_all + sync",  "MPI-IO read_at_all"};
 
 typedef struct {
   FSDPContext ctx;
@@ -54,8 +54,8 @@ static FSDPErrorCode mpiio(Bench *b, bool write)
   /* A new file, as each save writes one: no blocks of the last round to reuse. */
   if (write && b->rank == 0) unlink(b->raw);
   if (write) FSDPCallMPI(MPI_Barrier(b->comm));
-  FSDPCallMPI(MPI_File_open(b->comm, b->raw, write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY, MPI_INFO_NULL,
-                            &fh));
+  FSDPCallMPI(
+      MPI_File_open(b->comm, b->raw, write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
   /* Counts are ints: large shares go in 1 GiB pieces (collective: every rank the same number). */
   {
     int64_t chunk = 1 << 30, n = (b->bytes + chunk - 1) / chunk, most = n;
@@ -63,8 +63,10 @@ static FSDPErrorCode mpiio(Bench *b, bool write)
     for (int64_t k = 0; k < most; k++) {
       int64_t off = k * chunk, len = off < b->bytes ? (b->bytes - off < chunk ? b->bytes - off : chunk) : 0;
       if (write)
-        FSDPCallMPI(MPI_File_write_at_all(fh, at + off, (char *)b->buffer + off, (int)len, MPI_BYTE, MPI_STATUS_IGNORE));
-      else FSDPCallMPI(MPI_File_read_at_all(fh, at + off, (char *)b->buffer + off, (int)len, MPI_BYTE, MPI_STATUS_IGNORE));
+        FSDPCallMPI(
+            MPI_File_write_at_all(fh, at + off, (char *)b->buffer + off, (int)len, MPI_BYTE, MPI_STATUS_IGNORE));
+      else
+        FSDPCallMPI(MPI_File_read_at_all(fh, at + off, (char *)b->buffer + off, (int)len, MPI_BYTE, MPI_STATUS_IGNORE));
     }
   }
   if (write) FSDPCallMPI(MPI_File_sync(fh));
@@ -80,7 +82,8 @@ static FSDPErrorCode run_op(Bench *b, int op, double *seconds, double *extra)
   FSDPCall(FSDPGetMemoryStats(&before));
   FSDPCall(FSDPMemoryResetPeak());
   if (op == SAVE_COLL || op == LOAD_COLL) FSDPCall(FSDPContextSetCheckpointIO(b->ctx, FSDP_CHECKPOINT_IO_COLLECTIVE));
-  if (op == SAVE_INDEP || op == LOAD_INDEP) FSDPCall(FSDPContextSetCheckpointIO(b->ctx, FSDP_CHECKPOINT_IO_INDEPENDENT));
+  if (op == SAVE_INDEP || op == LOAD_INDEP)
+    FSDPCall(FSDPContextSetCheckpointIO(b->ctx, FSDP_CHECKPOINT_IO_INDEPENDENT));
   FSDPCallMPI(MPI_Barrier(b->comm));
   t = MPI_Wtime();
   switch (op) {

@@ -82,8 +82,8 @@ int main(int argc, char **argv)
                                                   1 << 20, &min_kb, NULL));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_max_mb", "largest unsharded buffer, MiB", 256, 1,
                                                   1 << 16, &max_mb, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_iters", "timed collectives per size", 20, 1, MAXITERS,
-                                                  &iters, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetInt("-fsdp_bench_iters", "timed collectives per size", 20, 1, MAXITERS, &iters, NULL));
   if (rank == 0) {
     printf("bench-collectives: fp32, median of %lld; S = unsharded bytes, n = ranks in the shard group\n",
            (long long)iters);

@@ -18,10 +18,10 @@ typedef struct {
 } Setting;
 
 static const Setting settings[] = {
-  {"host fp32", FSDP_DEVICE_HOST, FSDP_FLOAT32, false},
-  {"cuda fp32", FSDP_DEVICE_CUDA, FSDP_FLOAT32, false},
-  {"cuda tf32", FSDP_DEVICE_CUDA, FSDP_FLOAT32, true},
-  {"cuda bf16", FSDP_DEVICE_CUDA, FSDP_BFLOAT16, false},
+    {"host fp32", FSDP_DEVICE_HOST, FSDP_FLOAT32, false},
+    {"cuda fp32", FSDP_DEVICE_CUDA, FSDP_FLOAT32, false},
+    {"cuda tf32", FSDP_DEVICE_CUDA, FSDP_FLOAT32, true},
+    {"cuda bf16", FSDP_DEVICE_CUDA, FSDP_BFLOAT16, false},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 #define MAXROUNDS 64
@@ -71,7 +71,8 @@ int main(int argc, char **argv)
       /* no GPU, or no CUDA: SetUp failed on every rank together */
       const char *msg;
       FSDPGetLastError(NULL, &msg, NULL);
-      if (rank == 0) printf("bench-device: %s: no usable GPU (%s): the CUDA settings are skipped\n", settings[k].name, msg);
+      if (rank == 0)
+        printf("bench-device: %s: no usable GPU (%s): the CUDA settings are skipped\n", settings[k].name, msg);
       FSDPCallAbort(MPI_COMM_WORLD, bench_destroy(&jobs[k].opt, &jobs[k].model, &jobs[k].ctx));
       break;
     }

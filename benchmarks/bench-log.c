@@ -38,8 +38,8 @@ int main(int argc, char **argv)
   FSDPCall(FSDPLogSetActive(true));
   FSDPCall(time_pairs(e, n, &on));
   FSDPCall(FSDPLogSetActive(false));
-  printf("bench-log: %lld Begin/End pairs: logging off %.2f ns/pair, on %.2f ns/pair, on/off %.1f\n", (long long)n,
-         off, on, on / off);
+  printf("bench-log: %lld Begin/End pairs: logging off %.2f ns/pair, on %.2f ns/pair, on/off %.1f\n", (long long)n, off,
+         on, on / off);
   FSDPCall(FSDPFinalize());
   return 0;
 }

@@ -18,10 +18,10 @@ typedef struct {
 } Setting;
 
 static const Setting settings[] = {
-  {"fp32", FSDP_FLOAT32, FSDP_FLOAT32},
-  {"bf16", FSDP_BFLOAT16, FSDP_BFLOAT16},
-  {"bf16 params, fp32 reduce", FSDP_BFLOAT16, FSDP_FLOAT32},
-  {"fp16 + scaler", FSDP_FLOAT16, FSDP_FLOAT16},
+    {"fp32", FSDP_FLOAT32, FSDP_FLOAT32},
+    {"bf16", FSDP_BFLOAT16, FSDP_BFLOAT16},
+    {"bf16 params, fp32 reduce", FSDP_BFLOAT16, FSDP_FLOAT32},
+    {"fp16 + scaler", FSDP_FLOAT16, FSDP_FLOAT16},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 #define MAXROUNDS 64
@@ -108,8 +108,9 @@ int main(int argc, char **argv)
     FSDPCallAbort(MPI_COMM_WORLD, FSDPContextGetSizes(jobs[0].ctx, &numel, NULL, NULL));
     FSDPCallAbort(MPI_COMM_WORLD, FSDPContextGetShardingStrategy(jobs[0].ctx, &strategy));
     printf("bench-mixed-precision: W = %d, %s sharding, %s, %lld parameters, batch %lld per rank; %lld rounds of %lld "
-           "steps, median\n", size, FSDPShardingStrategyName(strategy), b.spec, (long long)numel, (long long)b.batch,
-           (long long)b.rounds, (long long)b.steps);
+           "steps, median\n",
+           size, FSDPShardingStrategyName(strategy), b.spec, (long long)numel, (long long)b.batch, (long long)b.rounds,
+           (long long)b.steps);
     printf("%-26s %9s %7s %12s %7s %13s %7s %11s %11s\n", "setting", "ms/step", "vs fp32", "peak MB/rank", "vs fp32",
            "unsharded MB", "vs fp32", "gather MB", "reduce MB");
     for (int k = 0; k < NSETTINGS; k++) {

@@ -18,14 +18,14 @@ typedef struct {
 } Setting;
 
 static const Setting settings[] = {
-  {"sync, no prefetch", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
-  {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
-  {"thread, pre, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 1},
-  {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 2},
-  {"thread, pre, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0},
-  {"thread, post, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 2},
-  {"nonblocking, no prefetch", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
-  {"nonblocking, pre, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2},
+    {"sync, no prefetch", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
+    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
+    {"thread, pre, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 1},
+    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 2},
+    {"thread, pre, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0},
+    {"thread, post, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 2},
+    {"nonblocking, no prefetch", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_NONE, false, 2},
+    {"nonblocking, pre, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 #define MAXROUNDS 64
@@ -97,9 +97,8 @@ int main(int argc, char **argv)
            "overlap");
     for (int k = 0; k < NSETTINGS; k++) {
       double med = times[k][b.rounds / 2];
-      printf("%-28s %12.3f %10.3f %14.3f %14.3f %9.1f%%\n", settings[k].name, 1e3 * med,
-             med / times[0][b.rounds / 2], 1e3 * comm[k], 1e3 * exposed[k],
-             comm[k] > 0 ? 100.0 * (1.0 - exposed[k] / comm[k]) : 0.0);
+      printf("%-28s %12.3f %10.3f %14.3f %14.3f %9.1f%%\n", settings[k].name, 1e3 * med, med / times[0][b.rounds / 2],
+             1e3 * comm[k], 1e3 * exposed[k], comm[k] > 0 ? 100.0 * (1.0 - exposed[k] / comm[k]) : 0.0);
     }
     fflush(stdout);
   }

@@ -6,14 +6,16 @@
 #include "fsdp.h"
 
 /* Seconds for `reps` rounds of `what` on comm, the slowest rank's, per round. */
-#define TIME_ROUNDS(comm, reps, result, ...)                                        \
-  do {                                                                              \
-    double t0_, t_;                                                                 \
-    MPI_Barrier(comm);                                                              \
-    t0_ = MPI_Wtime();                                                              \
-    for (int64_t i_ = 0; i_ < (reps); i_++) { __VA_ARGS__; }                        \
-    t_ = (MPI_Wtime() - t0_) / (double)(reps);                                      \
-    MPI_Allreduce(&t_, &(result), 1, MPI_DOUBLE, MPI_MAX, comm);                    \
+#define TIME_ROUNDS(comm, reps, result, ...)                                                                           \
+  do {                                                                                                                 \
+    double t0_, t_;                                                                                                    \
+    MPI_Barrier(comm);                                                                                                 \
+    t0_ = MPI_Wtime();                                                                                                 \
+    for (int64_t i_ = 0; i_ < (reps); i_++) {                                                                          \
+      __VA_ARGS__;                                                                                                     \
+    }                                                                                                                  \
+    t_ = (MPI_Wtime() - t0_) / (double)(reps);                                                                         \
+    MPI_Allreduce(&t_, &(result), 1, MPI_DOUBLE, MPI_MAX, comm);                                                       \
   } while (0)
 
 static FSDPErrorCode one_group(MPI_Comm comm)
@@ -48,8 +50,8 @@ int main(int argc, char **argv)
   /* The MPI calls behind the choices. */
   TIME_ROUNDS(comm, reps, split_type, MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
               MPI_Comm_free(&node));
-  TIME_ROUNDS(comm, reps, split, MPI_Comm_split(comm, rank / F, rank, &shard); MPI_Comm_split(comm, rank % F, rank, &replicate);
-              MPI_Comm_free(&shard); MPI_Comm_free(&replicate));
+  TIME_ROUNDS(comm, reps, split, MPI_Comm_split(comm, rank / F, rank, &shard);
+              MPI_Comm_split(comm, rank % F, rank, &replicate); MPI_Comm_free(&shard); MPI_Comm_free(&replicate));
   MPI_Comm_group(comm, &all);
   TIME_ROUNDS(comm, reps, create_group, {
     ranges[0][0] = rank / F * F, ranges[0][1] = rank / F * F + F - 1, ranges[0][2] = 1;

@@ -23,10 +23,14 @@ static inline void bench_mlp_setup(BenchMLP *b, int64_t max_rounds)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   b->in = 64;
   b->out = 16;
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_hidden", "MLP width", 512, 8, 1 << 16, &b->hidden, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_depth", "MLP blocks (one unit each)", 6, 1, 1024, &b->depth, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_batch", "rows per rank per step", 64, 1, 1 << 20, &b->batch, NULL));
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_steps", "steps per round", 5, 1, 1 << 20, &b->steps, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetInt("-fsdp_bench_hidden", "MLP width", 512, 8, 1 << 16, &b->hidden, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetInt("-fsdp_bench_depth", "MLP blocks (one unit each)", 6, 1, 1024, &b->depth, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetInt("-fsdp_bench_batch", "rows per rank per step", 64, 1, 1 << 20, &b->batch, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetInt("-fsdp_bench_steps", "steps per round", 5, 1, 1 << 20, &b->steps, NULL));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetInt("-fsdp_bench_rounds", "rounds (each setting once per round)", 7, 1,
                                                   max_rounds, &b->rounds, NULL));
   snprintf(b->spec, sizeof b->spec, "mlp:in=%d,hidden=%lld,depth=%lld,out=%d,act=gelu,norm=layernorm", b->in,

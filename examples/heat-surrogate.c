@@ -53,7 +53,9 @@ static void initial_condition(Solver *s, uint64_t seed)
   FSDPCallAbort(s->comm, FSDPRandomUniform(seed, "heat.ic", 0, 6, 0.0, 1.0, c));
   for (int i = 0; i < s->n; i++) {
     double x = (double)(s->rank * s->n + i) / global_n, v = 0.5;
-    for (int k = 0; k < 3; k++) v += 0.25 * (c[2 * k] - 0.3) * sin(2 * 3.14159265358979323846 * (k + 1) * x + 2 * 3.14159265358979323846 * c[2 * k + 1]);
+    for (int k = 0; k < 3; k++)
+      v += 0.25 * (c[2 * k] - 0.3) *
+           sin(2 * 3.14159265358979323846 * (k + 1) * x + 2 * 3.14159265358979323846 * c[2 * k + 1]);
     s->u[LEAP + i] = v < 0 ? 0 : v > 1 ? 1 : v;
   }
 }
@@ -141,7 +143,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < points; i++) y10[i] = 10.0f * y[i];
     FSDPCallAbort(s.comm, FSDPModelForward(model, points, x, &pred));
     FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y10, 1.0, &l, &dy));
-    err[0] += l * points / 100.0; /* surrogate: the sum of (pred/10 - y)^2 */
+    err[0] += l * points / 100.0;                                   /* surrogate: the sum of (pred/10 - y)^2 */
     for (int i = 0; i < points; i++) err[1] += (double)y[i] * y[i]; /* persistence: no change */
   }
   MPI_Allreduce(MPI_IN_PLACE, err, 2, MPI_DOUBLE, MPI_SUM, s.comm);

@@ -12,7 +12,8 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   FSDPCall(FSDPViewerASCIIOpen(MPI_COMM_WORLD, "stdout", &out));
-  FSDPCall(FSDPViewerASCIISynchronizedPrintf(out, "rank %d of %d: libfsdp %d.%d.%d\n", rank, size, major, minor, patch));
+  FSDPCall(
+      FSDPViewerASCIISynchronizedPrintf(out, "rank %d of %d: libfsdp %d.%d.%d\n", rank, size, major, minor, patch));
   FSDPCall(FSDPViewerFlush(out));
   FSDPCall(FSDPViewerDestroy(&out));
   FSDPCall(FSDPFinalize());

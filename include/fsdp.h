@@ -59,9 +59,9 @@ typedef enum {
 
 /* What happens when an error is raised (see FSDPSetErrorMode). */
 typedef enum {
-  FSDP_ERRORS_PRINT = 0,    /* print a traceback line per frame on stderr, return the code (default) */
-  FSDP_ERRORS_RETURN,       /* print nothing, return the code; FSDPGetLastError/FSDPErrorPrintTrace tell */
-  FSDP_ERRORS_ARE_FATAL     /* print the error and MPI_Abort at once */
+  FSDP_ERRORS_PRINT = 0, /* print a traceback line per frame on stderr, return the code (default) */
+  FSDP_ERRORS_RETURN,    /* print nothing, return the code; FSDPGetLastError/FSDPErrorPrintTrace tell */
+  FSDP_ERRORS_ARE_FATAL  /* print the error and MPI_Abort at once */
 } FSDPErrorMode;
 
 FSDP_EXTERN const char *FSDPGetErrorString(FSDPErrorCode code);
@@ -74,44 +74,43 @@ FSDP_EXTERN FSDPErrorCode FSDPErrorPrintTrace(FILE *fp);
 
 /* Used by the macros below; call them through the macros. */
 FSDP_EXTERN FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
-                        const char *fmt, ...) FSDP_ATTR_FORMAT(6, 7);
+                                    const char *fmt, ...) FSDP_ATTR_FORMAT(6, 7);
 FSDP_EXTERN FSDPErrorCode FSDPErrorTraceback(int line, const char *func, const char *file, FSDPErrorCode code);
 FSDP_EXTERN FSDPErrorCode FSDPErrorMPI(int line, const char *func, const char *file, int mpierr, const char *call);
 FSDP_EXTERN void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
 
 /* Call a function that returns FSDPErrorCode; on error, add this frame to the
    traceback and return the code to the caller. */
-#define FSDPCall(...)                                                                  \
-  do {                                                                                 \
-    FSDPErrorCode fsdp_ierr_ = (__VA_ARGS__);                                          \
-    if (FSDPUnlikely(fsdp_ierr_ != FSDP_SUCCESS))                                      \
-      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, fsdp_ierr_);             \
+#define FSDPCall(...)                                                                                                  \
+  do {                                                                                                                 \
+    FSDPErrorCode fsdp_ierr_ = (__VA_ARGS__);                                                                          \
+    if (FSDPUnlikely(fsdp_ierr_ != FSDP_SUCCESS)) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, fsdp_ierr_); \
   } while (0)
 
 /* Raise `code` with a printf-style message when `cond` is false.  `comm` holds
    the ranks that all see this error (MPI_COMM_SELF when only this one does). */
-#define FSDPCheck(cond, comm, code, ...)                                               \
-  do {                                                                                 \
-    if (FSDPUnlikely(!(cond))) return FSDPError(comm, __LINE__, __func__, __FILE__, code, __VA_ARGS__); \
+#define FSDPCheck(cond, comm, code, ...)                                                                               \
+  do {                                                                                                                 \
+    if (FSDPUnlikely(!(cond))) return FSDPError(comm, __LINE__, __func__, __FILE__, code, __VA_ARGS__);                \
   } while (0)
 
 /* Call an MPI function; a code other than MPI_SUCCESS becomes FSDP_ERR_MPI with
    MPI's own error string.  The communicator needs MPI_ERRORS_RETURN. */
-#define FSDPCallMPI(...)                                                               \
-  do {                                                                                 \
-    int fsdp_mpierr_ = (__VA_ARGS__);                                                  \
-    if (FSDPUnlikely(fsdp_mpierr_ != MPI_SUCCESS))                                     \
-      return FSDPErrorMPI(__LINE__, __func__, __FILE__, fsdp_mpierr_, #__VA_ARGS__);   \
+#define FSDPCallMPI(...)                                                                                               \
+  do {                                                                                                                 \
+    int fsdp_mpierr_ = (__VA_ARGS__);                                                                                  \
+    if (FSDPUnlikely(fsdp_mpierr_ != MPI_SUCCESS))                                                                     \
+      return FSDPErrorMPI(__LINE__, __func__, __FILE__, fsdp_mpierr_, #__VA_ARGS__);                                   \
   } while (0)
 
 /* For a program's top level: on error print the whole traceback and MPI_Abort(comm). */
-#define FSDPCallAbort(comm, ...)                                                       \
-  do {                                                                                 \
-    FSDPErrorCode fsdp_ierr_ = (__VA_ARGS__);                                          \
-    if (FSDPUnlikely(fsdp_ierr_ != FSDP_SUCCESS)) {                                    \
-      (void)FSDPErrorTraceback(__LINE__, __func__, __FILE__, fsdp_ierr_);              \
-      FSDPErrorAbort(comm, fsdp_ierr_);                                                \
-    }                                                                                  \
+#define FSDPCallAbort(comm, ...)                                                                                       \
+  do {                                                                                                                 \
+    FSDPErrorCode fsdp_ierr_ = (__VA_ARGS__);                                                                          \
+    if (FSDPUnlikely(fsdp_ierr_ != FSDP_SUCCESS)) {                                                                    \
+      (void)FSDPErrorTraceback(__LINE__, __func__, __FILE__, fsdp_ierr_);                                              \
+      FSDPErrorAbort(comm, fsdp_ierr_);                                                                                \
+    }                                                                                                                  \
   } while (0)
 
 /* ------------------------------------------------------------------ initialization */
@@ -138,12 +137,12 @@ FSDP_EXTERN FSDPErrorCode FSDPGetVersion(int *major, int *minor, int *patch);
 /* ------------------------------------------------------------------ memory */
 
 typedef enum {
-  FSDP_MEM_PARAMS = 0,     /* parameter shards (full precision) */
-  FSDP_MEM_GRADS,          /* gradient shards */
-  FSDP_MEM_OPTIM_STATE,    /* optimizer state shards */
-  FSDP_MEM_UNSHARDED,      /* unsharded (all-gathered) parameter and gradient buffers */
-  FSDP_MEM_COMM_STAGING,   /* communication staging buffers */
-  FSDP_MEM_OTHER,          /* everything else the library allocates */
+  FSDP_MEM_PARAMS = 0,   /* parameter shards (full precision) */
+  FSDP_MEM_GRADS,        /* gradient shards */
+  FSDP_MEM_OPTIM_STATE,  /* optimizer state shards */
+  FSDP_MEM_UNSHARDED,    /* unsharded (all-gathered) parameter and gradient buffers */
+  FSDP_MEM_COMM_STAGING, /* communication staging buffers */
+  FSDP_MEM_OTHER,        /* everything else the library allocates */
   FSDP_MEM_NUM_CATEGORIES
 } FSDPMemCategory;
 
@@ -152,7 +151,7 @@ typedef struct {
   size_t peak[FSDP_MEM_NUM_CATEGORIES];    /* most bytes allocated at once, since start or reset */
   size_t total_current;
   size_t total_peak;
-  uint64_t nallocs;                        /* successful allocations, since start */
+  uint64_t nallocs; /* successful allocations, since start */
   uint64_t nfrees;
 } FSDPMemoryStats;
 
@@ -182,7 +181,8 @@ FSDP_EXTERN FSDPErrorCode FSDPViewerGetComm(FSDPViewer viewer, MPI_Comm *comm);
 /* Written once, by rank 0 of the viewer's communicator. */
 FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
 /* Buffered on every rank; FSDPViewerFlush (collective) writes all ranks' text in rank order. */
-FSDP_EXTERN FSDPErrorCode FSDPViewerASCIISynchronizedPrintf(FSDPViewer viewer, const char *fmt, ...) FSDP_ATTR_FORMAT(2, 3);
+FSDP_EXTERN FSDPErrorCode FSDPViewerASCIISynchronizedPrintf(FSDPViewer viewer, const char *fmt, ...)
+    FSDP_ATTR_FORMAT(2, 3);
 FSDP_EXTERN FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer);
 FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPushTab(FSDPViewer viewer);
 FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPopTab(FSDPViewer viewer);
@@ -198,16 +198,17 @@ FSDP_EXTERN void FSDPFormatBytes(char *buf, size_t len, double bytes);
 /* Each getter registers its option (for -help and the unused-option report)
    and reads it.  `set` (may be NULL) tells whether the option was given; when
    it was not, *value is the default.  A malformed value is FSDP_ERR_OPTION. */
-FSDP_EXTERN FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defval, int64_t min, int64_t max,
-                                int64_t *value, bool *set);
-FSDP_EXTERN FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defval, double *value, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defval, int64_t min,
+                                            int64_t max, int64_t *value, bool *set);
+FSDP_EXTERN FSDPErrorCode FSDPOptionsGetReal(const char *name, const char *help, double defval, double *value,
+                                             bool *set);
 FSDP_EXTERN FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval, bool *value, bool *set);
 /* choices: NULL-terminated; defval and *value index it. */
 FSDP_EXTERN FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
-                                 int *value, bool *set);
+                                             int *value, bool *set);
 /* Copies into value[len]; a value that does not fit is an error. */
 FSDP_EXTERN FSDPErrorCode FSDPOptionsGetString(const char *name, const char *help, const char *defval, char *value,
-                                   size_t len, bool *set);
+                                               size_t len, bool *set);
 /* Comma-separated lists: on entry *n is the capacity of values, on exit the
    count read (unchanged, with values untouched, when the option is not set). */
 FSDP_EXTERN FSDPErrorCode FSDPOptionsGetIntList(const char *name, const char *help, int64_t *values, int *n, bool *set);
@@ -228,9 +229,9 @@ FSDP_EXTERN FSDPErrorCode FSDPOptionsView(FSDPViewer viewer);
 typedef int FSDPLogEvent;
 
 typedef struct {
-  int64_t count;   /* completed Begin/End pairs */
-  double time;     /* seconds inside the event (outermost pairs only) */
-  int64_t bytes;   /* bytes moved, as reported to FSDPLogEventEnd */
+  int64_t count; /* completed Begin/End pairs */
+  double time;   /* seconds inside the event (outermost pairs only) */
+  int64_t bytes; /* bytes moved, as reported to FSDPLogEventEnd */
 } FSDPLogEventInfo;
 
 /* Registering a name twice returns the same event. */
@@ -249,13 +250,7 @@ FSDP_EXTERN FSDPErrorCode FSDPLogView(FSDPViewer viewer);
 /* Element types of parameters and buffers.  A FlatParam's master copy (its
    shard) is FSDP_FLOAT32 or FSDP_FLOAT64; the 16-bit types are for
    mixed-precision copies and reductions. */
-typedef enum {
-  FSDP_FLOAT32 = 0,
-  FSDP_FLOAT64,
-  FSDP_BFLOAT16,
-  FSDP_FLOAT16,
-  FSDP_NUM_DATA_TYPES
-} FSDPDataType;
+typedef enum { FSDP_FLOAT32 = 0, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16, FSDP_NUM_DATA_TYPES } FSDPDataType;
 
 /* "fp32", "fp64", "bf16", "fp16" */
 FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
@@ -266,7 +261,8 @@ FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
    exactly.  Every type converts to and from fp32; fp64 and the 16-bit types
    do not convert into each other (through fp32 they would round twice).
    dst and src may be the same array only when the types are. */
-FSDP_EXTERN FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src, int64_t n);
+FSDP_EXTERN FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPDataType from, const void *src,
+                                              int64_t n);
 
 /* ------------------------------------------------------------------ ShardGroup */
 
@@ -350,11 +346,11 @@ typedef FSDPErrorCode (*FSDPShardInitFn)(FlatParam unit, FSDPParamId id, int64_t
 
 /* How units are sharded (doc/flatparam.md).  W ranks in all, F per shard group. */
 typedef enum {
-  FSDP_FULL_SHARD = 0,      /* F = W; parameters resharded after forward and after backward */
-  FSDP_SHARD_GRAD_OP,       /* F = W; parameters stay unsharded from forward to backward */
-  FSDP_NO_SHARD,            /* F = 1: every rank holds everything, gradients all-reduced (DDP) */
-  FSDP_HYBRID_SHARD,        /* F from the ShardGroup (a node by default), replicated across groups */
-  FSDP_HYBRID_SHARD_ZERO2,  /* hybrid, with parameters unsharded from forward to backward */
+  FSDP_FULL_SHARD = 0,     /* F = W; parameters resharded after forward and after backward */
+  FSDP_SHARD_GRAD_OP,      /* F = W; parameters stay unsharded from forward to backward */
+  FSDP_NO_SHARD,           /* F = 1: every rank holds everything, gradients all-reduced (DDP) */
+  FSDP_HYBRID_SHARD,       /* F from the ShardGroup (a node by default), replicated across groups */
+  FSDP_HYBRID_SHARD_ZERO2, /* hybrid, with parameters unsharded from forward to backward */
   FSDP_NUM_SHARDING_STRATEGIES
 } FSDPShardingStrategy;
 
@@ -390,13 +386,21 @@ typedef enum {
 typedef enum { FSDP_DEVICE_HOST = 0, FSDP_DEVICE_CUDA, FSDP_NUM_DEVICE_TYPES } FSDPDeviceType;
 /* How gradients cross the replicas on a GPU: MPI (through pinned host
    staging, or device pointers when MPI is CUDA-aware), or NCCL. */
-typedef enum { FSDP_REPLICATE_ENGINE_MPI = 0, FSDP_REPLICATE_ENGINE_NCCL, FSDP_NUM_REPLICATE_ENGINES } FSDPReplicateEngine;
+typedef enum {
+  FSDP_REPLICATE_ENGINE_MPI = 0,
+  FSDP_REPLICATE_ENGINE_NCCL,
+  FSDP_NUM_REPLICATE_ENGINES
+} FSDPReplicateEngine;
 
 /* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
    default: MPI-IO aggregates the ranks' pieces into large aligned writes,
    what parallel file systems want) or INDEPENDENT ones (each rank reads and
    writes its own contiguous pieces, with no synchronization per dataset). */
-typedef enum { FSDP_CHECKPOINT_IO_COLLECTIVE = 0, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_NUM_CHECKPOINT_IO } FSDPCheckpointIO;
+typedef enum {
+  FSDP_CHECKPOINT_IO_COLLECTIVE = 0,
+  FSDP_CHECKPOINT_IO_INDEPENDENT,
+  FSDP_NUM_CHECKPOINT_IO
+} FSDPCheckpointIO;
 
 /* What a training program needs besides parameters and optimizer state to
    resume exactly; a checkpoint keeps it in its root attributes. */
@@ -416,17 +420,17 @@ typedef struct {
 
 /* What the runtime did, since SetUp, on this rank. */
 typedef struct {
-  int64_t collectives;     /* collectives issued */
-  int64_t prefetches;      /* all-gathers issued before their FlatParamUnshard */
-  int64_t prefetch_hits;   /* FlatParamUnshard calls that found the all-gather under way or done */
-  int64_t cache_hits;      /* FlatParamUnshard calls that found the unit still unsharded from forward */
-  int64_t deferred;        /* prefetches the limiter held back until a buffer was released */
-  int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
-  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
-  int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
-  int grads_in_use;        /* unsharded gradient buffers held now */
-  double comm_time;        /* seconds in collectives */
-  double exposed_time;     /* seconds the calling thread waited for collectives */
+  int64_t collectives;    /* collectives issued */
+  int64_t prefetches;     /* all-gathers issued before their FlatParamUnshard */
+  int64_t prefetch_hits;  /* FlatParamUnshard calls that found the all-gather under way or done */
+  int64_t cache_hits;     /* FlatParamUnshard calls that found the unit still unsharded from forward */
+  int64_t deferred;       /* prefetches the limiter held back until a buffer was released */
+  int64_t buffer_growths; /* buffers allocated beyond the plan (more units held unsharded than planned) */
+  int max_unsharded;      /* most units unsharded, being gathered, or cached at once */
+  int params_in_use;      /* unsharded parameter buffers held now (the plan's or a unit's own) */
+  int grads_in_use;       /* unsharded gradient buffers held now */
+  double comm_time;       /* seconds in collectives */
+  double exposed_time;    /* seconds the calling thread waited for collectives */
 } FSDPCommStats;
 
 /* ------------------------------------------------------------------ FSDPContext: create and configure, before SetUp */
@@ -450,29 +454,32 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetSyncParams(FSDPContext ctx, bool sync);
    stay fp32: the master copy.  Each type is FSDP_FLOAT32 (full precision,
    the default), FSDP_BFLOAT16 or FSDP_FLOAT16.  With fp16, see the gradient
    scaler (FSDPOptimizerSetGradScaler). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype,
-                                           FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetMixedPrecision(
+    FSDPContext ctx, FSDPDataType param_dtype, FSDPDataType reduce_dtype); /* -fsdp_param_dtype, -fsdp_reduce_dtype */
 
 /* Overlap (doc/overlap.md). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine);          /* -fsdp_comm_engine */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx, FSDPBackwardPrefetch mode); /* -fsdp_backward_prefetch */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch);              /* -fsdp_forward_prefetch */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine); /* -fsdp_comm_engine */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetBackwardPrefetch(FSDPContext ctx,
+                                                         FSDPBackwardPrefetch mode);     /* -fsdp_backward_prefetch */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetForwardPrefetch(FSDPContext ctx, bool prefetch); /* -fsdp_forward_prefetch */
 /* At most `limit` units' parameters unsharded or being gathered at once; 0 = no limit. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit);                  /* -fsdp_limit_all_gathers */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetLimitAllGathers(FSDPContext ctx, int limit); /* -fsdp_limit_all_gathers */
 /* Seconds a collective may take before the watchdog aborts the job; 0 = never. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx, double seconds);           /* -fsdp_collective_timeout */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx,
+                                                          double seconds); /* -fsdp_collective_timeout */
 /* After FSDPNotifySignal, a collective wait that has gone on `seconds` more
    (default 5) aborts the job, saying so: another rank is not coming. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds);                 /* -fsdp_signal_grace */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds); /* -fsdp_signal_grace */
 /* Before each collective, check that every rank issues the same one. */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug);                /* -fsdp_debug_collectives */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug); /* -fsdp_debug_collectives */
 
 /* Where the context computes (doc/cuda.md). */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx,
+                                                        FSDPReplicateEngine engine); /* -fsdp_replicate_engine */
 
 /* Keep the last `keep` checkpoints: path, path.1, ... (default 1). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);   /* -fsdp_checkpoint_keep */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointKeep(FSDPContext ctx, int keep);          /* -fsdp_checkpoint_keep */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io); /* -fsdp_checkpoint_io */
 /* false: load the parameters and state the file and the context share, and
    report the rest on rank 0's stderr (default true: any difference is an error). */
@@ -552,9 +559,11 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *
 FSDP_EXTERN FSDPErrorCode FSDPContextFindParam(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Per rank, in elements: all original parameters, this rank's shards (padding
    included), and the largest unit unsharded (padding included). */
-FSDP_EXTERN FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel, int64_t *max_unit_numel);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetSizes(FSDPContext ctx, int64_t *numel, int64_t *shard_numel,
+                                              int64_t *max_unit_numel);
 FSDP_EXTERN FSDPErrorCode FSDPContextGetDevice(FSDPContext ctx, FSDPDeviceType *device);
-FSDP_EXTERN FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype, FSDPDataType *reduce_dtype);
+FSDP_EXTERN FSDPErrorCode FSDPContextGetMixedPrecision(FSDPContext ctx, FSDPDataType *param_dtype,
+                                                       FSDPDataType *reduce_dtype);
 FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckpointKeep(FSDPContext ctx, int *keep);
 FSDP_EXTERN FSDPErrorCode FSDPContextGetCheckFinite(FSDPContext ctx, bool *check);
 FSDP_EXTERN FSDPErrorCode FSDPContextGetMemoryPlan(FSDPContext ctx, FSDPMemoryPlan *plan);
@@ -583,7 +592,8 @@ FSDP_EXTERN const char *FlatParamStateName(FlatParamState state);
 FSDP_EXTERN FSDPErrorCode FlatParamSetDataType(FlatParam unit, FSDPDataType dtype);
 /* Register a parameter of shape[0] x ... x shape[ndim-1] (ndim 0: a scalar;
    a zero extent: an empty tensor).  Names are unique in the context. */
-FSDP_EXTERN FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[], FSDPParamId *id);
+FSDP_EXTERN FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, const int64_t shape[],
+                                            FSDPParamId *id);
 
 /* Trainable (the default) or frozen, like requires_grad in PyTorch: a frozen
    parameter keeps its value and has no optimizer state, while the other
@@ -617,7 +627,8 @@ FSDP_EXTERN FSDPErrorCode FlatParamGetGradShard(FlatParam unit, void **values, i
 /* Which part of parameter `id` this rank's shard holds: elements [*begin, *end)
    of the flattened parameter, at element *offset of the shard.  *begin == *end
    when it holds none of it.  Any output may be NULL. */
-FSDP_EXTERN FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *begin, int64_t *end, int64_t *offset);
+FSDP_EXTERN FSDPErrorCode FlatParamGetShardRange(FlatParam unit, FSDPParamId id, int64_t *begin, int64_t *end,
+                                                 int64_t *offset);
 
 FSDP_EXTERN FSDPErrorCode FlatParamGetName(FlatParam unit, const char **name);
 FSDP_EXTERN FSDPErrorCode FlatParamGetState(FlatParam unit, FlatParamState *state);
@@ -628,9 +639,10 @@ FSDP_EXTERN FSDPErrorCode FlatParamGetViewDataType(FlatParam unit, FSDPDataType 
 FSDP_EXTERN FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams);
 /* shape has ndim entries and lives as long as the context; any output may be NULL. */
 FSDP_EXTERN FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
-                                    const int64_t **shape, int64_t *numel);
+                                                const int64_t **shape, int64_t *numel);
 /* Elements: the original parameters, padded to a multiple of F, and one shard (padded / F). */
-FSDP_EXTERN FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel, int64_t *shard_numel);
+FSDP_EXTERN FSDPErrorCode FlatParamGetSizes(FlatParam unit, int64_t *numel, int64_t *padded_numel,
+                                            int64_t *shard_numel);
 
 /* ------------------------------------------------------------------ optimizers */
 
@@ -658,7 +670,7 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetEps(FSDPOptimizer opt, double eps);
 /* Cosine: the rate rises linearly over warmup_steps steps, then decays to
    zero at step total_steps. */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSchedule schedule, int64_t warmup_steps,
-                                       int64_t total_steps);
+                                                   int64_t total_steps);
 /* Clip the global gradient norm to max_norm in every FSDPOptimizerStep (0: off, the default). */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
 /* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
@@ -677,7 +689,7 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetGradScaler(FSDPOptimizer opt, bool enable); /* -fsdp_grad_scaler */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradScaler(FSDPOptimizer opt, bool *enabled);
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetGradScalerParams(FSDPOptimizer opt, double init_scale, double growth_factor,
-                                               double backoff_factor, int64_t growth_interval);
+                                                           double backoff_factor, int64_t growth_interval);
 /* The scale for the next backward (1 with the scaler off), and the steps skipped so far. */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_t *skipped);
 /* Collective, after FSDPContextSetUp: checks that every rank froze the same

@@ -27,7 +27,7 @@ extern "C" {
    rank, in any order.  Fills values[0 .. end-begin) with elements
    [begin, end), uniform in [low, high). */
 FSDP_EXTERN FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
-                                double high, float *values);
+                                            double high, float *values);
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -36,29 +36,32 @@ FSDP_EXTERN const char *FSDPActivationName(FSDPActivation act);
 
 /* y[n, out] = x[n, in] weight[out, in]^T + bias[out] (bias may be NULL). */
 FSDP_EXTERN FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
-                                const float *bias, float *y);
+                                            const float *bias, float *y);
 /* dweight += dy^T x, dbias += column sums of dy, dx = dy weight.  Any of dx,
    dweight, dbias may be NULL (not wanted). */
 FSDP_EXTERN FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
-                                 const float *dy, float *dx, float *dweight, float *dbias);
+                                             const float *dy, float *dx, float *dweight, float *dbias);
 
 /* Elementwise over n values; GELU is the exact, erf-based one.  dx may alias dy. */
 FSDP_EXTERN FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y);
-FSDP_EXTERN FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy, float *dx);
+FSDP_EXTERN FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy,
+                                                 float *dx);
 
 /* Over the last dimension h of x[n, h], eps 1e-5, with affine weight and bias
    (each may be NULL: ones, zeros).  mean[n] and rstd[n] are saved for backward. */
-FSDP_EXTERN FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
-                                   float *y, float *mean, float *rstd);
-FSDP_EXTERN FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
-                                    const float *rstd, const float *dy, float *dx, float *dweight, float *dbias);
+FSDP_EXTERN FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight,
+                                               const float *bias, float *y, float *mean, float *rstd);
+FSDP_EXTERN FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight,
+                                                const float *mean, const float *rstd, const float *dy, float *dx,
+                                                float *dweight, float *dbias);
 
 /* Losses: the mean, and (dy not NULL) its gradient with respect to y.
    MSE averages over all n*m elements; cross-entropy over the n rows, with
    labels in [0, classes) and a stable log-sum-exp. */
-FSDP_EXTERN FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy);
+FSDP_EXTERN FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss,
+                                      float *dy);
 FSDP_EXTERN FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
-                                   double *loss, float *dlogits);
+                                               double *loss, float *dlogits);
 
 /* ------------------------------------------------------------------ models */
 
@@ -102,8 +105,8 @@ typedef enum { FSDP_LOSS_MSE = 0, FSDP_LOSS_CROSS_ENTROPY } FSDPLossType;
    accumulated micro-batches, times a loss scale), for FSDPModelBackward;
    valid until the next forward.  On a CUDA context the loss is computed on
    the GPU, target may be in host or device memory, and *dy is device memory. */
-FSDP_EXTERN FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale, double *loss,
-                            float **dy);
+FSDP_EXTERN FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale,
+                                        double *loss, float **dy);
 /* Collective: backward of the last forward from dy[n, out], reducing each
    unit's gradient as soon as it is complete.  Frozen parameters get none.
    On a CUDA context dy may be in host or device memory. */

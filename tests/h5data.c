@@ -58,7 +58,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "data")) {
       float *y = malloc((size_t)(n * out) * sizeof *y);
       for (long i = 0; i < n; i++) /* a smooth target of x */
-        for (long k = 0; k < out; k++) y[i * out + k] = x[i * in + k % in] * x[i * in + (k + 1) % in] + 0.5f * x[i * in];
+        for (long k = 0; k < out; k++)
+          y[i * out + k] = x[i * in + k % in] * x[i * in + (k + 1) % in] + 0.5f * x[i * in];
       h5write(file, "y", H5T_NATIVE_FLOAT, 2, (hsize_t)n, (hsize_t)out, y);
       free(y);
     }
@@ -91,7 +92,8 @@ int main(int argc, char **argv)
         snprintf(w, sizeof w, "head.weight");
         snprintf(bias, sizeof bias, "head.bias");
       }
-      if (strcmp(w, omit)) h5write(group, w, H5T_NATIVE_FLOAT, 2, (hsize_t)(rows + !strcmp(w, reshape)), (hsize_t)cols, v);
+      if (strcmp(w, omit))
+        h5write(group, w, H5T_NATIVE_FLOAT, 2, (hsize_t)(rows + !strcmp(w, reshape)), (hsize_t)cols, v);
       if (strcmp(bias, omit)) h5write(group, bias, H5T_NATIVE_FLOAT, 1, (hsize_t)rows, 0, v);
       free(v);
     }

@@ -179,7 +179,8 @@ static int dataset_paths(char paths[][128], int max)
   for (int k = 0; k < catalog.n && n < max; k++) snprintf(paths[n++], 128, "/params/%s", catalog.names[k]);
   for (int s = 0; s < 2; s++)
     for (int k = 0; k < catalog.n && n < max; k++)
-      if (strcmp(catalog.names[k], FROZEN)) snprintf(paths[n++], 128, "/optim/%s/%s", s ? "exp_avg_sq" : "exp_avg", catalog.names[k]);
+      if (strcmp(catalog.names[k], FROZEN))
+        snprintf(paths[n++], 128, "/optim/%s/%s", s ? "exp_avg_sq" : "exp_avg", catalog.names[k]);
   return n;
 }
 
@@ -226,14 +227,14 @@ int main(int argc, char **argv)
   /* Collective transfers cost several synchronizations per dataset, slow
      with 4 ranks on 2 cores: half the cases use independent ones. */
   static const Case cases[] = {
-    {1, FSDP_FULL_SHARD, 0, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_INDEPENDENT},
-    {2, FSDP_HYBRID_SHARD, 1, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_COLLECTIVE},
-    {2, FSDP_SHARD_GRAD_OP, 0, FSDP_WRAP_MODEL, FSDP_CHECKPOINT_IO_INDEPENDENT},
-    {3, FSDP_FULL_SHARD, 0, FSDP_WRAP_SIZE, FSDP_CHECKPOINT_IO_COLLECTIVE},
-    {3, FSDP_NO_SHARD, 0, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_INDEPENDENT},
-    {4, FSDP_HYBRID_SHARD, 2, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_COLLECTIVE},
-    {4, FSDP_HYBRID_SHARD_ZERO2, 2, FSDP_WRAP_MODEL, FSDP_CHECKPOINT_IO_INDEPENDENT},
-    {4, FSDP_FULL_SHARD, 0, FSDP_WRAP_SIZE, FSDP_CHECKPOINT_IO_INDEPENDENT},
+      {1, FSDP_FULL_SHARD, 0, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_INDEPENDENT},
+      {2, FSDP_HYBRID_SHARD, 1, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_COLLECTIVE},
+      {2, FSDP_SHARD_GRAD_OP, 0, FSDP_WRAP_MODEL, FSDP_CHECKPOINT_IO_INDEPENDENT},
+      {3, FSDP_FULL_SHARD, 0, FSDP_WRAP_SIZE, FSDP_CHECKPOINT_IO_COLLECTIVE},
+      {3, FSDP_NO_SHARD, 0, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_INDEPENDENT},
+      {4, FSDP_HYBRID_SHARD, 2, FSDP_WRAP_BLOCK, FSDP_CHECKPOINT_IO_COLLECTIVE},
+      {4, FSDP_HYBRID_SHARD_ZERO2, 2, FSDP_WRAP_MODEL, FSDP_CHECKPOINT_IO_INDEPENDENT},
+      {4, FSDP_FULL_SHARD, 0, FSDP_WRAP_SIZE, FSDP_CHECKPOINT_IO_INDEPENDENT},
   };
   char dir[256] = "", path[300], again[300];
   int rank, size;

@@ -165,8 +165,8 @@ static void sweep(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt, const Sta
    string attribute; optionally deletes the metadata checksum too. */
 typedef enum { DELETE, SET_INT, SET_STRING, CHANGE } EditKind;
 
-static void edit(const char *path, const char *group, const char *name, EditKind kind, long long value, const char *text,
-                 bool drop_crc)
+static void edit(const char *path, const char *group, const char *name, EditKind kind, long long value,
+                 const char *text, bool drop_crc)
 {
   if (rank == 0) {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Oopen(f, group, H5P_DEFAULT), a, type, space;
@@ -215,7 +215,7 @@ static void expect_refused(FSDPContext ctx, FSDPOptimizer opt, const char *path,
 
 static herr_t collect_name(hid_t loc, const char *name, const H5A_info_t *info, void *arg)
 {
-  char (*names)[64] = arg;
+  char(*names)[64] = arg;
   int k = 0;
   (void)loc;
   (void)info;
@@ -269,19 +269,20 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
     const char *text, *message;
     FSDPErrorCode code;
   } cases[] = {
-    {"/", "step", SET_INT, -5, NULL, "step -5 and data_cursor 5 must not be negative", FSDP_ERR_CORRUPT},
-    {"/", "data_cursor", SET_INT, -1, NULL, "data_cursor -1 must not be negative", FSDP_ERR_CORRUPT},
-    {"/", "step", SET_INT, 30, NULL, "the root says step 30, /optim says step 2", FSDP_ERR_CORRUPT},
-    {"/optim", "step", SET_INT, 3, NULL, "the root says step 2, /optim says step 3", FSDP_ERR_CORRUPT},
-    {"/", "format_version", SET_INT, 0, NULL, "format_version 0 is not a version", FSDP_ERR_CORRUPT},
-    {"/", "format_version", DELETE, 0, NULL, "the attribute format_version of / is missing", FSDP_ERR_CORRUPT},
-    {"/", "format_version", SET_INT, 2, NULL, "has checkpoint format 2", FSDP_ERR_UNSUPPORTED},
-    {"/", "format", SET_STRING, 0, "libfsdp checkpoinX", "format is 'libfsdp checkpoinX'", FSDP_ERR_CORRUPT},
-    {"/", "format", DELETE, 0, NULL, "the root attribute format_version of a libfsdp checkpoint but not format", FSDP_ERR_CORRUPT},
-    {"/", "step", DELETE, 0, NULL, "the attribute step of / is missing", FSDP_ERR_CORRUPT},
-    {"/", "sharding_factor", SET_INT, 3, NULL, "sharding_factor 3 does not divide world_size 2", FSDP_ERR_CORRUPT},
-    {"/", "sharding_strategy", SET_STRING, 0, "fool", "sharding_strategy 'fool' is not a strategy", FSDP_ERR_CORRUPT},
-    {"/optim", "type", DELETE, 0, NULL, "the attribute type of /optim is missing", FSDP_ERR_CORRUPT},
+      {"/", "step", SET_INT, -5, NULL, "step -5 and data_cursor 5 must not be negative", FSDP_ERR_CORRUPT},
+      {"/", "data_cursor", SET_INT, -1, NULL, "data_cursor -1 must not be negative", FSDP_ERR_CORRUPT},
+      {"/", "step", SET_INT, 30, NULL, "the root says step 30, /optim says step 2", FSDP_ERR_CORRUPT},
+      {"/optim", "step", SET_INT, 3, NULL, "the root says step 2, /optim says step 3", FSDP_ERR_CORRUPT},
+      {"/", "format_version", SET_INT, 0, NULL, "format_version 0 is not a version", FSDP_ERR_CORRUPT},
+      {"/", "format_version", DELETE, 0, NULL, "the attribute format_version of / is missing", FSDP_ERR_CORRUPT},
+      {"/", "format_version", SET_INT, 2, NULL, "has checkpoint format 2", FSDP_ERR_UNSUPPORTED},
+      {"/", "format", SET_STRING, 0, "libfsdp checkpoinX", "format is 'libfsdp checkpoinX'", FSDP_ERR_CORRUPT},
+      {"/", "format", DELETE, 0, NULL, "the root attribute format_version of a libfsdp checkpoint but not format",
+       FSDP_ERR_CORRUPT},
+      {"/", "step", DELETE, 0, NULL, "the attribute step of / is missing", FSDP_ERR_CORRUPT},
+      {"/", "sharding_factor", SET_INT, 3, NULL, "sharding_factor 3 does not divide world_size 2", FSDP_ERR_CORRUPT},
+      {"/", "sharding_strategy", SET_STRING, 0, "fool", "sharding_strategy 'fool' is not a strategy", FSDP_ERR_CORRUPT},
+      {"/optim", "type", DELETE, 0, NULL, "the attribute type of /optim is missing", FSDP_ERR_CORRUPT},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     copy_file(file("good.h5"), e);

@@ -79,8 +79,8 @@ static void expect_failure(FSDPContext ctx, FSDPOptimizer opt, const char *path,
   TEST_CODE(code, FSDPContextLoad(ctx, opt, path));
   TEST_MESSAGE_HAS(text);
   after = shards(ctx);
-  TEST_ASSERT(!memcmp(before, after, (size_t)shard_total(ctx) * sizeof(float)), "a failed load of %s changed the shards",
-              path);
+  TEST_ASSERT(!memcmp(before, after, (size_t)shard_total(ctx) * sizeof(float)),
+              "a failed load of %s changed the shards", path);
   if (opt) TEST_OK(FSDPOptimizerGetStep(opt, &step1));
   TEST_OK(FSDPContextGetTrainingState(ctx, &ts1));
   TEST_ASSERT((!opt || step0 == step1) && !memcmp(&ts0, &ts1, sizeof ts0),
@@ -104,7 +104,8 @@ static void corrupt_last_unit(FSDPContext ctx, FSDPOptimizer opt, const float *g
   TEST_MESSAGE_HAS("checksum mismatch in /params/head.weight");
   TEST_MESSAGE_HAS("unit 'root' and those after it were not loaded");
   after = shards(ctx);
-  TEST_ASSERT(!memcmp(after, good, (size_t)(total - n) * sizeof(float)), "the units before the corrupt one did not load");
+  TEST_ASSERT(!memcmp(after, good, (size_t)(total - n) * sizeof(float)),
+              "the units before the corrupt one did not load");
   TEST_ASSERT(!memcmp(after + total - n, before + total - n, (size_t)n * sizeof(float)), "the corrupt unit changed");
   free(before);
   free(after);
@@ -151,8 +152,8 @@ static void test_conversion(void)
   TEST_OK(FlatParamGetShard(u, &v, &n));
   f = v;
   for (int64_t i = 0; i < n; i++)
-    TEST_ASSERT(f[i] == (float)(1.0 / 3.0 + (double)i), "element %lld loaded as %.9g, expected %.9g", (long long)i, f[i],
-                (float)(1.0 / 3.0 + (double)i));
+    TEST_ASSERT(f[i] == (float)(1.0 / 3.0 + (double)i), "element %lld loaded as %.9g, expected %.9g", (long long)i,
+                f[i], (float)(1.0 / 3.0 + (double)i));
   /* A flipped byte in the float64 values is caught too: the checksum is the file's. */
   copy_file(file("f64.h5"), file("f64-flip.h5"));
   flip_byte(file("f64-flip.h5"), "/params/w", 17);
@@ -253,7 +254,8 @@ int main(int argc, char **argv)
   expect_failure(ctx, opt, file("flip.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/blocks.0.fc.weight");
   copy_file(file("good.h5"), file("flip-state.h5"));
   flip_byte(file("flip-state.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", 1);
-  expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
+  expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT,
+                 "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
   copy_file(file("good.h5"), file("flip-head.h5"));
   flip_byte(file("flip-head.h5"), "/params/head.weight", 0);
   corrupt_last_unit(ctx, opt, good);
@@ -358,7 +360,8 @@ int main(int argc, char **argv)
   text = capture_end(&cap);
   if (rank == 0) {
     int64_t step = root_step(file("k.h5"));
-    TEST_ASSERT(strstr(text, "k.h5.partial', left by an interrupted save"), "no word of the stale temporary: '%s'", text);
+    TEST_ASSERT(strstr(text, "k.h5.partial', left by an interrupted save"), "no word of the stale temporary: '%s'",
+                text);
     TEST_ASSERT(!exists(file("k.h5.partial")) && exists(file("k.h5.2")) && !exists(file("k.h5.3")),
                 "keep 3 left the wrong files");
     TEST_ASSERT(root_step(file("k.h5.1")) == step - 1 && root_step(file("k.h5.2")) == step - 2,
@@ -386,8 +389,9 @@ int main(int argc, char **argv)
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
   if (rank == 0) {
-    const char *names[] = {"good.h5", "flip.h5", "flip-state.h5", "short.h5", "missing.h5", "shape.h5", "extra.h5",
-                           "newer.h5", "params.h5", "flip-head.h5", "shapes.h5", "k.h5", "k.h5.1", "k.h5.2", "f64.h5", "f64-flip.h5"};
+    const char *names[] = {"good.h5",  "flip.h5",  "flip-state.h5", "short.h5",     "missing.h5", "shape.h5",
+                           "extra.h5", "newer.h5", "params.h5",     "flip-head.h5", "shapes.h5",  "k.h5",
+                           "k.h5.1",   "k.h5.2",   "f64.h5",        "f64-flip.h5"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
     rmdir(dir);
   }

@@ -125,8 +125,9 @@ static void compare(const char *what, int unit, const void *host, const void *de
   unsigned char *copy = malloc(bytes ? bytes : 1);
   download(copy, dev, bytes);
   for (size_t b = 0; b < bytes; b++)
-    TEST_ASSERT(copy[b] == ((const unsigned char *)host)[b], "%s: %s of unit u%d differs at byte %zu: device %02x, host %02x",
-                config, what, unit, b, copy[b], ((const unsigned char *)host)[b]);
+    TEST_ASSERT(copy[b] == ((const unsigned char *)host)[b],
+                "%s: %s of unit u%d differs at byte %zu: device %02x, host %02x", config, what, unit, b, copy[b],
+                ((const unsigned char *)host)[b]);
   free(copy);
 }
 
@@ -174,8 +175,8 @@ static void step_both(FSDPContext host, FSDPContext dev, FlatParam hu[], FlatPar
     TEST_OK(FSDPOptimizerGetGradNorm(ho, &hn));
     TEST_OK(FSDPOptimizerGetGradNorm(dopt, &dn));
     if (max_norm > 0)
-      TEST_ASSERT(fabs(hn - dn) <= 1e-12 * hn, "%s: gradient norm %.17g on the device, %.17g on the host", config,
-                  dn, hn);
+      TEST_ASSERT(fabs(hn - dn) <= 1e-12 * hn, "%s: gradient norm %.17g on the device, %.17g on the host", config, dn,
+                  hn);
     for (int u = 0; u < NUNITS; u++) {
       void *hs, *ds;
       int64_t n;

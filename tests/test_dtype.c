@@ -38,11 +38,11 @@ static float from16(FSDPDataType t, uint16_t h)
   return f;
 }
 
-#define EXPECT16(t, f, want)                                                                                         \
-  do {                                                                                                           \
-    uint16_t got_ = to16(t, f);                                                                                  \
-    TEST_ASSERT(got_ == (want), "%s(%a = 0x%08x) is 0x%04x, expected 0x%04x", FSDPDataTypeName(t), (double)(f),  \
-                bits(f), got_, (unsigned)(want));                                                                \
+#define EXPECT16(t, f, want)                                                                                           \
+  do {                                                                                                                 \
+    uint16_t got_ = to16(t, f);                                                                                        \
+    TEST_ASSERT(got_ == (want), "%s(%a = 0x%08x) is 0x%04x, expected 0x%04x", FSDPDataTypeName(t), (double)(f),        \
+                bits(f), got_, (unsigned)(want));                                                                      \
   } while (0)
 
 /* Round to nearest even by looking at the discarded half. */
@@ -58,17 +58,17 @@ static void test_bf16(void)
 {
   EXPECT16(FSDP_BFLOAT16, 1.0f, 0x3f80);
   EXPECT16(FSDP_BFLOAT16, -2.0f, 0xc000);
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f808000), 0x3f80);  /* a tie: down to even */
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f818000), 0x3f82);  /* a tie: up to even */
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f808001), 0x3f81);  /* above the tie */
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x7f7f7fff), 0x7f7f);  /* the largest finite bf16 */
-  EXPECT16(FSDP_BFLOAT16, FLT_MAX, 0x7f80);                /* rounds past it: infinity */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f808000), 0x3f80); /* a tie: down to even */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f818000), 0x3f82); /* a tie: up to even */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x3f808001), 0x3f81); /* above the tie */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x7f7f7fff), 0x7f7f); /* the largest finite bf16 */
+  EXPECT16(FSDP_BFLOAT16, FLT_MAX, 0x7f80);               /* rounds past it: infinity */
   EXPECT16(FSDP_BFLOAT16, -FLT_MAX, 0xff80);
   EXPECT16(FSDP_BFLOAT16, INFINITY, 0x7f80);
   EXPECT16(FSDP_BFLOAT16, -0.0f, 0x8000);
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x00000001), 0x0000);  /* the smallest subnormal rounds to zero */
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x00018000), 0x0002);  /* a subnormal tie: to even */
-  EXPECT16(FSDP_BFLOAT16, from_bits(0x00010000), 0x0001);  /* the smallest bf16 subnormal */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x00000001), 0x0000); /* the smallest subnormal rounds to zero */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x00018000), 0x0002); /* a subnormal tie: to even */
+  EXPECT16(FSDP_BFLOAT16, from_bits(0x00010000), 0x0001); /* the smallest bf16 subnormal */
   TEST_ASSERT(isnan(from16(FSDP_BFLOAT16, to16(FSDP_BFLOAT16, NAN))), "NaN became a number");
   /* A NaN whose payload lies in the low half only must not become an infinity. */
   TEST_ASSERT(isnan(from16(FSDP_BFLOAT16, to16(FSDP_BFLOAT16, from_bits(0x7f800001)))), "a signaling NaN became inf");
@@ -80,19 +80,19 @@ static void test_fp16(void)
 {
   EXPECT16(FSDP_FLOAT16, 1.0f, 0x3c00);
   EXPECT16(FSDP_FLOAT16, -2.0f, 0xc000);
-  EXPECT16(FSDP_FLOAT16, 65504.0f, 0x7bff);                /* the largest finite fp16 */
-  EXPECT16(FSDP_FLOAT16, 65519.0f, 0x7bff);                /* below the midpoint to 65536 */
-  EXPECT16(FSDP_FLOAT16, 65520.0f, 0x7c00);                /* the midpoint: to even, which is infinity */
-  EXPECT16(FSDP_FLOAT16, 1e6f, 0x7c00);                    /* overflow */
+  EXPECT16(FSDP_FLOAT16, 65504.0f, 0x7bff); /* the largest finite fp16 */
+  EXPECT16(FSDP_FLOAT16, 65519.0f, 0x7bff); /* below the midpoint to 65536 */
+  EXPECT16(FSDP_FLOAT16, 65520.0f, 0x7c00); /* the midpoint: to even, which is infinity */
+  EXPECT16(FSDP_FLOAT16, 1e6f, 0x7c00);     /* overflow */
   EXPECT16(FSDP_FLOAT16, -1e6f, 0xfc00);
   EXPECT16(FSDP_FLOAT16, INFINITY, 0x7c00);
   EXPECT16(FSDP_FLOAT16, -0.0f, 0x8000);
-  EXPECT16(FSDP_FLOAT16, 0x1.0p-24f, 0x0001);              /* the smallest subnormal */
-  EXPECT16(FSDP_FLOAT16, 0x1.0p-25f, 0x0000);              /* half of it: a tie, to even (zero) */
-  EXPECT16(FSDP_FLOAT16, 0x1.8p-24f, 0x0002);              /* 1.5 of it: a tie, to even (two) */
-  EXPECT16(FSDP_FLOAT16, 0x1.0p-14f, 0x0400);              /* the smallest normal */
-  EXPECT16(FSDP_FLOAT16, 1.0f + 0x1.0p-11f, 0x3c00);       /* a tie: down to even */
-  EXPECT16(FSDP_FLOAT16, 1.0f + 0x1.8p-10f, 0x3c02);       /* a tie: up to even */
+  EXPECT16(FSDP_FLOAT16, 0x1.0p-24f, 0x0001);        /* the smallest subnormal */
+  EXPECT16(FSDP_FLOAT16, 0x1.0p-25f, 0x0000);        /* half of it: a tie, to even (zero) */
+  EXPECT16(FSDP_FLOAT16, 0x1.8p-24f, 0x0002);        /* 1.5 of it: a tie, to even (two) */
+  EXPECT16(FSDP_FLOAT16, 0x1.0p-14f, 0x0400);        /* the smallest normal */
+  EXPECT16(FSDP_FLOAT16, 1.0f + 0x1.0p-11f, 0x3c00); /* a tie: down to even */
+  EXPECT16(FSDP_FLOAT16, 1.0f + 0x1.8p-10f, 0x3c02); /* a tie: up to even */
   TEST_ASSERT(isnan(from16(FSDP_FLOAT16, to16(FSDP_FLOAT16, NAN))), "NaN became a number");
   TEST_ASSERT(isnan(from16(FSDP_FLOAT16, to16(FSDP_FLOAT16, from_bits(0x7f800001)))), "a signaling NaN became inf");
   TEST_ASSERT(from16(FSDP_FLOAT16, 0x0001) == 0x1.0p-24f && from16(FSDP_FLOAT16, 0x7bff) == 65504.0f &&
@@ -112,7 +112,8 @@ static void test_fp16_all(void)
     {
       _Float16 r;
       memcpy(&r, &h, 2);
-      TEST_ASSERT(nan || f == (float)r, "fp16 0x%04x widens to %a, the compiler says %a", h, (double)f, (double)(float)r);
+      TEST_ASSERT(nan || f == (float)r, "fp16 0x%04x widens to %a, the compiler says %a", h, (double)f,
+                  (double)(float)r);
     }
 #endif
   }

@@ -106,7 +106,9 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
   TEST_OK(FSDPContextGetShardGroup(ctx, &group));
   TEST_OK(ShardGroupGetShardComm(group, &shard_comm, &index, &F));
   TEST_OK(ShardGroupGetReplicateComm(group, NULL, NULL, &R));
-  TEST_ASSERT(F == (strategy == FSDP_NO_SHARD ? 1 : test_is_hybrid(strategy) ? factor : W),
+  TEST_ASSERT(F == (strategy == FSDP_NO_SHARD  ? 1
+                    : test_is_hybrid(strategy) ? factor
+                                               : W),
               "strategy %s gave F = %d", FSDPShardingStrategyName(strategy), F);
   TEST_ASSERT(F * R == W, "F = %d, R = %d, W = %d", F, R, W);
 
@@ -138,14 +140,16 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
                   (long long)(lo - first));
       for (int64_t k = 0; k < e - b; k++) {
         float want = test_value(param_key(set, u, p), b + k);
-        TEST_ASSERT(memcmp(&shard[o + k], &want, sizeof want) == 0, "u%d.p%d element %lld: shard has %g, not %g", u,
-                    p, (long long)(b + k), shard[o + k], want);
+        TEST_ASSERT(memcmp(&shard[o + k], &want, sizeof want) == 0, "u%d.p%d element %lld: shard has %g, not %g", u, p,
+                    (long long)(b + k), shard[o + k], want);
         mine[o + k] = 1;
       }
       covered += e - b;
     }
     for (int64_t k = 0; k < sn; k++)
-      if (!mine[k]) TEST_ASSERT(shard[k] == 0.0f, "unit %d: padding element %lld of shard %d is %g", u, (long long)k, index, shard[k]);
+      if (!mine[k])
+        TEST_ASSERT(shard[k] == 0.0f, "unit %d: padding element %lld of shard %d is %g", u, (long long)k, index,
+                    shard[k]);
     free(mine);
     MPI_Allreduce(MPI_IN_PLACE, &covered, 1, MPI_INT64_T, MPI_SUM, shard_comm);
     TEST_ASSERT(covered == numel, "unit %d: the shards hold %lld of its %lld elements", u, (long long)covered,
@@ -174,7 +178,8 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
         TEST_OK(FlatParamGetGrad(units[u], p, (void **)&g));
         for (int64_t e = 0; e < m->numel[u][p]; e++) {
           TEST_ASSERT(g[e] == 0.0f, "u%d.p%d: the gradient starts at %g, not 0", u, p, g[e]);
-          g[e] += step == 0 ? int_grad(rank, u, p, e) : test_value(param_key(set, u, p) + 1000 * (uint64_t)(rank + 1), e);
+          g[e] +=
+              step == 0 ? int_grad(rank, u, p, e) : test_value(param_key(set, u, p) + 1000 * (uint64_t)(rank + 1), e);
         }
       }
       TEST_OK(FlatParamReduceGrad(units[u]));
@@ -214,7 +219,8 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
         }
       }
       for (int64_t k = 0; k < sn; k++)
-        if (!mine[k]) TEST_ASSERT(gshard[k] == 0.0f, "unit %d: padding gradient %lld is %g", u, (long long)k, gshard[k]);
+        if (!mine[k])
+          TEST_ASSERT(gshard[k] == 0.0f, "unit %d: padding gradient %lld is %g", u, (long long)k, gshard[k]);
       free(mine);
     }
     TEST_OK(FSDPContextZeroGrad(ctx));

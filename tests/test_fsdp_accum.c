@@ -54,7 +54,8 @@ static void run(FSDPShardingStrategy strategy, int factor, Mode mode)
       FSDPCommStats stats;
       FSDPMemoryPlan plan;
       TEST_OK(FSDPContextSetGradSync(ctx, !no_sync));
-      TEST_OK(FSDPContextSetReplicateGradSync(ctx, !(mode == REPLICATE_AT_FINISH || (mode == REPLICATE_LAST && !last))));
+      TEST_OK(
+          FSDPContextSetReplicateGradSync(ctx, !(mode == REPLICATE_AT_FINISH || (mode == REPLICATE_LAST && !last))));
       for (int u = NUNITS - 1; u >= 0; u--) {
         float *g;
         TEST_OK(FlatParamUnshard(unit[u]));

@@ -150,11 +150,11 @@ static void test_strategy_aliases(void)
   static const struct {
     const char *canonical, *pytorch, *upper;
   } names[] = {
-    {"full", "full_shard", "FULL_SHARD"},
-    {"grad_op", "shard_grad_op", "SHARD_GRAD_OP"},
-    {"none", "no_shard", "NO_SHARD"},
-    {"hybrid", "hybrid_shard", "HYBRID_SHARD"},
-    {"hybrid_zero2", "hybrid_shard_zero2", "HYBRID_SHARD_ZERO2"},
+      {"full", "full_shard", "FULL_SHARD"},
+      {"grad_op", "shard_grad_op", "SHARD_GRAD_OP"},
+      {"none", "no_shard", "NO_SHARD"},
+      {"hybrid", "hybrid_shard", "HYBRID_SHARD"},
+      {"hybrid_zero2", "hybrid_shard_zero2", "HYBRID_SHARD_ZERO2"},
   };
   FSDPContext ctx;
 

@@ -59,8 +59,8 @@ static FSDPErrorCode init_unit(FlatParam unit, void *user)
   for (int v = 0; v < NUNITS; v++) { /* only this unit is materialized */
     FlatParamState state;
     FSDPCall(FlatParamGetState(m->unit[v], &state));
-    TEST_ASSERT(state == (v == u ? FSDP_FLATPARAM_UNSHARDED : FSDP_FLATPARAM_SHARDED), "initializing unit %d, unit %d is %s", u,
-                v, FlatParamStateName(state));
+    TEST_ASSERT(state == (v == u ? FSDP_FLATPARAM_UNSHARDED : FSDP_FLATPARAM_SHARDED),
+                "initializing unit %d, unit %d is %s", u, v, FlatParamStateName(state));
   }
   FSDPCall(FlatParamGetParam(unit, 0, (void **)&x));
   for (int64_t e = 0; e < sizes[u]; e++) x[e] = value(m, u, e);
@@ -201,11 +201,11 @@ static void test_memory(FSDPShardingStrategy strategy)
   }
   TEST_OK(FSDPGetMemoryStats(&mem));
   TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es &&
-                mem.current[FSDP_MEM_GRADS] == (size_t)sum_shards * es,
+                  mem.current[FSDP_MEM_GRADS] == (size_t)sum_shards * es,
               "after SetUp: %zu bytes of parameters and %zu of gradients, the shards are %zu",
               mem.current[FSDP_MEM_PARAMS], mem.current[FSDP_MEM_GRADS], (size_t)sum_shards * es);
-  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0, "after SetUp %d parameter and %d gradient buffers are held",
-              params_held(ctx), grads_held(ctx));
+  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0,
+              "after SetUp %d parameter and %d gradient buffers are held", params_held(ctx), grads_held(ctx));
   TEST_OK(FSDPMemoryResetPeak());
   for (int u = 0; u < NUNITS; u++) {
     TEST_OK(FlatParamUnshard(m.unit[u]));
@@ -223,8 +223,8 @@ static void test_memory(FSDPShardingStrategy strategy)
     TEST_OK(FlatParamReduceGrad(m.unit[u]));
   }
   TEST_OK(FSDPContextFinishBackward(ctx));
-  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0, "after the step %d parameter and %d gradient buffers are held",
-              params_held(ctx), grads_held(ctx));
+  TEST_ASSERT(params_held(ctx) == 0 && grads_held(ctx) == 0,
+              "after the step %d parameter and %d gradient buffers are held", params_held(ctx), grads_held(ctx));
   /* The step ran in the plan's buffers: nothing was allocated beyond them. */
   TEST_OK(FSDPGetMemoryStats(&mem));
   TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
@@ -289,7 +289,7 @@ static void test_view(void)
     char header[64];
     snprintf(header, sizeof header, "sharding strategy full: W = %d ranks, F = %d per shard group", W, W);
     TEST_ASSERT(strstr(out, "FSDPContext: 4 units, 4 parameter tensors, 81 elements") && strstr(out, header) &&
-                  strstr(squeezed, row) && count_occurrences(out, "ShardGroup: ") == 1,
+                    strstr(squeezed, row) && count_occurrences(out, "ShardGroup: ") == 1,
                 "the view lacks the context line, '%s', the row '%s' or one ShardGroup:\n%s", header, row, out);
   } else {
     TEST_ASSERT(out[0] == 0, "rank %d printed the view too:\n%s", test_rank(), out);

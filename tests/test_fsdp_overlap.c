@@ -25,13 +25,13 @@ typedef struct {
 } Setting;
 
 static const Setting settings[] = {
-  {"sync, no prefetch (reference)", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
-  {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true},
-  {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
-  {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true},
-  {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true},
-  {"thread, pre + forward, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0, true},
-  {"nonblocking, pre + forward, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false},
+    {"sync, no prefetch (reference)", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
+    {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true},
+    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
+    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true},
+    {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true},
+    {"thread, pre + forward, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0, true},
+    {"nonblocking, pre + forward, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 
@@ -140,8 +140,8 @@ static void test_equivalence(FSDPShardingStrategy strategy, int factor)
                   "%s, %s: parameters differ from the synchronous path (worst relative difference %.3g)", sname,
                   s->name, worst);
     else
-      TEST_ASSERT(worst <= 1e-5, "%s, %s: parameters differ from the synchronous path by %.3g relative", sname,
-                  s->name, worst);
+      TEST_ASSERT(worst <= 1e-5, "%s, %s: parameters differ from the synchronous path by %.3g relative", sname, s->name,
+                  worst);
     /* The limiter, through the library's own counter. */
     if (s->limit > 0)
       TEST_ASSERT(r.stats.max_unsharded <= s->limit, "%s, %s: %d units unsharded at once, the limit is %d", sname,
@@ -154,9 +154,8 @@ static void test_equivalence(FSDPShardingStrategy strategy, int factor)
         TEST_ASSERT(r.stats.prefetches == 0, "%s, %s: %lld prefetches with prefetching off", sname, s->name,
                     (long long)r.stats.prefetches);
       else if (s->limit != 1) {
-        TEST_ASSERT(r.stats.prefetches > 0 && r.stats.prefetch_hits > 0,
-                    "%s, %s: %lld prefetches, %lld of them used", sname, s->name, (long long)r.stats.prefetches,
-                    (long long)r.stats.prefetch_hits);
+        TEST_ASSERT(r.stats.prefetches > 0 && r.stats.prefetch_hits > 0, "%s, %s: %lld prefetches, %lld of them used",
+                    sname, s->name, (long long)r.stats.prefetches, (long long)r.stats.prefetch_hits);
         TEST_ASSERT(s->limit == 0 || r.stats.max_unsharded == s->limit,
                     "%s, %s: prefetching never held %d units at once (at most %d)", sname, s->name, s->limit,
                     r.stats.max_unsharded);
@@ -200,7 +199,8 @@ static void test_desync(void)
   for (int u = 0; u < 3; u++) {
     FlatParamState state;
     TEST_OK(FlatParamGetState(unit[u], &state));
-    TEST_ASSERT(state == FSDP_FLATPARAM_SHARDED, "after the mismatch unit %s is %s", names[u], FlatParamStateName(state));
+    TEST_ASSERT(state == FSDP_FLATPARAM_SHARDED, "after the mismatch unit %s is %s", names[u],
+                FlatParamStateName(state));
   }
   TEST_OK(FSDPContextDestroy(&ctx));
 }

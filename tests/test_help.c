@@ -34,9 +34,11 @@ int main(int argc, char **argv)
   if (rank == 0) {
     snprintf(header, sizeof header, "libfsdp %s options", FSDP_VERSION_STRING);
     expect_line(out, header);
-    expect_line(out, "  -help <false> (bool): print every option with its type, default and description [given: (no value)]\n");
-    expect_line(out, "  -options_file <none> (string): read options from this file as if given in its place: lines of -name "
-                     "[value], # comments\n");
+    expect_line(
+        out, "  -help <false> (bool): print every option with its type, default and description [given: (no value)]\n");
+    expect_line(out,
+                "  -options_file <none> (string): read options from this file as if given in its place: lines of -name "
+                "[value], # comments\n");
     expect_line(out, "  -fsdp_log_view <false> (bool): print the event and memory table at FSDPFinalize\n");
     expect_line(out, "  -fsdp_options_left <true> (bool): ");
     expect_line(out, "  -fsdp_on_error <print> (one of print return abort): ");

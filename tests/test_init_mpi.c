@@ -23,7 +23,7 @@ int main(int argc, char **argv)
   err = capture_end(&cap);
   if (rank == 0)
     TEST_ASSERT(strstr(err, "libfsdp WARNING: MPI provides MPI_THREAD_") &&
-                  strstr(err, "but libfsdp needs MPI_THREAD_MULTIPLE"),
+                    strstr(err, "but libfsdp needs MPI_THREAD_MULTIPLE"),
                 "no thread-level warning:\n%s", err);
   else TEST_ASSERT(err[0] == '\0', "rank %d warned too:\n%s", rank, err);
   free(err);

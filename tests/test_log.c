@@ -60,8 +60,8 @@ int main(int argc, char **argv)
   TEST_OK(FSDPLogEventRegister("TestAllreduce", &ev_reduce));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   TEST_CODE(FSDP_ERR_ARG, FSDPLogEventRegister("", &ev_again));
-  TEST_CODE(FSDP_ERR_ARG,
-            FSDPLogEventRegister("an-event-name-far-too-long-to-fit-in-the-sixty-four-byte-slot-of-the-table", &ev_again));
+  TEST_CODE(FSDP_ERR_ARG, FSDPLogEventRegister(
+                              "an-event-name-far-too-long-to-fit-in-the-sixty-four-byte-slot-of-the-table", &ev_again));
   TEST_MESSAGE_HAS("must have 1 to 63 characters");
   TEST_CODE(FSDP_ERR_ARG, FSDPLogEventGetInfo(12345, &info));
 
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
     parse_row(out, "TestNotOnRank0", &count, &tmin, &tmax, &tavg);
     TEST_ASSERT(count == 1 && tmin == 0, "TestNotOnRank0: count %g, min %g (0 on rank 0)", count, tmin);
     TEST_ASSERT(strstr(out, "Host memory allocated by libfsdp") && strstr(out, "\n  parameters ") &&
-                  strstr(out, "\n  communication staging ") && strstr(out, "\n  total "),
+                    strstr(out, "\n  communication staging ") && strstr(out, "\n  total "),
                 "memory table missing:\n%s", out);
   } else TEST_ASSERT(out[0] == '\0', "rank %d printed the table:\n%s", rank, out);
   free(out);

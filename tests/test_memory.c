@@ -70,7 +70,7 @@ int main(int argc, char **argv)
   }
   TEST_OK(FSDPGetMemoryStats(&s0));
   TEST_ASSERT(s0.current[FSDP_MEM_COMM_STAGING] == 0 && s0.peak[FSDP_MEM_COMM_STAGING] >= 100 &&
-                s0.peak[FSDP_MEM_COMM_STAGING] <= 200,
+                  s0.peak[FSDP_MEM_COMM_STAGING] <= 200,
               "staging current %zu peak %zu", s0.current[FSDP_MEM_COMM_STAGING], s0.peak[FSDP_MEM_COMM_STAGING]);
   TEST_ASSERT(s0.nallocs - s.nallocs == 2000 && s0.nfrees - s.nfrees == 2000, "2000 allocations and frees counted");
 

@@ -87,7 +87,8 @@ static int64_t check_views(FSDPContext ctx, FlatParam unit[NUNITS], FSDPDataType
     FSDPDataType vt;
     TEST_OK(FlatParamUnshard(unit[u]));
     TEST_OK(FlatParamGetViewDataType(unit[u], &vt));
-    TEST_ASSERT(vt == param, "%s: unit %d's view is %s, not %s", what, u, FSDPDataTypeName(vt), FSDPDataTypeName(param));
+    TEST_ASSERT(vt == param, "%s: unit %d's view is %s, not %s", what, u, FSDPDataTypeName(vt),
+                FSDPDataTypeName(param));
     TEST_OK(FlatParamGetParam(unit[u], 0, &view));
     for (int64_t e = 0; e < sizes[u]; e++) {
       float got, want = rounded(param, master_value(u, e));
@@ -141,8 +142,8 @@ static void test_params(FSDPShardingStrategy strategy, int factor, FSDPDataType 
   else
     TEST_ASSERT(plan.bytes[FSDP_MEM_UNSHARDED] == (size_t)max_padded * (2 * (size_t)plan.unsharded_buffers + 4 * 2) &&
                     plan.unsharded_buffers == 2,
-                "%s: the plan has %zu bytes of unsharded buffers (%d parameter buffers) for units of at most %lld", what,
-                plan.bytes[FSDP_MEM_UNSHARDED], plan.unsharded_buffers, (long long)max_padded);
+                "%s: the plan has %zu bytes of unsharded buffers (%d parameter buffers) for units of at most %lld",
+                what, plan.bytes[FSDP_MEM_UNSHARDED], plan.unsharded_buffers, (long long)max_padded);
   TEST_OK(FSDPContextDestroy(&ctx));
   TEST_OK(FSDPContextDestroy(&ref));
 }
@@ -206,7 +207,10 @@ static void test_grads(FSDPShardingStrategy strategy, int factor, FSDPDataType r
   int64_t rs = event_bytes("ReduceScatter");
 
   snprintf(what, sizeof what, "%s F=%d reduce %s, %s", FSDPShardingStrategyName(strategy), factor,
-           FSDPDataTypeName(reduce), mode == REDUCE_EACH ? "reduced twice" : mode == ACCUMULATE ? "accumulated" : "replicas at finish");
+           FSDPDataTypeName(reduce),
+           mode == REDUCE_EACH  ? "reduced twice"
+           : mode == ACCUMULATE ? "accumulated"
+                                : "replicas at finish");
   TEST_OK(FSDPContextZeroGrad(ctx));
   TEST_OK(FSDPContextSetGradSync(ctx, mode != ACCUMULATE));
   TEST_OK(FSDPContextSetReplicateGradSync(ctx, mode != REPLICATE_AT_FINISH));
@@ -229,7 +233,8 @@ static void test_grads(FSDPShardingStrategy strategy, int factor, FSDPDataType r
     }
     rs = event_bytes("ReduceScatter") - rs;
     TEST_ASSERT(rs == (mode == ACCUMULATE ? 1 : 2) * per * (int64_t)FSDPDataTypeSize(reduce),
-                "%s: the reduce-scatters moved %lld bytes for %lld padded elements", what, (long long)rs, (long long)per);
+                "%s: the reduce-scatters moved %lld bytes for %lld padded elements", what, (long long)rs,
+                (long long)per);
   }
   TEST_OK(FSDPContextDestroy(&ctx));
 }
@@ -256,9 +261,10 @@ static void test_partial(FSDPShardingStrategy strategy, int factor)
     TEST_OK(FlatParamGetGradShard(u16[u], (void **)&b, NULL));
     TEST_OK(FlatParamGetShardRange(u32[u], 0, &begin, &end, &offset));
     for (int64_t i = 0; i < n; i++) /* element 0 is the one bf16 rounds */
-      TEST_ASSERT(a[i] == b[i] || (i == offset && begin == 0), "%s F=%d, replicate sync off: unit %d shard element %lld "
-                  "is %.9g reduced in bf16, %.9g in fp32", FSDPShardingStrategyName(strategy), factor, u, (long long)i,
-                  b[i], a[i]);
+      TEST_ASSERT(a[i] == b[i] || (i == offset && begin == 0),
+                  "%s F=%d, replicate sync off: unit %d shard element %lld "
+                  "is %.9g reduced in bf16, %.9g in fp32",
+                  FSDPShardingStrategyName(strategy), factor, u, (long long)i, b[i], a[i]);
   }
   TEST_OK(FSDPContextDestroy(&c32));
   TEST_OK(FSDPContextDestroy(&c16));
@@ -295,12 +301,17 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
   TEST_OK(FSDPOptimizerSetClipGradNorm(opt, 1e6)); /* measures the norm, never clips */
   TEST_OK(FSDPOptimizerSetUp(opt));
   for (int u = 0; u < NUNITS; u++)
-    for (int64_t e = 0; e < sizes[u]; e++) want_norm += (double)mean_grad(FSDP_FLOAT16, u, e) * mean_grad(FSDP_FLOAT16, u, e);
+    for (int64_t e = 0; e < sizes[u]; e++)
+      want_norm += (double)mean_grad(FSDP_FLOAT16, u, e) * mean_grad(FSDP_FLOAT16, u, e);
   want_norm = sqrt(want_norm);
   for (int s = 0; s < 4; s++) {
     bool overflow = s == 2;
     TEST_OK(FSDPOptimizerGetGradScale(opt, &scale, NULL));
-    TEST_ASSERT(scale == (s == 0 ? 1024 : s == 1 ? 1024 : s == 2 ? 2048 : 1024), "%s: step %d has scale %g", what, s, scale);
+    TEST_ASSERT(scale == (s == 0   ? 1024
+                          : s == 1 ? 1024
+                          : s == 2 ? 2048
+                                   : 1024),
+                "%s: step %d has scale %g", what, s, scale);
     snapshot(unit, before);
     TEST_OK(FSDPContextZeroGrad(ctx));
     /* The loss gradient scaled: each rank's gradient times the scale. Rank 1
@@ -308,8 +319,10 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
     backward(ctx, unit, (float)scale, overflow ? 1 : -1);
     if (s == 0) { /* clipping called by hand unscales first, once */
       TEST_OK(FSDPOptimizerClipGradNorm(opt, 0, &norm));
-      TEST_ASSERT(fabs(norm - want_norm) <= 1e-6 * want_norm, "%s: FSDPOptimizerClipGradNorm measured %.9g, expected "
-                  "%.9g", what, norm, want_norm);
+      TEST_ASSERT(fabs(norm - want_norm) <= 1e-6 * want_norm,
+                  "%s: FSDPOptimizerClipGradNorm measured %.9g, expected "
+                  "%.9g",
+                  what, norm, want_norm);
       /* An evaluation forward in between ends a step of the context: the gradients must not be unscaled twice. */
       TEST_OK(FSDPContextBeginForward(ctx));
       TEST_OK(FlatParamUnshard(unit[0]));
@@ -321,7 +334,8 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
     TEST_OK(FSDPOptimizerGetStep(opt, &step));
     TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
     TEST_ASSERT(skipped == (s >= 2), "%s: %lld steps skipped after step %d", what, (long long)skipped, s);
-    TEST_ASSERT(step == s + 1 - (s >= 2), "%s: the optimizer counts %lld steps after step %d", what, (long long)step, s);
+    TEST_ASSERT(step == s + 1 - (s >= 2), "%s: the optimizer counts %lld steps after step %d", what, (long long)step,
+                s);
     if (overflow) {
       TEST_ASSERT(scale == 1024, "%s: the scale is %g after the overflow, not 2048 halved", what, scale);
       TEST_ASSERT(memcmp(before, after, sizeof before) == 0, "%s: a skipped step changed the parameters", what);
@@ -329,8 +343,8 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
       continue;
     }
     /* Unscaled, the gradient is the mean; the norm was taken after unscaling. */
-    TEST_ASSERT(fabs(norm - want_norm) <= 1e-6 * want_norm, "%s: step %d measured the norm %.9g, expected %.9g", what, s,
-                norm, want_norm);
+    TEST_ASSERT(fabs(norm - want_norm) <= 1e-6 * want_norm, "%s: step %d measured the norm %.9g, expected %.9g", what,
+                s, norm, want_norm);
     for (int u = 0, k = 0; u < NUNITS; u++) {
       int64_t n, begin, end, offset;
       TEST_OK(FlatParamGetShard(unit[u], NULL, &n));
@@ -366,7 +380,8 @@ static void test_scaler(FSDPShardingStrategy strategy, int factor)
     backward(ctx, unit, (float)scale, -1);
     TEST_OK(FSDPOptimizerStep(fresh));
     TEST_OK(FSDPOptimizerGetGradScale(fresh, &scale, NULL));
-    TEST_ASSERT(scale == 2048, "%s: after the loaded counter's second good step the scale is %g, not 2048", what, scale);
+    TEST_ASSERT(scale == 2048, "%s: after the loaded counter's second good step the scale is %g, not 2048", what,
+                scale);
     TEST_OK(FSDPOptimizerDestroy(&fresh));
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) TEST_ASSERT(unlink(path) == 0 && rmdir(dir) == 0, "cannot remove %s", dir);
@@ -489,8 +504,8 @@ static void test_model(void)
     TEST_OK(FlatParamGetGradShard(a, (void **)&ga, &n));
     TEST_OK(FlatParamGetGradShard(b, (void **)&gb, NULL));
     for (int64_t i = 0; i < n; i++)
-      TEST_ASSERT(fabsf(gb[i] - ga[i]) <= 1e-5f * (1 + fabsf(ga[i])), "unit %d gradient %lld: bf16 model %.9g, fp32 %.9g",
-                  u, (long long)i, gb[i], ga[i]);
+      TEST_ASSERT(fabsf(gb[i] - ga[i]) <= 1e-5f * (1 + fabsf(ga[i])),
+                  "unit %d gradient %lld: bf16 model %.9g, fp32 %.9g", u, (long long)i, gb[i], ga[i]);
   }
   for (int k = 0; k < 2; k++) {
     TEST_OK(FSDPModelDestroy(&model[k]));

@@ -91,8 +91,9 @@ static void compare(const char *what, const float *host, const float *dev, int64
     if (d > diff) diff = d, worst = i;
     if (fabs(host[i]) > scale) scale = fabs(host[i]);
   }
-  TEST_ASSERT(diff <= tol * scale, "%s: %s differs by %.3g (tolerance %.3g x %.3g): element %lld device %.9g, host %.9g",
-              config, what, diff, tol, scale, (long long)worst, n ? copy[worst] : 0.0f, n ? host[worst] : 0.0f);
+  TEST_ASSERT(diff <= tol * scale,
+              "%s: %s differs by %.3g (tolerance %.3g x %.3g): element %lld device %.9g, host %.9g", config, what, diff,
+              tol, scale, (long long)worst, n ? copy[worst] : 0.0f, n ? host[worst] : 0.0f);
   free(copy);
 }
 
@@ -132,7 +133,8 @@ static FSDPOptimizer make_sgd(FSDPContext ctx)
 }
 
 /* Each unit's shard (grad: its gradient shard) on both contexts. */
-static void compare_shards(FSDPContext host, FSDPContext dev, bool grad, double tol, const char *what, const char *config)
+static void compare_shards(FSDPContext host, FSDPContext dev, bool grad, double tol, const char *what,
+                           const char *config)
 {
   int nunits;
   TEST_OK(FSDPContextGetNumUnits(host, &nunits));
@@ -253,7 +255,8 @@ static void test_config(const Config *c)
    copy) and from device labels (found by the kernel). */
 static void test_bad_labels(void)
 {
-  Config c = {"mlp:in=4,hidden=8,depth=1,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 0, false};
+  Config c = {
+      "mlp:in=4,hidden=8,depth=1,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 0, false};
   FSDPContext ctx = make_context(FSDP_DEVICE_CUDA, &c);
   FSDPModel m = make_model(ctx, &c);
   float x[ROWS * 4], t[ROWS * 5], *y, *dy;
@@ -311,7 +314,8 @@ static void same_shards(FSDPContext a, FSDPContext b, const char *what)
    host context and into another GPU context; the next step then agrees too. */
 static void test_checkpoint(void)
 {
-  Config c = {"mlp:in=8,hidden=32,depth=2,out=3,act=relu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 0, false};
+  Config c = {
+      "mlp:in=8,hidden=32,depth=2,out=3,act=relu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 0, false};
   FSDPContext dctx = make_context(FSDP_DEVICE_CUDA, &c), hctx = make_context(FSDP_DEVICE_HOST, &c),
               d2ctx = make_context(FSDP_DEVICE_CUDA, &c);
   FSDPModel dm = make_model(dctx, &c), hm = make_model(hctx, &c), d2m = make_model(d2ctx, &c);
@@ -388,12 +392,16 @@ int main(int argc, char **argv)
 #if FSDP_WITH_CUDA
   {
     static const Config configs[] = {
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 1e-5, false},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, true, 1e-5, true},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=tanh,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, false, 1e-5, false},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, true, FSDP_LOSS_MSE, true, 2e-2, false},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_BFLOAT16, false, FSDP_LOSS_CROSS_ENTROPY, false, 4e-2, true},
-      {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT16, false, FSDP_LOSS_MSE, true, 4e-2, false},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_MSE, false, 1e-5,
+         false},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY, true, 1e-5, true},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=tanh,norm=layernorm", FSDP_FLOAT32, false, FSDP_LOSS_CROSS_ENTROPY,
+         false, 1e-5, false},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_FLOAT32, true, FSDP_LOSS_MSE, true, 2e-2,
+         false},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=gelu,norm=layernorm", FSDP_BFLOAT16, false, FSDP_LOSS_CROSS_ENTROPY,
+         false, 4e-2, true},
+        {"mlp:in=24,hidden=64,depth=2,out=5,act=relu", FSDP_FLOAT16, false, FSDP_LOSS_MSE, true, 4e-2, false},
     };
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) test_config(&configs[k]);
     test_bad_labels();

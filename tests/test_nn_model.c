@@ -65,9 +65,12 @@ static void test_names_and_wrapping(void)
       const char *name;
       int ndim;
       int64_t d0, d1;
-    } want[] = {{"blocks.0.fc.weight", 2, HID, IN}, {"blocks.0.fc.bias", 1, HID, 0},
-                {"blocks.1.fc.weight", 2, HID, HID}, {"blocks.1.norm.weight", 1, HID, 0},
-                {"blocks.2.norm.bias", 1, HID, 0},  {"head.weight", 2, OUT, HID},
+    } want[] = {{"blocks.0.fc.weight", 2, HID, IN},
+                {"blocks.0.fc.bias", 1, HID, 0},
+                {"blocks.1.fc.weight", 2, HID, HID},
+                {"blocks.1.norm.weight", 1, HID, 0},
+                {"blocks.2.norm.bias", 1, HID, 0},
+                {"head.weight", 2, OUT, HID},
                 {"head.bias", 1, OUT, 0}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
       TEST_OK(FSDPContextFindParam(ctx, want[i].name, &u, &id));
@@ -100,8 +103,10 @@ static void test_names_and_wrapping(void)
     TEST_OK(FSDPContextGetUnit(ctx, i, &u));
     TEST_OK(FlatParamGetName(u, &name));
     TEST_OK(FlatParamGetSizes(u, &numel, NULL, NULL));
-    if (i < nunits - 1) TEST_ASSERT(numel >= 60 && strcmp(name, "root"), "unit %d '%s' has %lld elements", i, name, (long long)numel);
-    else TEST_ASSERT(!strcmp(name, "root") ? numel < 60 : numel >= 60, "last unit '%s' has %lld", name, (long long)numel);
+    if (i < nunits - 1)
+      TEST_ASSERT(numel >= 60 && strcmp(name, "root"), "unit %d '%s' has %lld elements", i, name, (long long)numel);
+    else
+      TEST_ASSERT(!strcmp(name, "root") ? numel < 60 : numel >= 60, "last unit '%s' has %lld", name, (long long)numel);
     sum += numel;
   }
   TEST_ASSERT(sum == total && nunits == 3, "size:60 made %d units of %lld elements in all", nunits, (long long)sum);

@@ -16,7 +16,10 @@ enum { NA = 5, NB = 3, STEPS = 3 };
 #define LR 0.1
 
 static float p0(int param, int64_t e) { return test_value(100 + (uint64_t)param, e); }
-static float grad_of(int param, int64_t e, int step) { return 0.5f * test_value(200 + 10 * (uint64_t)param + (uint64_t)step, e); }
+static float grad_of(int param, int64_t e, int step)
+{
+  return 0.5f * test_value(200 + 10 * (uint64_t)param + (uint64_t)step, e);
+}
 
 static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
 {
@@ -195,16 +198,18 @@ static void test_finite_guard(FSDPShardingStrategy strategy)
   memcpy(before, shard, (size_t)n * sizeof *before);
 
   TEST_CODE(FSDP_ERR_NOT_FINITE, nan_step(ctx, unit, opt));
-  TEST_MESSAGE_HAS("FSDPOptimizerStep: step 1: the global gradient norm is nan: non-finite gradients; nothing was updated");
+  TEST_MESSAGE_HAS(
+      "FSDPOptimizerStep: step 1: the global gradient norm is nan: non-finite gradients; nothing was updated");
   TEST_OK(FSDPOptimizerGetStep(opt, &step));
-  TEST_ASSERT(step == 0 && !memcmp(before, shard, (size_t)n * sizeof *shard), "a refused step changed the step (%lld) or the shard",
-              (long long)step);
+  TEST_ASSERT(step == 0 && !memcmp(before, shard, (size_t)n * sizeof *shard),
+              "a refused step changed the step (%lld) or the shard", (long long)step);
 
   TEST_OK(FSDPContextSetCheckFinite(ctx, false));
   TEST_OK(nan_step(ctx, unit, opt));
   TEST_OK(FSDPOptimizerGetGradNorm(opt, &norm));
   TEST_OK(FSDPOptimizerGetStep(opt, &step));
-  TEST_ASSERT(step == 1 && isnan(norm), "with the check off the step is taken (step %lld, norm %g)", (long long)step, norm);
+  TEST_ASSERT(step == 1 && isnan(norm), "with the check off the step is taken (step %lld, norm %g)", (long long)step,
+              norm);
   TEST_OK(FSDPContextSetCheckFinite(ctx, true));
   TEST_OK(FSDPOptimizerDestroy(&opt));
 
@@ -240,7 +245,8 @@ static void test_schedule(void)
   TEST_OK(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, 2, 10));
   TEST_OK(FSDPOptimizerSetUp(opt));
   /* Warmup (t+1)/2, then 0.5 (1 + cos(pi (t-2)/8)). */
-  for (int t = 0; t < 10; t++) want[t] = t < 2 ? 2.0 * (t + 1) / 2 : 2.0 * 0.5 * (1 + cos(3.14159265358979323846 * (t - 2) / 8.0));
+  for (int t = 0; t < 10; t++)
+    want[t] = t < 2 ? 2.0 * (t + 1) / 2 : 2.0 * 0.5 * (1 + cos(3.14159265358979323846 * (t - 2) / 8.0));
   for (int t = 0; t < 10; t++) {
     TEST_OK(FSDPOptimizerGetLearningRate(opt, &lr));
     TEST_ASSERT(fabs(lr - want[t]) < 1e-12, "lr at step %d is %.12g, expected %.12g", t, lr, want[t]);
@@ -274,12 +280,12 @@ static void test_schedule(void)
 int main(int argc, char **argv)
 {
   const Case cases[] = {
-    {FSDP_OPTIMIZER_SGD, false, false, 0.0, 0.0, 0.0},    /* plain SGD */
-    {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.0},    /* momentum and weight decay */
-    {FSDP_OPTIMIZER_SGD, true, true, 0.9, 0.1, 0.3},      /* nesterov, frozen b, clipped */
-    {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0}, /* the defaults but lr */
-    {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3},   /* frozen b, clipped */
-    {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100},  /* a clip that does not bite */
+      {FSDP_OPTIMIZER_SGD, false, false, 0.0, 0.0, 0.0},    /* plain SGD */
+      {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.0},    /* momentum and weight decay */
+      {FSDP_OPTIMIZER_SGD, true, true, 0.9, 0.1, 0.3},      /* nesterov, frozen b, clipped */
+      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0}, /* the defaults but lr */
+      {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3},   /* frozen b, clipped */
+      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100},  /* a clip that does not bite */
   };
   TEST_OK(FSDPInitialize(&argc, &argv));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));

@@ -9,13 +9,13 @@
 static const char *const acts[] = {"relu", "tanh", "gelu", NULL};
 
 /* Set an option to a bad value and expect FSDP_ERR_OPTION naming it and the value. */
-#define EXPECT_BAD_INT(value, min, max, words)                                                  \
-  do {                                                                                           \
-    int64_t v_;                                                                                  \
-    TEST_OK(FSDPOptionsSetValue("-fsdp_t_bad", value));                                          \
-    TEST_CODE(FSDP_ERR_OPTION, FSDPOptionsGetInt("-fsdp_t_bad", "bad", 0, min, max, &v_, NULL)); \
-    TEST_MESSAGE_HAS("-fsdp_t_bad");                                                             \
-    TEST_MESSAGE_HAS(words);                                                                     \
+#define EXPECT_BAD_INT(value, min, max, words)                                                                         \
+  do {                                                                                                                 \
+    int64_t v_;                                                                                                        \
+    TEST_OK(FSDPOptionsSetValue("-fsdp_t_bad", value));                                                                \
+    TEST_CODE(FSDP_ERR_OPTION, FSDPOptionsGetInt("-fsdp_t_bad", "bad", 0, min, max, &v_, NULL));                       \
+    TEST_MESSAGE_HAS("-fsdp_t_bad");                                                                                   \
+    TEST_MESSAGE_HAS(words);                                                                                           \
   } while (0)
 
 int main(int argc, char **argv)
@@ -149,9 +149,9 @@ int main(int argc, char **argv)
     out = capture_end(&cap);
     if (rank == 0)
       TEST_ASSERT(strstr(out, "\n  -fsdp_t_both api (from the program)\n") &&
-                    strstr(out, "\n  -fsdp_t_env two words (from FSDP_OPTIONS)\n") &&
-                    strstr(out, "\n  -fsdp_t_str hello (from the command line)\n") &&
-                    strstr(out, "\n  -fsdp_t_unread 9 (from the program, not used yet)\n"),
+                      strstr(out, "\n  -fsdp_t_env two words (from FSDP_OPTIONS)\n") &&
+                      strstr(out, "\n  -fsdp_t_str hello (from the command line)\n") &&
+                      strstr(out, "\n  -fsdp_t_unread 9 (from the program, not used yet)\n"),
                   "FSDPOptionsView printed:\n%s", out);
     else TEST_ASSERT(out[0] == '\0', "rank %d printed:\n%s", rank, out);
     free(out);

@@ -76,9 +76,10 @@ static void test_precedence(void)
                                      "-steps 5   -prog_flag -fsdp_t_last\n");
   char *args[] = {"prog", "-fsdp_t_c", "early", "-options_file", (char *)job, "positional", "-fsdp_t_e", "late", NULL};
   /* The program's argv: the file's words in place of the pair, the rest as it was. */
-  const char *want[] = {"prog", "-fsdp_t_c", "early", "-fsdp_t_b", "file", "-fsdp_t_c", "file", "-fsdp_t_flag",
-                        "-fsdp_t_words", "two words", "-fsdp_t_hash", "a#b", "-fsdp_t_quoted", "#1", "-steps", "5",
-                        "-prog_flag", "-fsdp_t_last", "positional", "-fsdp_t_e", "late"};
+  const char *want[] = {"prog",           "-fsdp_t_c",    "early",         "-fsdp_t_b", "file",         "-fsdp_t_c",
+                        "file",           "-fsdp_t_flag", "-fsdp_t_words", "two words", "-fsdp_t_hash", "a#b",
+                        "-fsdp_t_quoted", "#1",           "-steps",        "5",         "-prog_flag",   "-fsdp_t_last",
+                        "positional",     "-fsdp_t_e",    "late"};
   const int nwant = (int)(sizeof want / sizeof want[0]);
   int argc;
   char **argv;
@@ -235,7 +236,7 @@ int main(int argc, char **argv)
   TEST_ASSERT(chdir(cwd) == 0, "cannot return to %s", cwd);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    const char *names[] = {"job.opts",    "lib.opts",    "outer.opts",  "stray.opts",  "two.opts",
+    const char *names[] = {"job.opts",    "lib.opts",    "outer.opts",  "stray.opts",   "two.opts",
                            "quote.opts",  "noname.opts", "loop.opts",   "program.opts", "windows.opts",
                            "chain1.opts", "chain2.opts", "chain3.opts", "chain4.opts",  "chain5.opts",
                            "chain6.opts", "chain7.opts", "chain8.opts", "chain9.opts"};

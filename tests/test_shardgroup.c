@@ -139,8 +139,8 @@ int main(int argc, char **argv)
         ShardGroup g;
         char config[160], value[16];
         if (F == 0 || (F > 0 && W % F)) continue;
-        snprintf(config, sizeof config, "W=%d, nodes: %s%d, %s%d", W, k ? (cyclic ? "cyclic " : "block ") : "real ",
-                 k, F > 0 ? "F=" : "domain ", F);
+        snprintf(config, sizeof config, "W=%d, nodes: %s%d, %s%d", W, k ? (cyclic ? "cyclic " : "block ") : "real ", k,
+                 F > 0 ? "F=" : "domain ", F);
         expected_nodes(W, k, cyclic, real_leader, &L);
         TEST_OK(ShardGroupCreate(MPI_COMM_WORLD, &g));
         snprintf(value, sizeof value, "%d", k);

@@ -8,9 +8,9 @@
 #include "fsdp_config.h" /* FSDP_HAVE_HWLOC */
 #include "testutil.h"
 
-static const char *const used_options[] = {"-fsdp_topology", "-fsdp_ranks_per_node", "-fsdp_bind",
-                                           "-fsdp_shard_domain", "-fsdp_sharding_factor", "-fsdp_rank_placement",
-                                           "-fsdp_view", NULL};
+static const char *const used_options[] = {
+    "-fsdp_topology",        "-fsdp_ranks_per_node", "-fsdp_bind", "-fsdp_shard_domain",
+    "-fsdp_sharding_factor", "-fsdp_rank_placement", "-fsdp_view", NULL};
 
 /* SetUp with these options must fail with `code` on every rank, saying `text`. */
 static void expect_setup_error(const char *options, FSDPErrorCode code, const char *text)
@@ -47,8 +47,7 @@ int main(int argc, char **argv)
                      "shard domain node needs the same number of ranks on every node, but node 0 has 3 and node 1 "
                      "has 1 (set -fsdp_sharding_factor");
   /* A node larger than the world. */
-  expect_setup_error("-fsdp_ranks_per_node 8", FSDP_ERR_ARG,
-                     "-fsdp_ranks_per_node 8 is larger than the world size 4");
+  expect_setup_error("-fsdp_ranks_per_node 8", FSDP_ERR_ARG, "-fsdp_ranks_per_node 8 is larger than the world size 4");
   /* Ranks that disagree: an error on all of them, before anything collective
      depends on the settings (a view only some ranks print would hang). */
   snprintf(options, sizeof options, "-fsdp_sharding_factor %d", rank == 0 ? 2 : 4);
@@ -84,8 +83,7 @@ int main(int argc, char **argv)
   expect_setup_error("-fsdp_topology 'pack:2 numa:2 core:1 pu:1' -fsdp_shard_domain numa -fsdp_bind package",
                      FSDP_ERR_ARG, "but rank 0 is bound to CPUs of more than one NUMA node");
   /* 4 ranks bound over 3 packages: groups of 2, 1 and 1. */
-  expect_setup_error("-fsdp_topology 'pack:3 core:1 pu:1' -fsdp_shard_domain package -fsdp_bind package",
-                     FSDP_ERR_ARG,
+  expect_setup_error("-fsdp_topology 'pack:3 core:1 pu:1' -fsdp_shard_domain package -fsdp_bind package", FSDP_ERR_ARG,
                      "shard domain package gives shard groups of different sizes: 2 ranks on node 0 package 0, 1 on "
                      "node 0 package 1");
 #else
@@ -140,7 +138,8 @@ int main(int argc, char **argv)
     capture_begin(&cap, 1);
     TEST_OK(ShardGroupView(g, NULL));
     out = capture_end(&cap);
-    if (rank % 2 == 0) TEST_ASSERT(strstr(out, "ShardGroup: 2 ranks on 1 node\n") == out, "view on half printed:\n%s", out);
+    if (rank % 2 == 0)
+      TEST_ASSERT(strstr(out, "ShardGroup: 2 ranks on 1 node\n") == out, "view on half printed:\n%s", out);
     else TEST_ASSERT(out[0] == '\0', "rank %d printed:\n%s", rank, out);
     free(out);
     TEST_OK(ShardGroupDestroy(&g));

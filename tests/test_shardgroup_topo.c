@@ -13,7 +13,7 @@
 static const char *const dgx_busids[8] = {"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
                                           "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"};
 
-static const char *const used_options[] = {"-fsdp_topology", "-fsdp_ranks_per_node", "-fsdp_bind",
+static const char *const used_options[] = {"-fsdp_topology",     "-fsdp_ranks_per_node",  "-fsdp_bind",
                                            "-fsdp_shard_domain", "-fsdp_sharding_factor", NULL};
 
 static char topology_dir[1024];
@@ -43,8 +43,9 @@ static void check_device(ShardGroup g, int want, int want_sharing, const char *c
   TEST_OK(ShardGroupGetDevicePCIBusId(g, &busid));
   TEST_ASSERT(device == want && sharing == want_sharing, "%s: local rank %d got GPU %d shared by %d, expected %d by %d",
               what, lr, device, sharing, want, want_sharing);
-  if (busids) TEST_ASSERT(busid && !strcmp(busid, busids[want]), "%s: GPU %d has bus id %s, expected %s", what,
-                          device, busid ? busid : "(null)", busids[want]);
+  if (busids)
+    TEST_ASSERT(busid && !strcmp(busid, busids[want]), "%s: GPU %d has bus id %s, expected %s", what, device,
+                busid ? busid : "(null)", busids[want]);
 }
 
 /* Every member of my shard group has the same value of `key`, and the group has `size` members. */
@@ -56,7 +57,8 @@ static void check_shard_group_shares(ShardGroup g, int key, int size, const char
   MPI_Comm_size(shard, &n);
   TEST_ASSERT(n == size, "%s: shard group of %d ranks, expected %d", what, n, size);
   MPI_Allgather(&key, 1, MPI_INT, keys, 1, MPI_INT, shard);
-  for (int i = 0; i < n; i++) TEST_ASSERT(keys[i] == key, "%s: shard group member %d has %d, I have %d", what, i, keys[i], key);
+  for (int i = 0; i < n; i++)
+    TEST_ASSERT(keys[i] == key, "%s: shard group member %d has %d, I have %d", what, i, keys[i], key);
 }
 
 int main(int argc, char **argv)
@@ -193,8 +195,8 @@ int main(int argc, char **argv)
       TEST_ASSERT(hwloc_get_cpubind(topo, now, HWLOC_CPUBIND_PROCESS) == 0, "hwloc_get_cpubind failed");
       hwloc_bitmap_list_snprintf(got, sizeof got, now);
       hwloc_bitmap_list_snprintf(want, sizeof want, obj->cpuset);
-      TEST_ASSERT(hwloc_bitmap_isequal(now, obj->cpuset), "-fsdp_bind %s: local rank %d of %d is bound to PUs %s, expected %s",
-                  binds[b], lr, ls, got, want);
+      TEST_ASSERT(hwloc_bitmap_isequal(now, obj->cpuset),
+                  "-fsdp_bind %s: local rank %d of %d is bound to PUs %s, expected %s", binds[b], lr, ls, got, want);
       TEST_OK(ShardGroupDestroy(&g));
     }
     hwloc_bitmap_free(now);
@@ -207,9 +209,6 @@ int main(int argc, char **argv)
 
 #else
 
-int main(void)
-{
-  return 77; /* built without hwloc: nothing to test */
-}
+int main(void) { return 77; /* built without hwloc: nothing to test */ }
 
 #endif

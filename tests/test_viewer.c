@@ -76,7 +76,8 @@ int main(int argc, char **argv)
   /* A file rank 0 cannot create is an I/O error on every rank, naming the file. */
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   TEST_CODE(FSDP_ERR_IO, FSDPViewerASCIIOpen(MPI_COMM_WORLD, "/nonexistent-dir/out.txt", &v));
-  TEST_MESSAGE_HAS("cannot open viewer file '/nonexistent-dir/out.txt' for writing on rank 0: No such file or directory");
+  TEST_MESSAGE_HAS(
+      "cannot open viewer file '/nonexistent-dir/out.txt' for writing on rank 0: No such file or directory");
   TEST_ASSERT(v == NULL, "a failed open leaves the handle NULL");
   TEST_CODE(FSDP_ERR_ARG, FSDPViewerASCIIOpen(MPI_COMM_WORLD, "", &v));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_PRINT));

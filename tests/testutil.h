@@ -29,35 +29,33 @@ static inline void test_fail(void)
   exit(1);
 }
 
-#define TEST_ASSERT(cond, ...)                                                                   \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "[%d] %s:%d: test failed: %s: ", test_rank(), __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                                              \
-      fprintf(stderr, "\n");                                                                     \
-      fflush(stderr);                                                                            \
-      test_fail();                                                                               \
-    }                                                                                            \
+#define TEST_ASSERT(cond, ...)                                                                                         \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      fprintf(stderr, "[%d] %s:%d: test failed: %s: ", test_rank(), __FILE__, __LINE__, #cond);                        \
+      fprintf(stderr, __VA_ARGS__);                                                                                    \
+      fprintf(stderr, "\n");                                                                                           \
+      fflush(stderr);                                                                                                  \
+      test_fail();                                                                                                     \
+    }                                                                                                                  \
   } while (0)
 
 /* Expect a call to return `code`. */
-#define TEST_CODE(code, ...)                                                                     \
-  do {                                                                                           \
-    FSDPErrorCode test_got_ = (__VA_ARGS__);                                                     \
-    TEST_ASSERT(test_got_ == (code), "%s returned %d (%s), expected %d (%s)", #__VA_ARGS__,      \
-                (int)test_got_, FSDPGetErrorString(test_got_), (int)(code),                      \
-                FSDPGetErrorString(code));                                                       \
+#define TEST_CODE(code, ...)                                                                                           \
+  do {                                                                                                                 \
+    FSDPErrorCode test_got_ = (__VA_ARGS__);                                                                           \
+    TEST_ASSERT(test_got_ == (code), "%s returned %d (%s), expected %d (%s)", #__VA_ARGS__, (int)test_got_,            \
+                FSDPGetErrorString(test_got_), (int)(code), FSDPGetErrorString(code));                                 \
   } while (0)
 
 #define TEST_OK(...) TEST_CODE(FSDP_SUCCESS, __VA_ARGS__)
 
 /* Expect the last error's message to contain `text`. */
-#define TEST_MESSAGE_HAS(text)                                                                   \
-  do {                                                                                           \
-    const char *test_msg_;                                                                       \
-    FSDPGetLastError(NULL, &test_msg_, NULL);                                                    \
-    TEST_ASSERT(strstr(test_msg_, text), "last error message '%s' does not contain '%s'",       \
-                test_msg_, text);                                                                \
+#define TEST_MESSAGE_HAS(text)                                                                                         \
+  do {                                                                                                                 \
+    const char *test_msg_;                                                                                             \
+    FSDPGetLastError(NULL, &test_msg_, NULL);                                                                          \
+    TEST_ASSERT(strstr(test_msg_, text), "last error message '%s' does not contain '%s'", test_msg_, text);            \
   } while (0)
 
 /* Redirect a file descriptor (1 or 2) of this process into a temporary file. */

@@ -21,9 +21,10 @@ static bool is_key(const char *s)
 static FSDPErrorCode check_args(int argc, char **argv)
 {
   for (int i = 1; i < argc; i++) {
-    FSDPCheck(!strncmp(argv[i], "-fsdp_", 6) || !strcmp(argv[i], "-help"), MPI_COMM_WORLD, FSDP_ERR_OPTION,
-              "fsdp-info: unknown argument '%s': fsdp-info takes libfsdp's -fsdp_* options only (fsdp-info -help lists them)",
-              argv[i]);
+    FSDPCheck(
+        !strncmp(argv[i], "-fsdp_", 6) || !strcmp(argv[i], "-help"), MPI_COMM_WORLD, FSDP_ERR_OPTION,
+        "fsdp-info: unknown argument '%s': fsdp-info takes libfsdp's -fsdp_* options only (fsdp-info -help lists them)",
+        argv[i]);
     if (i + 1 < argc && !is_key(argv[i + 1])) i++; /* its value */
   }
   return FSDP_SUCCESS;
@@ -37,7 +38,8 @@ int main(int argc, char **argv)
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   FSDPCallAbort(MPI_COMM_WORLD, check_args(argc, argv));
   /* A malformed -fsdp_view is refused before the line below replaces it. */
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPOptionsGetBool("-fsdp_view", "print the process layout at SetUp", true, &view, NULL));
+  FSDPCallAbort(MPI_COMM_WORLD,
+                FSDPOptionsGetBool("-fsdp_view", "print the process layout at SetUp", true, &view, NULL));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPConfigView(NULL));
   FSDPCallAbort(MPI_COMM_WORLD, ShardGroupCreate(MPI_COMM_WORLD, &group));
   /* The layout is what this tool is for: shown whether or not -fsdp_view was given. */

@@ -44,33 +44,44 @@ typedef struct {
   bool set;
 } ArgSpec;
 
-#define ARG(name, type, field, help) {name, type, offsetof(Args, field), sizeof(((Args *)0)->field), help, false}
+#define ARG(name, type, field, help)                                                                                   \
+  {                                                                                                                    \
+    name, type, offsetof(Args, field), sizeof(((Args *)0)->field), help, false                                         \
+  }
 
 static ArgSpec arg_specs[] = {
-  ARG("-model", ARG_STRING, model, "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]"),
-  ARG("-data", ARG_STRING, data, "HDF5 file with /x [N,in] and /y [N,out] (float) or [N] (integer labels); or synthetic[:n=N,seed=S]"),
-  ARG("-steps", ARG_INT, steps, "optimizer steps"),
-  ARG("-batch", ARG_INT, batch, "global batch size B (rows per micro-batch, all ranks together; B % W == 0)"),
-  ARG("-optimizer", ARG_STRING, optimizer, "sgd or adamw"),
-  ARG("-lr", ARG_REAL, lr, "learning rate (peak rate of the cosine schedule)"),
-  ARG("-weight_decay", ARG_REAL, weight_decay, "weight decay (default: adamw 0.01, sgd 0)"),
-  ARG("-momentum", ARG_REAL, momentum, "sgd momentum"),
-  ARG("-nesterov", ARG_FLAG, nesterov, "sgd nesterov momentum"),
-  ARG("-beta1", ARG_REAL, beta1, "adamw beta1"),
-  ARG("-beta2", ARG_REAL, beta2, "adamw beta2"),
-  ARG("-eps", ARG_REAL, eps, "adamw eps"),
-  ARG("-lr_schedule", ARG_STRING, lr_schedule, "constant or cosine (linear warmup, cosine decay to 0 at the last step)"),
-  ARG("-warmup_steps", ARG_INT, warmup_steps, "warmup steps of the cosine schedule"),
-  ARG("-clip_grad_norm", ARG_REAL, clip_grad_norm, "clip the global gradient norm to this (0: off)"),
-  ARG("-grad_accum", ARG_INT, grad_accum, "micro-batches per step, their gradients averaged"),
-  ARG("-seed", ARG_INT, seed, "seed of the parameter initialization"),
-  ARG("-init", ARG_STRING, init, "HDF5 file with the initial parameters as /params/<name>"),
-  ARG("-loss_log", ARG_STRING, loss_log, "CSV file: step,loss for every step (with -resume, rows after the checkpoint's step are replaced)"),
-  ARG("-checkpoint", ARG_STRING, checkpoint, "HDF5 checkpoint written at the end, every -checkpoint_every steps, and on SIGUSR1 or SIGTERM"),
-  ARG("-checkpoint_every", ARG_INT, checkpoint_every, "steps between checkpoints (0: only at the end and on a signal)"),
-  ARG("-resume", ARG_STRING, resume, "checkpoint to continue from: parameters, optimizer state, step and data position"),
-  ARG("-export", ARG_STRING, export_path, "HDF5 file of the final parameters alone (/params/<name>, what -init reads)"),
-  ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
+    ARG("-model", ARG_STRING, model,
+        "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]"),
+    ARG("-data", ARG_STRING, data,
+        "HDF5 file with /x [N,in] and /y [N,out] (float) or [N] (integer labels); or synthetic[:n=N,seed=S]"),
+    ARG("-steps", ARG_INT, steps, "optimizer steps"),
+    ARG("-batch", ARG_INT, batch, "global batch size B (rows per micro-batch, all ranks together; B % W == 0)"),
+    ARG("-optimizer", ARG_STRING, optimizer, "sgd or adamw"),
+    ARG("-lr", ARG_REAL, lr, "learning rate (peak rate of the cosine schedule)"),
+    ARG("-weight_decay", ARG_REAL, weight_decay, "weight decay (default: adamw 0.01, sgd 0)"),
+    ARG("-momentum", ARG_REAL, momentum, "sgd momentum"),
+    ARG("-nesterov", ARG_FLAG, nesterov, "sgd nesterov momentum"),
+    ARG("-beta1", ARG_REAL, beta1, "adamw beta1"),
+    ARG("-beta2", ARG_REAL, beta2, "adamw beta2"),
+    ARG("-eps", ARG_REAL, eps, "adamw eps"),
+    ARG("-lr_schedule", ARG_STRING, lr_schedule,
+        "constant or cosine (linear warmup, cosine decay to 0 at the last step)"),
+    ARG("-warmup_steps", ARG_INT, warmup_steps, "warmup steps of the cosine schedule"),
+    ARG("-clip_grad_norm", ARG_REAL, clip_grad_norm, "clip the global gradient norm to this (0: off)"),
+    ARG("-grad_accum", ARG_INT, grad_accum, "micro-batches per step, their gradients averaged"),
+    ARG("-seed", ARG_INT, seed, "seed of the parameter initialization"),
+    ARG("-init", ARG_STRING, init, "HDF5 file with the initial parameters as /params/<name>"),
+    ARG("-loss_log", ARG_STRING, loss_log,
+        "CSV file: step,loss for every step (with -resume, rows after the checkpoint's step are replaced)"),
+    ARG("-checkpoint", ARG_STRING, checkpoint,
+        "HDF5 checkpoint written at the end, every -checkpoint_every steps, and on SIGUSR1 or SIGTERM"),
+    ARG("-checkpoint_every", ARG_INT, checkpoint_every,
+        "steps between checkpoints (0: only at the end and on a signal)"),
+    ARG("-resume", ARG_STRING, resume,
+        "checkpoint to continue from: parameters, optimizer state, step and data position"),
+    ARG("-export", ARG_STRING, export_path,
+        "HDF5 file of the final parameters alone (/params/<name>, what -init reads)"),
+    ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
 };
 #define NARGS ((int)(sizeof arg_specs / sizeof arg_specs[0]))
 
@@ -110,7 +121,8 @@ static FSDPErrorCode parse_args(int argc, char **argv, Args *a, bool *help)
     s->set = true;
     if (s->type == ARG_FLAG) {
       bool v = true;
-      if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) v = !strcmp(argv[++i], "true");
+      if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false")))
+        v = !strcmp(argv[++i], "true");
       *(bool *)field = v;
       continue;
     }
@@ -119,20 +131,21 @@ static FSDPErrorCode parse_args(int argc, char **argv, Args *a, bool *help)
     errno = 0;
     switch (s->type) {
     case ARG_STRING:
-      FSDPCheck(strlen(value) < s->size, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s: the value is longer than %zu characters", t,
-                  s->size - 1);
+      FSDPCheck(strlen(value) < s->size, MPI_COMM_SELF, FSDP_ERR_OPTION,
+                "fsdp-train: %s: the value is longer than %zu characters", t, s->size - 1);
       strcpy(field, value);
       break;
     case ARG_INT:
       *(int64_t *)field = strtoll(value, &end, 10);
-      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not an integer", t, value);
+      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not an integer", t,
+                value);
       break;
     case ARG_REAL:
       *(double *)field = strtod(value, &end);
-      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not a number", t, value);
+      FSDPCheck(*value && !*end && !errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: %s %s is not a number", t,
+                value);
       break;
-    case ARG_FLAG:
-      break;
+    case ARG_FLAG: break;
     }
   }
   return FSDP_SUCCESS;
@@ -203,7 +216,8 @@ static FSDPErrorCode agree_on_args(const Args *a)
     if (lo[i] == hi[i]) continue;
     arg_text(&arg_specs[i], a, mine, sizeof mine);
     FSDPCall(FSDPMalloc((size_t)size * WIDTH, FSDP_MEM_OTHER, &all));
-    ierr = MPI_Allgather(mine, WIDTH, MPI_CHAR, all, WIDTH, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS ? FSDP_SUCCESS : FSDP_ERR_MPI;
+    ierr = MPI_Allgather(mine, WIDTH, MPI_CHAR, all, WIDTH, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS ? FSDP_SUCCESS
+                                                                                                     : FSDP_ERR_MPI;
     for (int r = 1; !ierr && r < size && other < 0; r++)
       if (strcmp(all + (size_t)r * WIDTH, all)) other = r;
     if (!ierr)
@@ -283,15 +297,18 @@ static void check_outputs(const Args *a, int keep, char *msg, size_t len)
     for (int k = 1; k < keep; k++) {
       snprintf(path, sizeof path, "%s.%d", a->checkpoint, k);
       if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(msg, len, "fsdp-train: -checkpoint '%s': '%s', where -fsdp_checkpoint_keep %d keeps an older one, is a directory",
-                 a->checkpoint, path, keep);
+        snprintf(
+            msg, len,
+            "fsdp-train: -checkpoint '%s': '%s', where -fsdp_checkpoint_keep %d keeps an older one, is a directory",
+            a->checkpoint, path, keep);
         return;
       }
     }
   }
   if (a->loss_log[0] && a->resume[0]) { /* resuming rewrites the log through a temporary */
     snprintf(path, sizeof path, "%s.resume", a->loss_log);
-    if (!can_write(path, why, sizeof why)) snprintf(msg, len, "fsdp-train: -loss_log '%s': its temporary '%s' %s", a->loss_log, path, why);
+    if (!can_write(path, why, sizeof why))
+      snprintf(msg, len, "fsdp-train: -loss_log '%s': its temporary '%s' %s", a->loss_log, path, why);
   }
 }
 
@@ -356,8 +373,10 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
   FSDPCall(FSDPMalloc((size_t)(2 * out * in) * sizeof(float), FSDP_MEM_OTHER, &a));
   b = a + out * in;
   FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.x", 0, n * in, -1.0, 1.0, d->x));
-  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.a", 0, out * in, -2.0 / sqrt((double)in), 2.0 / sqrt((double)in), a));
-  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.b", 0, out * in, -1.0 / sqrt((double)in), 1.0 / sqrt((double)in), b));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.a", 0, out * in, -2.0 / sqrt((double)in),
+                             2.0 / sqrt((double)in), a));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.b", 0, out * in, -1.0 / sqrt((double)in),
+                             1.0 / sqrt((double)in), b));
   for (int64_t i = 0; i < n; i++)
     for (int64_t k = 0; k < out; k++) {
       double s = 0, t = 0;
@@ -373,11 +392,12 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
 
 #if FSDP_WITH_HDF5
 /* Dimensions of a dataset, or an error naming it. */
-static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2], H5T_class_t *cls)
+static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2],
+                             H5T_class_t *cls)
 {
   hid_t ds, space, type;
-  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "fsdp-train: data file '%s' has no dataset /%s",
-              path, name);
+  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: data file '%s' has no dataset /%s", path, name);
   ds = H5Dopen2(file, name, H5P_DEFAULT);
   FSDPCheck(ds >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
   space = H5Dget_space(ds);
@@ -410,23 +430,30 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
 
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
-              access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
+            access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
   ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
   if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
   if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0)) {
     char shape[64];
     if (ndx == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)dx[0]);
-    else if (ndx == 2) snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dx[0], (unsigned long long)dx[1]);
+    else if (ndx == 2)
+      snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dx[0], (unsigned long long)dx[1]);
     else snprintf(shape, sizeof shape, "%d-dimensional", ndx);
-    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
-                     "not %s %s", path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", shape);
+    ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                     "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
+                     "not %s %s",
+                     path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", shape);
   }
   if (!ierr && !((ndy == 2 && cy == H5T_FLOAT && dy[0] == dx[0] && (int64_t)dy[1] == out) ||
                  (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0])))
-    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
-                     "[%llu] (class labels) for /x [%llu, %lld] and a model with out=%lld, not %s [%llu%s]", path,
-                     (unsigned long long)dx[0], (long long)out, (unsigned long long)dx[0], (unsigned long long)dx[0],
-                     (long long)in, (long long)out, cy == H5T_FLOAT ? "float" : cy == H5T_INTEGER ? "integer" : "other",
+    ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                     "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
+                     "[%llu] (class labels) for /x [%llu, %lld] and a model with out=%lld, not %s [%llu%s]",
+                     path, (unsigned long long)dx[0], (long long)out, (unsigned long long)dx[0],
+                     (unsigned long long)dx[0], (long long)in, (long long)out,
+                     cy == H5T_FLOAT     ? "float"
+                     : cy == H5T_INTEGER ? "integer"
+                                         : "other",
                      (unsigned long long)dy[0], ndy == 2 ? ", ..." : "");
   if (!ierr) {
     d->n = (int64_t)dx[0];
@@ -442,8 +469,9 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
       if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_INT64, d->labels);
       for (int64_t i = 0; !ierr && i < d->n; i++)
         if (d->labels[i] < 0 || d->labels[i] >= out)
-          ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': label /y[%lld] = %lld is not a class in [0, %lld)",
-                           path, (long long)i, (long long)d->labels[i], (long long)out);
+          ierr =
+              TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': label /y[%lld] = %lld is not a class in [0, %lld)",
+                        path, (long long)i, (long long)d->labels[i], (long long)out);
     }
   }
   H5Fclose(file);
@@ -469,8 +497,8 @@ static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Datase
     return ierr;
   }
 #else
-  return TRAIN_ERR(FSDP_ERR_UNSUPPORTED, "fsdp-train: -data %s: this libfsdp was built without HDF5; use -data synthetic",
-                   spec);
+  return TRAIN_ERR(FSDP_ERR_UNSUPPORTED,
+                   "fsdp-train: -data %s: this libfsdp was built without HDF5; use -data synthetic", spec);
 #endif
 }
 
@@ -665,14 +693,16 @@ static int agree_on_signal(void)
 }
 
 /* A checkpoint after `step` steps, at the position the last step recorded. */
-static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int rank, FILE *log)
+static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int rank,
+                                     FILE *log)
 {
   double t0;
   if (log) fflush(log); /* the loss log holds every step the checkpoint has */
   t0 = MPI_Wtime();
   FSDPCall(FSDPContextSave(ctx, opt, a->checkpoint));
   if (rank == 0 && a->log_every > 0) {
-    printf("fsdp-train: step %lld: checkpoint %s written in %.3f s\n", (long long)step, a->checkpoint, MPI_Wtime() - t0);
+    printf("fsdp-train: step %lld: checkpoint %s written in %.3f s\n", (long long)step, a->checkpoint,
+           MPI_Wtime() - t0);
     fflush(stdout);
   }
   return FSDP_SUCCESS;
@@ -737,8 +767,8 @@ static FSDPErrorCode configure_optimizer(FSDPContext ctx, FSDPOptimizer opt, con
   if (!strcmp(a->lr_schedule, "constant")) FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_CONSTANT, 0, 0));
   else if (!strcmp(a->lr_schedule, "cosine")) {
     FSDPCheck(a->warmup_steps >= 0 && a->warmup_steps < a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION,
-                "fsdp-train: -warmup_steps %lld must be in [0, -steps %lld) for the cosine schedule",
-                (long long)a->warmup_steps, (long long)a->steps);
+              "fsdp-train: -warmup_steps %lld must be in [0, -steps %lld) for the cosine schedule",
+              (long long)a->warmup_steps, (long long)a->steps);
     FSDPCall(FSDPOptimizerSetSchedule(opt, FSDP_LR_COSINE, a->warmup_steps, a->steps));
   } else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -lr_schedule %s is not constant or cosine", a->lr_schedule);
   FSDPCall(FSDPOptimizerSetClipGradNorm(opt, a->clip_grad_norm));
@@ -772,13 +802,15 @@ typedef struct {
 static FSDPErrorCode check_args(const Args *a, int size)
 {
   FSDPCheck(a->steps >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -steps %lld is negative", (long long)a->steps);
-  FSDPCheck(a->batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive", (long long)a->batch);
+  FSDPCheck(a->batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -batch %lld must be positive",
+            (long long)a->batch);
   FSDPCheck(a->batch % size == 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "fsdp-train: -batch %lld is not divisible by the %d ranks: each rank takes B/W rows of every batch",
-              (long long)a->batch, size);
+            "fsdp-train: -batch %lld is not divisible by the %d ranks: each rank takes B/W rows of every batch",
+            (long long)a->batch, size);
   FSDPCheck(a->grad_accum > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -grad_accum %lld must be positive",
             (long long)a->grad_accum);
-  FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative", (long long)a->log_every);
+  FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative",
+            (long long)a->log_every);
   FSDPCheck(a->checkpoint_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -checkpoint_every %lld is negative",
             (long long)a->checkpoint_every);
   FSDPCheck(!a->checkpoint_every || a->checkpoint[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
@@ -788,11 +820,15 @@ static FSDPErrorCode check_args(const Args *a, int size)
 #if !FSDP_WITH_HDF5
   /* Say so now, not at the first checkpoint hours into the job. */
   {
-    const char *what = a->checkpoint[0] ? "-checkpoint" : a->resume[0] ? "-resume" : a->export_path[0] ? "-export" : NULL;
+    const char *what = a->checkpoint[0]    ? "-checkpoint"
+                       : a->resume[0]      ? "-resume"
+                       : a->export_path[0] ? "-export"
+                                           : NULL;
     const char *file = a->checkpoint[0] ? a->checkpoint : a->resume[0] ? a->resume : a->export_path;
-    FSDPCheck(!what, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-              "fsdp-train: %s %s: this libfsdp was built without HDF5 (configure --with-hdf5), so it has no checkpoints",
-              what, file);
+    FSDPCheck(
+        !what, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+        "fsdp-train: %s %s: this libfsdp was built without HDF5 (configure --with-hdf5), so it has no checkpoints",
+        what, file);
   }
 #endif
   return FSDP_SUCCESS;
@@ -822,8 +858,9 @@ static FSDPErrorCode set_up(Run *r, const Args *a)
     FSDPCall(FSDPContextLoad(r->ctx, r->opt, a->resume));
     FSDPCall(FSDPContextGetTrainingState(r->ctx, &ts));
     /* The load refused a negative step or cursor as damage. */
-    FSDPCheck(ts.step <= a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -resume %s is at step %lld, beyond -steps %lld",
-              a->resume, (long long)ts.step, (long long)a->steps);
+    FSDPCheck(ts.step <= a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -resume %s is at step %lld, beyond -steps %lld", a->resume, (long long)ts.step,
+              (long long)a->steps);
     r->first = ts.step;
     r->cursor = ts.data_cursor;
   }
@@ -851,8 +888,9 @@ static FSDPErrorCode print_banner(const Run *r, const Args *a)
   if (pdt != FSDP_FLOAT32 || rdt != FSDP_FLOAT32)
     printf("fsdp-train: mixed precision: parameters %s, reductions %s, fp32 master shards%s\n", FSDPDataTypeName(pdt),
            FSDPDataTypeName(rdt), scaler ? ", gradient scaler on" : "");
-  printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n", (long long)a->steps,
-         (long long)a->batch, (long long)r->per, (long long)r->K, a->optimizer, a->lr, a->lr_schedule);
+  printf("fsdp-train: %lld steps of %lld rows (%lld per rank) x %lld micro-batches, %s lr %g (%s)\n",
+         (long long)a->steps, (long long)a->batch, (long long)r->per, (long long)r->K, a->optimizer, a->lr,
+         a->lr_schedule);
   if (a->resume[0])
     printf("fsdp-train: resuming from %s at step %lld, batch %lld\n", a->resume, (long long)r->first,
            (long long)r->cursor);
@@ -869,7 +907,8 @@ static FSDPErrorCode open_loss_log(Run *r, const Args *a)
   if (r->rank == 0) {
     /* Only now, with the checkpoint loaded and verified, is the old log rewritten. */
     r->log = loss_log_file = a->resume[0] ? reopen_loss_log(a->loss_log, r->first) : fopen(a->loss_log, "w");
-    if (!r->log) ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
+    if (!r->log)
+      ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
     else if (!a->resume[0]) fprintf(r->log, "step,loss\n");
   }
   ok = !ierr;
@@ -895,8 +934,7 @@ static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
     FSDPCall(FSDPModelForward(r->model, r->per, r->x, &pred));
     /* The loss of the step is the mean over micro-batches, scaled for fp16.
        On a GPU the batch is copied up and the loss computed there. */
-    if (r->labels)
-      FSDPCall(FSDPModelLoss(r->model, FSDP_LOSS_CROSS_ENTROPY, r->labels, scale / (double)r->K, &l, &dy));
+    if (r->labels) FSDPCall(FSDPModelLoss(r->model, FSDP_LOSS_CROSS_ENTROPY, r->labels, scale / (double)r->K, &l, &dy));
     else FSDPCall(FSDPModelLoss(r->model, FSDP_LOSS_MSE, r->yt, scale / (double)r->K, &l, &dy));
     FSDPCall(FSDPModelBackward(r->model, dy));
     local += l;
@@ -1032,9 +1070,14 @@ static FSDPErrorCode train(const Args *a)
 
   FSDPCall(comm_totals(r.comm_events, &comm_time, &comm_bytes));
   if (a->log_every > 0)
-    FSDPCall(print_summary(r.ctx, r.opt, r.rank, r.factor, a->resume[0] ? 2 : a->init[0] ? 1 : 0,
-                           !strcmp(a->optimizer, "adamw") ? 2 : a->momentum > 0 ? 1 : 0, MPI_Wtime() - r.t_start,
-                           r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
+    FSDPCall(print_summary(r.ctx, r.opt, r.rank, r.factor,
+                           a->resume[0] ? 2
+                           : a->init[0] ? 1
+                                        : 0,
+                           !strcmp(a->optimizer, "adamw") ? 2
+                           : a->momentum > 0              ? 1
+                                                          : 0,
+                           MPI_Wtime() - r.t_start, r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
   loss_log_file = NULL;
   if (r.log && fclose(r.log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&r.x));

@@ -68,8 +68,8 @@ FSDPErrorCode CommStreamDestroy(CommStream *stream);
    the warning, as it does in builds without NCCL.  An ncclCommInitRank still
    running after `timeout` seconds (0: never) aborts the job, as the watchdog
    does a collective.  *nccl is set, error or not: destroy it. */
-FSDPErrorCode CommNCCLSetUp(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm, bool replicate_nccl,
-                            double timeout, char *why, size_t len, CommNCCL *nccl);
+FSDPErrorCode CommNCCLSetUp(Device dev, MPI_Comm comm, MPI_Comm shard_comm, MPI_Comm replicate_comm,
+                            bool replicate_nccl, double timeout, char *why, size_t len, CommNCCL *nccl);
 /* The ncclComm_t of the shard or the replicate group, or NULL: MPI. */
 void *CommNCCLGet(CommNCCL nccl, bool shard);
 FSDPErrorCode CommNCCLDestroy(CommNCCL *nccl);

@@ -21,9 +21,9 @@ typedef struct {
   void *ready, *staged, *landed; /* GPU events: the compute stream's point, staging out, the result in */
   DevPhase phase;
   size_t send_off, in_bytes; /* GPU MPI: where the send block sits in the staging, the bytes coming back */
-  bool local;   /* GPU, a group of one: a copy on the communication stream, no MPI */
-  bool queued;  /* submitted and not retired (waited for) */
-  bool started; /* the collective was started (the MPI_I* call, the launch) */
+  bool local;                /* GPU, a group of one: a copy on the communication stream, no MPI */
+  bool queued;               /* submitted and not retired (waited for) */
+  bool started;              /* the collective was started (the MPI_I* call, the launch) */
   bool done;
   int mpierr;
   MPI_Request request;
@@ -61,7 +61,7 @@ struct CommStream_s {
    (sl->mpierr is then returned as an MPI error). */
 struct CommEngineOps_s {
   const char *name;
-  FSDPErrorCode (*start)(CommStream s);           /* at creation (may be NULL) */
+  FSDPErrorCode (*start)(CommStream s);            /* at creation (may be NULL) */
   FSDPErrorCode (*submit)(CommStream s, Slot *sl); /* sl is queued */
   /* Returns once sl is done, under the watchdog, with the exposed time accounted. */
   FSDPErrorCode (*wait)(CommStream s, Slot *sl);

@@ -63,8 +63,7 @@ static int start_mpi(const CommOp *op, void *base, size_t send_off, MPI_Request 
 {
   char *b = base;
   switch (op->kind) {
-  case COMM_ALLGATHER:
-    return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, op->count, op->type, op->comm, req);
+  case COMM_ALLGATHER: return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, op->count, op->type, op->comm, req);
   case COMM_REDUCE_SCATTER:
     return MPI_Ireduce_scatter_block(b + send_off, b, op->count, op->type, op->op, op->comm, req);
   default: return MPI_Iallreduce(MPI_IN_PLACE, b, op->count, op->type, op->op, op->comm, req);
@@ -132,7 +131,8 @@ static FSDPErrorCode advance(CommStream s)
         finish(s, sl, MPI_SUCCESS);
         continue;
       }
-      FSDPCall(DeviceCommCopy_Private(s->dev, sl->op.recv, DevicePinned_Private(s->dev), sl->in_bytes, NULL, sl->landed));
+      FSDPCall(
+          DeviceCommCopy_Private(s->dev, sl->op.recv, DevicePinned_Private(s->dev), sl->in_bytes, NULL, sl->landed));
       sl->phase = DEV_LANDING;
     }
     if (sl->phase == DEV_LANDING) {

@@ -17,10 +17,10 @@ struct CommNCCL_s {
   ncclComm_t shard, replicate;
 };
 
-#define CHECK_NCCL(call, what)                                                                                   \
-  do {                                                                                                           \
-    ncclResult_t r_ = (call);                                                                                    \
-    FSDPCheck(r_ == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "%s: %s", what, ncclGetErrorString(r_));         \
+#define CHECK_NCCL(call, what)                                                                                         \
+  do {                                                                                                                 \
+    ncclResult_t r_ = (call);                                                                                          \
+    FSDPCheck(r_ == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "%s: %s", what, ncclGetErrorString(r_));                \
   } while (0)
 
 /* Whether two ranks of comm use the same GPU (same node name, same bus id);
@@ -226,8 +226,8 @@ FSDPErrorCode CommNCCLLaunch(CommNCCL nccl, Device d, const CommOp *op, void *re
     else {
       int rank;
       CHECK_NCCL(ncclCommUserRank(comm, &rank), "ncclCommUserRank");
-      r = ncclAllGather((char *)op->recv + (size_t)rank * count * FSDPDataTypeSize(op->dtype), op->recv, count, t,
-                        comm, stream);
+      r = ncclAllGather((char *)op->recv + (size_t)rank * count * FSDPDataTypeSize(op->dtype), op->recv, count, t, comm,
+                        stream);
     }
     break;
   case COMM_REDUCE_SCATTER: r = ncclReduceScatter(send, op->recv, count, t, ncclSum, comm, stream); break;
@@ -278,7 +278,8 @@ FSDPErrorCode CommNCCLSetUp(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Co
   why[0] = '\0';
   *nccl = NULL;
   FSDPCallMPI(MPI_Comm_size(shard_comm, &fsize));
-  if (fsize > 1) snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
+  if (fsize > 1)
+    snprintf(why, len, "this libfsdp was built without NCCL: collectives go through MPI with host staging");
   return FSDP_SUCCESS;
 }
 

@@ -59,4 +59,4 @@ static FSDPErrorCode nonblocking_wait(CommStream s, Slot *sl)
 }
 
 const CommEngineOps CommEngineNonblocking_Private = {
-  .name = "nonblocking", .submit = nonblocking_submit, .wait = nonblocking_wait, .progress = progress};
+    .name = "nonblocking", .submit = nonblocking_submit, .wait = nonblocking_wait, .progress = progress};

@@ -19,9 +19,11 @@
 
 /* The engines, by name. */
 static const CommEngineOps *const engines[] = {
-  &CommEngineThread_Private, &CommEngineNonblocking_Private, &CommEngineSync_Private,
+    &CommEngineThread_Private,
+    &CommEngineNonblocking_Private,
+    &CommEngineSync_Private,
 #ifdef FSDP_HAVE_CUDA
-  &CommEngineCUDA_Private,
+    &CommEngineCUDA_Private,
 #endif
 };
 
@@ -131,7 +133,7 @@ void CommWatchdogFire(CommStream s, const char *what, double waited)
             "[%d] libfsdp: signal %d (%s) received while waiting for %s; it has not completed %.1f s later "
             "(-fsdp_signal_grace %g) at step %lld: another rank is not taking part in it. Aborting the job.\n",
             rank, signo,
-            signo == SIGTERM  ? "SIGTERM"
+            signo == SIGTERM   ? "SIGTERM"
             : signo == SIGUSR1 ? "SIGUSR1"
             : signo == SIGINT  ? "SIGINT"
                                : "a signal",
@@ -212,7 +214,8 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
 {
   double t0 = FSDPTime_Private(), waited;
   int flag = 0;
-  FSDPErrorCode engine_err = FSDP_SUCCESS; /* returned once the request, which writes into the caller's buffer, is done */
+  FSDPErrorCode engine_err =
+      FSDP_SUCCESS; /* returned once the request, which writes into the caller's buffer, is done */
   while (!flag) {
     FSDPCallMPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
     if (s->ops->progress) {

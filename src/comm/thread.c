@@ -87,4 +87,4 @@ static void thread_stop(CommStream s)
 }
 
 const CommEngineOps CommEngineThread_Private = {
-  .name = "thread", .start = thread_start, .submit = thread_submit, .wait = thread_wait, .stop = thread_stop};
+    .name = "thread", .start = thread_start, .submit = thread_submit, .wait = thread_wait, .stop = thread_stop};

@@ -28,27 +28,27 @@ const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
 
 #define CHECK_CTX(c) FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL")
 /* Settings can change until SetUp. */
-#define CHECK_SETTABLE(c)                                                                                        \
-  do {                                                                                                           \
-    CHECK_CTX(c);                                                                                                \
-    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                       \
-              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
-    FSDPCheck(!(c)->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after FSDPContextSetUp: the context is already set up", \
-              __func__);                                                                                         \
+#define CHECK_SETTABLE(c)                                                                                              \
+  do {                                                                                                                 \
+    CHECK_CTX(c);                                                                                                      \
+    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                             \
+              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                                    \
+    FSDPCheck(!(c)->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE,                                                           \
+              "%s after FSDPContextSetUp: the context is already set up", __func__);                                   \
   } while (0)
-#define CHECK_SETUP(c)                                                                                           \
-  do {                                                                                                           \
-    CHECK_CTX(c);                                                                                                \
-    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                       \
-              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                              \
+#define CHECK_SETUP(c)                                                                                                 \
+  do {                                                                                                                 \
+    CHECK_CTX(c);                                                                                                      \
+    FSDPCheck(!(c)->laid_out || (c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE,                                             \
+              "%s: FSDPContextSetUp failed on this context; destroy it", __func__);                                    \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
-              __func__);                                                                                         \
+              __func__);                                                                                               \
   } while (0)
 /* Calls that work on the context's buffers: on a GPU, its device first. */
-#define CHECK_RUNNING(c)                                                                                         \
-  do {                                                                                                           \
-    CHECK_SETUP(c);                                                                                              \
-    FSDPCall(DeviceEnter_Private((c)->dev));                                                                     \
+#define CHECK_RUNNING(c)                                                                                               \
+  do {                                                                                                                 \
+    CHECK_SETUP(c);                                                                                                    \
+    FSDPCall(DeviceEnter_Private((c)->dev));                                                                           \
   } while (0)
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -259,10 +259,7 @@ FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds)
   return FSDP_SUCCESS;
 }
 
-static bool is_policy_dtype(FSDPDataType t)
-{
-  return t == FSDP_FLOAT32 || t == FSDP_BFLOAT16 || t == FSDP_FLOAT16;
-}
+static bool is_policy_dtype(FSDPDataType t) { return t == FSDP_FLOAT32 || t == FSDP_BFLOAT16 || t == FSDP_FLOAT16; }
 
 FSDPErrorCode FSDPContextSetMixedPrecision(FSDPContext ctx, FSDPDataType param_dtype, FSDPDataType reduce_dtype)
 {
@@ -351,7 +348,6 @@ FSDPErrorCode FSDPContextSetReplicateEngine(FSDPContext ctx, FSDPReplicateEngine
   return FSDP_SUCCESS;
 }
 
-
 FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 {
   int choice;
@@ -361,11 +357,11 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
 
   CHECK_SETTABLE(ctx);
   FSDPCall(FSDPOptionsGetEnumAliased_Private(
-    "-fsdp_sharding_strategy",
-    "how units are sharded: full (F = W), grad_op (F = W, parameters kept from forward to backward), none (DDP), "
-    "hybrid (F from the shard group), hybrid_zero2; PyTorch's names full_shard, shard_grad_op, no_shard, "
-    "hybrid_shard and hybrid_shard_zero2 (any case) are aliases",
-    strategy_names, strategy_aliases, (int)ctx->strategy, &choice, NULL));
+      "-fsdp_sharding_strategy",
+      "how units are sharded: full (F = W), grad_op (F = W, parameters kept from forward to backward), none (DDP), "
+      "hybrid (F from the shard group), hybrid_zero2; PyTorch's names full_shard, shard_grad_op, no_shard, "
+      "hybrid_shard and hybrid_shard_zero2 (any case) are aliases",
+      strategy_names, strategy_aliases, (int)ctx->strategy, &choice, NULL));
   ctx->strategy = (FSDPShardingStrategy)choice;
   {
     int param, reduce;
@@ -381,7 +377,8 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
     FSDPCheck(is_policy_dtype((FSDPDataType)param), MPI_COMM_SELF, FSDP_ERR_OPTION,
               "-fsdp_param_dtype %s: mixed precision types are fp32, bf16 and fp16", FSDPDataTypeNames_Private[param]);
     FSDPCheck(is_policy_dtype((FSDPDataType)reduce), MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16", FSDPDataTypeNames_Private[reduce]);
+              "-fsdp_reduce_dtype %s: mixed precision types are fp32, bf16 and fp16",
+              FSDPDataTypeNames_Private[reduce]);
     if (pset || rset) FSDPCall(FSDPContextSetMixedPrecision(ctx, (FSDPDataType)param, (FSDPDataType)reduce));
   }
   FSDPCall(FSDPOptionsGetEnum("-fsdp_device",
@@ -446,9 +443,9 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "FSDPContextLoad: any parameter or state missing, unexpected or mis-shaped is an error "
                               "(false: load what matches and report the rest)",
                               ctx->checkpoint_strict, &ctx->checkpoint_strict, NULL));
-  FSDPCall(FSDPOptionsGetBool("-fsdp_check_finite",
-                              "stop at a NaN or Inf gradient norm; refuse to save or load non-finite parameters or state",
-                              ctx->check_finite, &ctx->check_finite, NULL));
+  FSDPCall(FSDPOptionsGetBool(
+      "-fsdp_check_finite", "stop at a NaN or Inf gradient norm; refuse to save or load non-finite parameters or state",
+      ctx->check_finite, &ctx->check_finite, NULL));
   FSDPCall(ShardGroupSetFromOptions(ctx->group));
   FSDPCall(ShardGroupSetViewAtSetUp_Private(ctx->group, false)); /* inside the context's view instead */
   return FSDP_SUCCESS;
@@ -489,10 +486,10 @@ static uint64_t model_hash(FSDPContext ctx, int *nparams)
 {
   uint64_t h = FSDP_HASH_INIT;
   /* The overlap settings decide which collectives run when: they must agree too. */
-  int settings[] = {(int)ctx->strategy,  ctx->sync_params,      ctx->view_at_setup, ctx->nunits,
-                    !!ctx->unit_init,    !!ctx->shard_init,     (int)ctx->engine,   (int)ctx->backward_prefetch,
-                    ctx->forward_prefetch, ctx->limit,          ctx->debug_collectives, (int)ctx->param_dtype,
-                    (int)ctx->reduce_dtype, (int)ctx->device, (int)ctx->replicate_engine};
+  int settings[] = {(int)ctx->strategy,     ctx->sync_params,  ctx->view_at_setup,        ctx->nunits,
+                    !!ctx->unit_init,       !!ctx->shard_init, (int)ctx->engine,          (int)ctx->backward_prefetch,
+                    ctx->forward_prefetch,  ctx->limit,        ctx->debug_collectives,    (int)ctx->param_dtype,
+                    (int)ctx->reduce_dtype, (int)ctx->device,  (int)ctx->replicate_engine};
   *nparams = 0;
   h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -554,8 +551,8 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
     if (ctx->units[i]->dtype != FSDP_FLOAT32 && (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
                        "mixed precision (parameters %s, reductions %s) needs fp32 master copies, but unit '%s' is %s",
-                       FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype], ctx->units[i]->name,
-                       FSDPDataTypeNames_Private[ctx->units[i]->dtype]);
+                       FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype],
+                       ctx->units[i]->name, FSDPDataTypeNames_Private[ctx->units[i]->dtype]);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   return FSDP_SUCCESS;
 }
@@ -704,14 +701,13 @@ static FSDPErrorCode start_device_comm(FSDPContext ctx)
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->pdtype) > FSDPDataTypeSize(u->rdtype) ? FSDPDataTypeSize(u->pdtype)
-                                                                           : FSDPDataTypeSize(u->rdtype);
+                                                                          : FSDPDataTypeSize(u->rdtype);
     size_t need = ((size_t)u->shard_numel * es + 255) / 256 * 256 + (size_t)u->padded * es;
     if (need > most) most = need;
   }
   /* Groups of one copy on the GPU, and CUDA-aware MPI reads device memory. */
   if (most && !ctx->cuda_aware &&
-      ((ctx->factor > 1 && !CommNCCLGet(ctx->nccl, true)) ||
-       (ctx->nreplicas > 1 && !CommNCCLGet(ctx->nccl, false))))
+      ((ctx->factor > 1 && !CommNCCLGet(ctx->nccl, true)) || (ctx->nreplicas > 1 && !CommNCCLGet(ctx->nccl, false))))
     FSDPCall(DeviceReservePinned_Private(ctx->dev, most));
   return FSDP_SUCCESS;
 }
@@ -743,8 +739,10 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
           FSDPCall(FSDPLogEventRegister(name, &ctx->ev_unit[COMM_NUM_KINDS * i + k]));
         }
     } else if (ctx->rank == 0)
-      fprintf(stderr, "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
-              "table leaves for them; per-unit events are off\n", ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
+      fprintf(stderr,
+              "libfsdp WARNING: -fsdp_log_view_units: %d units need %d events, more than the 128 the event "
+              "table leaves for them; per-unit events are off\n",
+              ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
   FSDPCall(CommStreamCreate(ctx->dev ? "cuda" : engine_names[ctx->engine], ctx->timeout, ctx->comm, ctx->dev, ctx->nccl,
                             &ctx->stream));
@@ -857,7 +855,8 @@ FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats)
   stats->grads_in_use = ctx->grads_pool.in_use;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    stats->params_in_use += u->own && (u->kept || u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED);
+    stats->params_in_use +=
+        u->own && (u->kept || u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED);
   }
   return FSDP_SUCCESS;
 }
@@ -938,8 +937,7 @@ FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits)
 FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(i >= 0 && i < ctx->nunits, MPI_COMM_SELF, FSDP_ERR_ARG, "unit index %d is not in [0, %d)", i,
-            ctx->nunits);
+  FSDPCheck(i >= 0 && i < ctx->nunits, MPI_COMM_SELF, FSDP_ERR_ARG, "unit index %d is not in [0, %d)", i, ctx->nunits);
   if (unit) *unit = ctx->units[i];
   return FSDP_SUCCESS;
 }
@@ -1016,41 +1014,44 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPopTab(v));
     return FSDP_SUCCESS;
   }
-  FSDPCall(FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device %s\n",
-                                 strategy_names[ctx->strategy], ctx->size, ctx->factor, ctx->nreplicas,
-                                 ctx->nreplicas == 1 ? "" : "s", device_names[ctx->device]));
+  FSDPCall(
+      FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device %s\n",
+                            strategy_names[ctx->strategy], ctx->size, ctx->factor, ctx->nreplicas,
+                            ctx->nreplicas == 1 ? "" : "s", device_names[ctx->device]));
   if (ctx->dev)
     FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] %s: shard group on %s, replicas on %s%s\n", ctx->rank,
                                                DeviceDescribe_Private(ctx->dev), device_engine(ctx, true),
                                                device_engine(ctx, false), ctx->fallback[0] ? ": one GPU shared" : ""));
   if (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
-                                   "in %s%s; fp32 master shards, gradients and optimizer state\n",
-                                   FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype],
-                                   ctx->predivide > 1 ? (snprintf(e, sizeof e, " (divided by %g before the sum)",
-                                                                  ctx->predivide), e) : ""));
+    FSDPCall(FSDPViewerASCIIPrintf(
+        v,
+        "mixed precision: parameters unsharded and all-gathered in %s, gradients reduced "
+        "in %s%s; fp32 master shards, gradients and optimizer state\n",
+        FSDPDataTypeNames_Private[ctx->param_dtype], FSDPDataTypeNames_Private[ctx->reduce_dtype],
+        ctx->predivide > 1 ? (snprintf(e, sizeof e, " (divided by %g before the sum)", ctx->predivide), e) : ""));
   FSDPCall(ShardGroupView(ctx->group, v));
   FSDPCall(FSDPViewerASCIIPrintf(v, "units (elements; padded to a multiple of F = %d):\n", ctx->factor));
   FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7s %14s %14s %14s %6s\n", "unit", "dtype", "tensors", "numel",
                                  "padded", "shard", "pad"));
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7d %14lld %14lld %14lld %6lld\n", u->name, FSDPDataTypeNames_Private[u->dtype],
-                                   u->nparams, (long long)u->numel, (long long)u->padded, (long long)u->shard_numel,
-                                   (long long)(u->padded - u->numel)));
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-24s %5s %7d %14lld %14lld %14lld %6lld\n", u->name,
+                                   FSDPDataTypeNames_Private[u->dtype], u->nparams, (long long)u->numel,
+                                   (long long)u->padded, (long long)u->shard_numel, (long long)(u->padded - u->numel)));
   }
-  FSDPCall(FSDPViewerASCIIPrintf(v, "overlap: %s engine, backward prefetch %s, forward prefetch %s, at most %s "
-                                 "unit%s unsharded at once, watchdog %s%s\n",
-                                 engine_names[ctx->engine], prefetch_names[ctx->backward_prefetch],
-                                 ctx->forward_prefetch ? "on" : "off",
-                                 ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of",
-                                 ctx->limit == 1 ? "" : "s",
-                                 ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
-                                 ctx->debug_collectives ? ", collectives checked" : ""));
+  FSDPCall(FSDPViewerASCIIPrintf(
+      v,
+      "overlap: %s engine, backward prefetch %s, forward prefetch %s, at most %s "
+      "unit%s unsharded at once, watchdog %s%s\n",
+      engine_names[ctx->engine], prefetch_names[ctx->backward_prefetch], ctx->forward_prefetch ? "on" : "off",
+      ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of", ctx->limit == 1 ? "" : "s",
+      ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
+      ctx->debug_collectives ? ", collectives checked" : ""));
   {
     const FSDPMemoryPlan *p = &ctx->plan;
     int L = p->unsharded_buffers;
-    FSDPCall(FSDPViewerASCIIPrintf(v, "memory plan per rank (allocated at SetUp; after the first step, a step allocates nothing):\n"));
+    FSDPCall(FSDPViewerASCIIPrintf(
+        v, "memory plan per rank (allocated at SetUp; after the first step, a step allocates nothing):\n"));
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "parameter shards", a));
     FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)/F\n", "gradient shards", a));
@@ -1058,7 +1059,8 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPFormatBytes(b, sizeof b, (double)max_bytes);
     FSDPFormatBytes(d, sizeof d, (double)max_gbytes);
     if (ctx->factor > 1 && !L)
-      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   sum(psi_i)%s%s for parameters (%s keeps every unit from "
+      FSDPCall(FSDPViewerASCIIPrintf(v,
+                                     "  %-22s %12s   sum(psi_i)%s%s for parameters (%s keeps every unit from "
                                      "forward to backward) + %d x %s for gradients\n",
                                      "unsharded buffers", a, low ? " in " : "", low ? low : "",
                                      strategy_names[ctx->strategy], p->gradient_buffers, d));
@@ -1067,16 +1069,19 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                      "unsharded buffers", a, L, b, low ? " in " : "", low ? low : "",
                                      ctx->direct ? " (F = 1: the shards are the units)" : "", p->gradient_buffers, d));
     FSDPFormatBytes(a, sizeof a, (double)p->bytes[FSDP_MEM_COMM_STAGING]);
-    FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
-                                   "gradients\n", "communication staging", a));
+    FSDPCall(FSDPViewerASCIIPrintf(v,
+                                   "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
+                                   "gradients\n",
+                                   "communication staging", a));
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
     if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
     else
-      FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + L*max(psi_i) = %s + %d x %s = %s (the "
-                                     "paper's formula, L = %d%s%s)\n", a, L, b, c, L,
-                                     low ? ", K_low: parameters in " : "", low ? low : ""));
+      FSDPCall(FSDPViewerASCIIPrintf(v,
+                                     "  parameters at peak: sum(psi_i)/F + L*max(psi_i) = %s + %d x %s = %s (the "
+                                     "paper's formula, L = %d%s%s)\n",
+                                     a, L, b, c, L, low ? ", K_low: parameters in " : "", low ? low : ""));
   }
   FSDPCall(FSDPViewerASCIIPopTab(v));
   return FSDP_SUCCESS;

@@ -35,18 +35,18 @@ struct FlatParam_s {
   void *unsharded;          /* NULL when released; the shard itself when the context's `direct` */
   void *ugrad;              /* unsharded gradient, from the context's gradient buffers; NULL when none */
   FlatParamState state;
-  bool kept;                /* SHARD_GRAD_OP: the unsharded buffer is kept after Reshard */
+  bool kept; /* SHARD_GRAD_OP: the unsharded buffer is kept after Reshard */
   GradShardState grad;
-  int index;                /* in the context's units */
-  void *own;                /* SHARD_GRAD_OP strategies: this unit's own unsharded buffer */
-  bool cached;              /* resharded after forward, buffer still valid: backward may use it */
-  uint64_t gather;          /* the all-gather's ticket (state GATHERING) */
-  int fwd_pos, prev_pos;    /* position in this forward's order and the previous one's, or -1 */
+  int index;             /* in the context's units */
+  void *own;             /* SHARD_GRAD_OP strategies: this unit's own unsharded buffer */
+  bool cached;           /* resharded after forward, buffer still valid: backward may use it */
+  uint64_t gather;       /* the all-gather's ticket (state GATHERING) */
+  int fwd_pos, prev_pos; /* position in this forward's order and the previous one's, or -1 */
   /* the reduction in flight (state REDUCING) */
   uint64_t reduce_first, reduce; /* the tickets of its collectives (0: none) */
-  void *target;       /* where the first collective writes: grad_shard or staging */
-  bool replicate_now; /* an all-reduce across replicas follows the reduce-scatter */
-  bool reduced_all;   /* the first collective already reduced over all W ranks */
+  void *target;                  /* where the first collective writes: grad_shard or staging */
+  bool replicate_now;            /* an all-reduce across replicas follows the reduce-scatter */
+  bool reduced_all;              /* the first collective already reduced over all W ranks */
 };
 
 /* Equal buffers of one size, allocated at SetUp and handed out and back
@@ -94,16 +94,16 @@ struct FSDPContext_s {
   MPI_Comm shard_comm, replicate_comm;
   int factor, shard_index, nreplicas, replica_index;
   int64_t trainable_changes; /* bumped by FlatParamSetTrainable: optimizers notice late changes */
-  FlatParam reducing; /* the unit whose reduction is in flight (one at a time), or NULL */
+  FlatParam reducing;        /* the unit whose reduction is in flight (one at a time), or NULL */
   FSDPLogEvent ev_allgather, ev_reduce_scatter, ev_allreduce, ev_init, ev_broadcast;
-  FSDPLogEvent *ev_unit;  /* -fsdp_log_view_units: per unit, one per CommKind */
+  FSDPLogEvent *ev_unit; /* -fsdp_log_view_units: per unit, one per CommKind */
   /* the overlap engine (doc/overlap.md) */
   FSDPCommEngine engine;
   bool engine_set;
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
-  int limit;      /* L; 0 = none */
-  double timeout; /* seconds; 0 = none */
+  int limit;           /* L; 0 = none */
+  double timeout;      /* seconds; 0 = none */
   double signal_grace; /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */

@@ -30,19 +30,19 @@ static FSDPErrorCode check_ready(FlatParam u, bool running, const char *caller)
   if (running) FSDPCall(DeviceEnter_Private(ctx->dev));
   return FSDP_SUCCESS;
 }
-#define CHECK_UNIT_SETUP(u)                                                                                      \
-  do {                                                                                                           \
-    CHECK_UNIT(u);                                                                                               \
-    FSDPCall(check_ready(u, false, __func__));                                                                   \
+#define CHECK_UNIT_SETUP(u)                                                                                            \
+  do {                                                                                                                 \
+    CHECK_UNIT(u);                                                                                                     \
+    FSDPCall(check_ready(u, false, __func__));                                                                         \
   } while (0)
-#define CHECK_UNIT_RUNNING(u)                                                                                    \
-  do {                                                                                                           \
-    CHECK_UNIT(u);                                                                                               \
-    FSDPCall(check_ready(u, true, __func__));                                                                    \
+#define CHECK_UNIT_RUNNING(u)                                                                                          \
+  do {                                                                                                                 \
+    CHECK_UNIT(u);                                                                                                     \
+    FSDPCall(check_ready(u, true, __func__));                                                                          \
   } while (0)
-#define CHECK_ID(u, id)                                                                                          \
-  FSDPCheck((id) >= 0 && (id) < (u)->nparams, MPI_COMM_SELF, FSDP_ERR_ARG,                                      \
-            "%s: parameter id %d is not one of unit '%s''s %d parameters", __func__, (int)(id), (u)->name,      \
+#define CHECK_ID(u, id)                                                                                                \
+  FSDPCheck((id) >= 0 && (id) < (u)->nparams, MPI_COMM_SELF, FSDP_ERR_ARG,                                             \
+            "%s: parameter id %d is not one of unit '%s''s %d parameters", __func__, (int)(id), (u)->name,             \
             (u)->nparams)
 
 static size_t esize(const FlatParam u) { return FSDPDataTypeSize(u->dtype); }
@@ -89,8 +89,8 @@ FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, cons
 
   CHECK_UNIT(unit);
   ctx = unit->ctx;
-  FSDPCheck(name && *name, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: unit '%s': the parameter name must not be empty",
-            unit->name);
+  FSDPCheck(name && *name, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FlatParamAddParam: unit '%s': the parameter name must not be empty", unit->name);
   FSDPCheck(!ctx->laid_out, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamAddParam: cannot add parameter '%s' to unit '%s' after FSDPContextSetUp: the layout is fixed",
             name, unit->name);
@@ -98,11 +98,11 @@ FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, cons
   FSDPCheck(!strchr(name, '/') && strcmp(name, "."), MPI_COMM_SELF, FSDP_ERR_ARG,
             "FlatParamAddParam: parameter name '%s' is a path in HDF5 (use dots, as in blocks.0.weight)", name);
   FSDPCheck(ndim >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s' has %d dimensions", name, ndim);
-  FSDPCheck(ndim == 0 || shape, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s' has %d dimensions but no shape",
-            name, ndim);
+  FSDPCheck(ndim == 0 || shape, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FlatParamAddParam: parameter '%s' has %d dimensions but no shape", name, ndim);
   for (int d = 0; d < ndim; d++) {
-    FSDPCheck(shape[d] >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s': extent %d is %lld",
-              name, d, (long long)shape[d]);
+    FSDPCheck(shape[d] >= 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FlatParamAddParam: parameter '%s': extent %d is %lld", name,
+              d, (long long)shape[d]);
     FSDPCheck(shape[d] == 0 || numel <= INT64_MAX / shape[d], MPI_COMM_SELF, FSDP_ERR_ARG,
               "FlatParamAddParam: parameter '%s' has more than 2^63 elements", name);
     numel *= shape[d];
@@ -112,8 +112,8 @@ FSDPErrorCode FlatParamAddParam(FlatParam unit, const char *name, int ndim, cons
   FSDPCheck(!FSDPContextLookupParam_Private(ctx, name, &other, &dup), MPI_COMM_SELF, FSDP_ERR_ARG,
             "FlatParamAddParam: a parameter called '%s' already exists (in unit '%s'): names are unique in a context",
             name, other->name);
-  FSDPCall(FSDPGrowArray_Private(&unit->params, sizeof *unit->params, unit->nparams + 1, &unit->capacity,
-                                 FSDP_MEM_OTHER));
+  FSDPCall(
+      FSDPGrowArray_Private(&unit->params, sizeof *unit->params, unit->nparams + 1, &unit->capacity, FSDP_MEM_OTHER));
   p = &unit->params[unit->nparams];
   memset(p, 0, sizeof *p);
   FSDPCall(FSDPStrdup(name, &p->name));
@@ -229,8 +229,8 @@ FSDPErrorCode FlatParamGetNumParams(FlatParam unit, int *nparams)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim,
-                                    const int64_t **shape, int64_t *numel)
+FSDPErrorCode FlatParamGetParamInfo(FlatParam unit, FSDPParamId id, const char **name, int *ndim, const int64_t **shape,
+                                    int64_t *numel)
 {
   CHECK_UNIT(unit);
   CHECK_ID(unit, id);
@@ -806,7 +806,8 @@ static FSDPErrorCode allreduce_average(FlatParam unit)
     FSDPCall(DeviceAccumulate_Private(ctx->dev, FSDP_FLOAT32, unit->grad_shard, unit->rdtype, buf, unit->shard_numel,
                                       ctx->size / ctx->predivide, true));
   else
-    FSDPCall(DeviceAccumulate_Private(ctx->dev, unit->dtype, buf, unit->dtype, buf, unit->shard_numel, ctx->size, true));
+    FSDPCall(
+        DeviceAccumulate_Private(ctx->dev, unit->dtype, buf, unit->dtype, buf, unit->shard_numel, ctx->size, true));
   return FSDP_SUCCESS;
 }
 

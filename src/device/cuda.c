@@ -44,7 +44,7 @@ int DeviceOrdinal_Private(Device dev)
 }
 /* Without CUDA no Device exists (DeviceCreate_Private fails), so nothing
    calls these; they are here for the linker. */
-#define UNREACHABLE(name)                                                                                          FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
+#define UNREACHABLE(name) FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
 FSDPErrorCode DeviceReservePinned_Private(Device dev, size_t bytes)
 {
   (void)dev, (void)bytes;
@@ -154,7 +154,7 @@ struct Device_s {
     double sum;
     int flag;
     unsigned long long bad_row; /* a loss's bad label: its row + 1 (the last such row), or 0 */
-  } *scratch;
+  } * scratch;
 };
 
 FSDPErrorCode DeviceCreate_Private(const char *busid, int local_rank, void *stream, Device *dev)
@@ -252,7 +252,6 @@ void *DeviceStream_Private(Device dev) { return dev ? (void *)dev->compute : NUL
 const char *DeviceBusId_Private(Device dev) { return dev->busid; }
 void *DeviceCommStream_Private(Device dev) { return (void *)dev->comm; }
 
-
 FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
 {
   if (bytes <= d->pinned_bytes) return FSDP_SUCCESS;
@@ -264,8 +263,8 @@ FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
   }
   {
     cudaError_t e = cudaMallocHost(&d->pinned, bytes);
-    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_MEM, "cudaMallocHost of %zu bytes of pinned staging: %s",
-              bytes, cudaGetErrorString(e));
+    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_MEM, "cudaMallocHost of %zu bytes of pinned staging: %s", bytes,
+              cudaGetErrorString(e));
   }
   d->pinned_bytes = bytes;
   FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, bytes, false);
@@ -311,8 +310,8 @@ FSDPErrorCode DeviceTakeReductions_Private(Device d, bool *nonfinite, double *su
 
 static FSDPKernelHyper kernel_hyper(const DeviceHyper *h)
 {
-  FSDPKernelHyper k = {h->lr, h->weight_decay, h->momentum, h->beta1, h->beta2, h->eps, h->step_size, h->bc2_sqrt,
-                       h->nesterov, h->first};
+  FSDPKernelHyper k = {h->lr,  h->weight_decay, h->momentum, h->beta1,    h->beta2,
+                       h->eps, h->step_size,    h->bc2_sqrt, h->nesterov, h->first};
   return k;
 }
 
@@ -370,7 +369,8 @@ FSDPErrorCode DeviceGemm_Private(Device d, FSDPDataType ab, bool tf32, bool ta, 
             "DeviceGemm: m %lld, n %lld, k %lld", (long long)m, (long long)n, (long long)k);
   /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
   st = cublasGemmEx(d->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
-                    &alpha, b, t, (int)ldb, a, t, (int)lda, &beta, c, CUDA_R_32F, (int)ldc, compute, CUBLAS_GEMM_DEFAULT);
+                    &alpha, b, t, (int)ldb, a, t, (int)lda, &beta, c, CUDA_R_32F, (int)ldc, compute,
+                    CUBLAS_GEMM_DEFAULT);
   FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA,
             "cublasGemmEx (%s inputs, m %lld, n %lld, k %lld) on %s: %s", FSDPDataTypeName(ab), (long long)m,
             (long long)n, (long long)k, d->desc, cublasGetStatusString(st));
@@ -413,8 +413,8 @@ FSDPErrorCode DeviceLayerNormBackward_Private(Device d, int64_t n, int64_t h, co
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode DeviceLoss_Private(Device d, bool cross_entropy, int64_t n, int64_t m, const float *y,
-                                 const void *target, double scale, double *sum, int64_t *bad_row, float *dy)
+FSDPErrorCode DeviceLoss_Private(Device d, bool cross_entropy, int64_t n, int64_t m, const float *y, const void *target,
+                                 double scale, double *sum, int64_t *bad_row, float *dy)
 {
   struct Scratch got;
   if (cross_entropy)

@@ -136,8 +136,8 @@ static bool is16(FSDPDataType t) { return t == FSDP_BFLOAT16 || t == FSDP_FLOAT1
 FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from, const void *src,
                                     int64_t n, double scale)
 {
-  FSDPCheck(from == FSDP_FLOAT32 || to == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
-            "DeviceConvert: %s to %s", FSDPDataTypeName(from), FSDPDataTypeName(to));
+  FSDPCheck(from == FSDP_FLOAT32 || to == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "DeviceConvert: %s to %s",
+            FSDPDataTypeName(from), FSDPDataTypeName(to));
   if (dev) {
 #ifdef FSDP_HAVE_CUDA
     if (to == from && scale == 1) return DeviceCopy_Private(dev, dst, src, (size_t)n * FSDPDataTypeSize(to));
@@ -192,7 +192,8 @@ FSDP_EW_VECTORIZE FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataTyp
     float *d = dst, w = (float)divisor;
     const uint16_t *s = src;
     if (from == FSDP_BFLOAT16)
-      for (int64_t i = 0; i < n; i++) d[i] = assign ? fsdp_f32_from_bf16(s[i]) / w : d[i] + fsdp_f32_from_bf16(s[i]) / w;
+      for (int64_t i = 0; i < n; i++)
+        d[i] = assign ? fsdp_f32_from_bf16(s[i]) / w : d[i] + fsdp_f32_from_bf16(s[i]) / w;
     else
       for (int64_t i = 0; i < n; i++) d[i] = assign ? fsdp_f32_from_f16(s[i]) / w : d[i] + fsdp_f32_from_f16(s[i]) / w;
   }

@@ -14,11 +14,11 @@
 typedef struct Device_s *Device;
 
 /* A CUDA runtime call that must succeed (in files that include cuda_runtime.h). */
-#define CHECK_CUDA(call, what)                                                                                   \
-  do {                                                                                                           \
-    cudaError_t e_ = (cudaError_t)(call);                                                                        \
-    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),      \
-              cudaGetErrorName(e_));                                                                             \
+#define CHECK_CUDA(call, what)                                                                                         \
+  do {                                                                                                                 \
+    cudaError_t e_ = (cudaError_t)(call);                                                                              \
+    FSDPCheck(e_ == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e_),            \
+              cudaGetErrorName(e_));                                                                                   \
   } while (0)
 
 /* ------------------------------------------------------------------ set-up (cuda.c) */

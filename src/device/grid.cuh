@@ -14,7 +14,8 @@ static inline unsigned blocks_for(int64_t n)
   return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8); /* grid-stride loops cover the rest */
 }
 
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                                                                              \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 /* The block's sum of v, in every thread; part has THREADS doubles in shared
    memory.  Every thread of the block must call it. */

@@ -53,7 +53,8 @@ template <typename T> __global__ void accumulate(T *dst, const T *src, int64_t n
 
 __global__ void accumulate16(float *dst, const uint16_t *src, int64_t n, float divisor, int assign, int bf16)
 {
-  GRID_STRIDE(i, n) dst[i] = assign ? fsdp_widen16(src[i], bf16) / divisor : dst[i] + fsdp_widen16(src[i], bf16) / divisor;
+  GRID_STRIDE(i, n)
+  dst[i] = assign ? fsdp_widen16(src[i], bf16) / divisor : dst[i] + fsdp_widen16(src[i], bf16) / divisor;
 }
 
 extern "C" int FSDPKernelConvert(int to, void *dst, int from, const void *src, int64_t n, double scale, void *stream)
@@ -69,7 +70,8 @@ extern "C" int FSDPKernelConvert(int to, void *dst, int from, const void *src, i
         narrow16<<<blocks_for(hi - lo), THREADS, 0, s>>>((uint16_t *)dst + lo, (const float *)src + lo, hi - lo,
                                                          (float)scale, to == T_BF16);
       }
-    } else narrow16<<<blocks_for(n), THREADS, 0, s>>>((uint16_t *)dst, (const float *)src, n, (float)scale, to == T_BF16);
+    } else
+      narrow16<<<blocks_for(n), THREADS, 0, s>>>((uint16_t *)dst, (const float *)src, n, (float)scale, to == T_BF16);
   } else if (to == T_F32 && (from == T_BF16 || from == T_F16))
     widen16<<<blocks_for(n), THREADS, 0, s>>>((float *)dst, (const uint16_t *)src, n, (float)scale, from == T_BF16);
   else if (to == T_F64 && from == T_F32)
@@ -101,7 +103,10 @@ extern "C" int FSDPKernelAccumulate(int to, void *dst, int from, const void *src
    nvcc builds this file without FMA contraction (-fmad=false), so the device
    rounds each operation as the host does. */
 
-template <typename T> __device__ bool is_finite_value(T x) { return fabs((double)x) <= (sizeof(T) == 8 ? 1.7976931348623157e308 : 3.4028234663852886e38); }
+template <typename T> __device__ bool is_finite_value(T x)
+{
+  return fabs((double)x) <= (sizeof(T) == 8 ? 1.7976931348623157e308 : 3.4028234663852886e38);
+}
 
 template <typename T> __global__ void scale_k(T *x, int64_t n, T factor, int *flag)
 {
@@ -175,13 +180,14 @@ extern "C" int FSDPKernelSGD(int dtype, void *p, const void *g, void *buf, int64
 {
   cudaStream_t s = (cudaStream_t)stream;
   if (n <= 0) return cudaSuccess;
-  if (dtype == T_F64) sgd_k<double><<<blocks_for(n), THREADS, 0, s>>>((double *)p, (const double *)g, (double *)buf, n, *h);
+  if (dtype == T_F64)
+    sgd_k<double><<<blocks_for(n), THREADS, 0, s>>>((double *)p, (const double *)g, (double *)buf, n, *h);
   else sgd_k<float><<<blocks_for(n), THREADS, 0, s>>>((float *)p, (const float *)g, (float *)buf, n, *h);
   return cudaGetLastError();
 }
 
-extern "C" int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n,
-                               const FSDPKernelHyper *h, void *stream)
+extern "C" int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n, const FSDPKernelHyper *h,
+                               void *stream)
 {
   cudaStream_t s = (cudaStream_t)stream;
   if (n <= 0) return cudaSuccess;

@@ -37,8 +37,8 @@ int FSDPKernelAddBias(int64_t n, int64_t out, const float *bias, float *y, void 
 int FSDPKernelBiasGrad(int64_t n, int64_t out, const float *dy, float *dbias, void *stream);
 /* act an FSDPActivation; forward writes out = act(x), backward out = dy act'(x). */
 int FSDPKernelActivation(int act, int backward, int64_t n, const float *x, const float *dy, float *out, void *stream);
-int FSDPKernelLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias,
-                               float *y, float *mean, float *rstd, void *stream);
+int FSDPKernelLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight, const float *bias, float *y,
+                               float *mean, float *rstd, void *stream);
 int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
                                 const float *rstd, const float *dy, float *dx, float *dweight, float *dbias,
                                 void *stream);

@@ -182,9 +182,9 @@ extern "C" int FSDPKernelLayerNormForward(int64_t n, int64_t h, const float *x, 
   return cudaGetLastError();
 }
 
-extern "C" int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight,
-                                           const float *mean, const float *rstd, const float *dy, float *dx,
-                                           float *dweight, float *dbias, void *stream)
+extern "C" int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
+                                           const float *rstd, const float *dy, float *dx, float *dweight, float *dbias,
+                                           void *stream)
 {
   cudaStream_t s = (cudaStream_t)stream;
   if (n <= 0) return cudaSuccess;

@@ -55,7 +55,6 @@ FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
    communicator.  `caller` names the function in the message. */
 FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller);
 
-
 FSDPErrorCode FSDPStrdup(const char *s, char **copy);
 /* FNV-1a, 64 bits: h = FSDPHashBytes_Private(FSDP_HASH_INIT, data, n), and
    chained for more data.  For agreement checks and the generator's streams. */

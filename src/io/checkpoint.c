@@ -17,12 +17,12 @@
 #include "../optim/optimimpl.h"
 #include "ioimpl.h"
 
-#define CHECK_CTX_SETUP(c)                                                                                       \
-  do {                                                                                                           \
-    FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: ctx must not be NULL", __func__);                            \
+#define CHECK_CTX_SETUP(c)                                                                                             \
+  do {                                                                                                                 \
+    FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: ctx must not be NULL", __func__);                                   \
     FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
-              __func__);                                                                                         \
-    FSDPCall(DeviceEnter_Private((c)->dev));                                                                     \
+              __func__);                                                                                               \
+    FSDPCall(DeviceEnter_Private((c)->dev));                                                                           \
   } while (0)
 
 FSDPErrorCode FSDPContextSetTrainingState(FSDPContext ctx, const FSDPTrainingState *state)
@@ -129,8 +129,8 @@ static void write_pieces(FlatParam unit, Piece *pieces)
 {
   FSDPContext ctx = unit->ctx;
   int64_t first = (int64_t)ctx->shard_index * unit->shard_numel, n = unit->shard_numel;
-  find_pieces(unit, first + n * ctx->replica_index / ctx->nreplicas, first + n * (ctx->replica_index + 1) / ctx->nreplicas,
-              pieces);
+  find_pieces(unit, first + n * ctx->replica_index / ctx->nreplicas,
+              first + n * (ctx->replica_index + 1) / ctx->nreplicas, pieces);
 }
 
 static void read_pieces(FlatParam unit, Piece *pieces)
@@ -220,8 +220,8 @@ static herr_t add_block(hid_t space, const hsize_t *start, const hsize_t *count,
 /* Selects row-major elements [b, e) of the block whose indices in
    dimensions before d are start[0..d): a partial first row, whole rows, and
    a partial last row, each of the last two recursing one dimension down. */
-static herr_t select_rows(hid_t space, int ndim, const hsize_t *dims, int d, hsize_t *start, hsize_t *count,
-                          int64_t b, int64_t e, bool *first)
+static herr_t select_rows(hid_t space, int ndim, const hsize_t *dims, int d, hsize_t *start, hsize_t *count, int64_t b,
+                          int64_t e, bool *first)
 {
   int64_t inner = 1, r0, r1, full_end;
   if (b >= e) return 0;
@@ -316,7 +316,10 @@ static herr_t put_string(hid_t loc, const char *name, const char *value)
 }
 
 static herr_t put_int64(hid_t loc, const char *name, int64_t v) { return put_attr(loc, name, H5T_NATIVE_INT64, 0, &v); }
-static herr_t put_double(hid_t loc, const char *name, double v) { return put_attr(loc, name, H5T_NATIVE_DOUBLE, 0, &v); }
+static herr_t put_double(hid_t loc, const char *name, double v)
+{
+  return put_attr(loc, name, H5T_NATIVE_DOUBLE, 0, &v);
+}
 
 /* Reads a numeric attribute of n values, converted to `type`: 1 when read,
    0 when absent, -1 when it is there and cannot be read (damaged metadata
@@ -583,7 +586,7 @@ static FSDPErrorCode pause_for_test(FSDPContext ctx, const char *tmp)
    GPU, host copies of them (HDF5 reads host memory). */
 typedef struct {
   void *shard, *state[2]; /* the state tensors follow the shard in a copy */
-  bool copied;             /* shard is a host copy, to be freed; else the unit's own memory */
+  bool copied;            /* shard is a host copy, to be freed; else the unit's own memory */
 } Source;
 
 static FSDPErrorCode sources_free(FSDPContext ctx, Source **src)
@@ -619,8 +622,8 @@ static FSDPErrorCode sources_get(FSDPContext ctx, FSDPOptimizer opt, Source **sr
 
 /* Writes every dataset: each rank its own pieces, with one collective
    H5Dwrite per dataset, and their checksums, combined beforehand. */
-static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp,
-                                    const Item *items, int nitems, int64_t *bytes)
+static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, const Item *items,
+                                    int nitems, int64_t *bytes)
 {
   const char *names[2] = {NULL, NULL};
   uint32_t *crc = NULL;
@@ -653,10 +656,11 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
       char path[1200];
       if (at >= 0) {
         item_path(it, names, path, sizeof path);
-        nonfinite = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
-                              "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
-                              "'%s' was not written (-fsdp_check_finite false writes them)",
-                              path, (long long)(pc->begin + at), v, tmp);
+        nonfinite =
+            FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                      "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
+                      "'%s' was not written (-fsdp_check_finite false writes them)",
+                      path, (long long)(pc->begin + at), v, tmp);
       }
     }
   }
@@ -685,8 +689,10 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
     write_pieces(it->unit, pieces);
     space = make_space(p);
     if (space >= 0) ds = H5Dcreate2(file, path, file_type(it->unit->dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (ds >= 0 && (put_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) < 0 ||
-                    (it->state < 0 && put_string(ds, "unit", it->unit->name) < 0)) && !failed)
+    if (ds >= 0 &&
+        (put_attr(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) < 0 ||
+         (it->state < 0 && put_string(ds, "unit", it->unit->name) < 0)) &&
+        !failed)
       failed = H5ERR("cannot write the attributes of %s", path);
     if (ds >= 0) {
       if (p->numel == 0) status = 0; /* nothing to write, on any rank */
@@ -730,8 +736,9 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
   FSDPCall(list_items(ctx, opt ? opt->nstates : 0, &items, &nitems));
   fapl = file_access(ctx->comm);
   if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-  if (file < 0) ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
-                                 h5_reason(reason));
+  if (file < 0)
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
+                     h5_reason(reason));
   if (fapl >= 0) H5Pclose(fapl);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, write_root(ctx, opt, file));
@@ -816,8 +823,8 @@ static FSDPErrorCode commit_file(const char *tmp, const char *path, int keep)
     for (int k = keep - 1; k >= 2; k--) {
       snprintf(older, sizeof older, "%s.%d", path, k);
       snprintf(newer, sizeof newer, "%s.%d", path, k - 1);
-      FSDPCheck(!exists(newer) || rename(newer, older) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot rename '%s' to '%s': %s",
-                newer, older, strerror(errno));
+      FSDPCheck(!exists(newer) || rename(newer, older) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
+                "cannot rename '%s' to '%s': %s", newer, older, strerror(errno));
     }
     snprintf(newer, sizeof newer, "%s.1", path);
     FSDPCheck(!exists(newer) || unlink(newer) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot remove '%s': %s", newer,
@@ -853,8 +860,9 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(strlen(path) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path is longer than 4000 characters");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSave: the optimizer belongs to another context");
-  FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "FSDPContextSave: the optimizer is not set up: call FSDPOptimizerSetUp, or pass NULL to save parameters only");
+  FSDPCheck(
+      !opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
+      "FSDPContextSave: the optimizer is not set up: call FSDPOptimizerSetUp, or pass NULL to save parameters only");
   FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
@@ -866,8 +874,9 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   /* A save that died left its temporary: say so, and start afresh. */
   if (!ierr && ctx->rank == 0 && exists(tmp)) {
     if (unlink(tmp) == 0) fprintf(stderr, "FSDPContextSave: removed '%s', left by an interrupted save\n", tmp);
-    else ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
-                          "FSDPContextSave: cannot remove '%s', left by an interrupted save: %s", tmp, strerror(errno));
+    else
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextSave: cannot remove '%s', left by an interrupted save: %s", tmp, strerror(errno));
   }
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   FSDPCall(FSDPLogEventBegin(ctx->ev_save));
@@ -918,8 +927,8 @@ static FSDPErrorCode require_attr(hid_t loc, const char *where, const char *name
   int got = get_attr(loc, name, type, n, value);
   snprintf(what, sizeof what, "the attribute %s of %s", name, where);
   if (got < 0) return unreadable(path, what);
-  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT, "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded",
-            path, what);
+  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded", path, what);
   return FSDP_SUCCESS;
 }
 
@@ -930,14 +939,17 @@ static FSDPErrorCode require_string(hid_t loc, const char *where, const char *na
   int got = get_string(loc, name, value, len);
   snprintf(what, sizeof what, "the attribute %s of %s", name, where);
   if (got < 0) return unreadable(path, what);
-  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT, "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded",
-            path, what);
+  FSDPCheck(got > 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: %s is missing; nothing was loaded", path, what);
   return FSDP_SUCCESS;
 }
 
 /* The root attributes that make a file a libfsdp checkpoint. */
-static const char *const root_attrs[] = {"format_version", "step", "data_cursor", "rng_state", "world_size",
-                                         "sharding_strategy", "sharding_factor", "rank_node_shard_replica", METADATA_CRC};
+static const char *const root_attrs[] = {"format_version",  "step",
+                                         "data_cursor",     "rng_state",
+                                         "world_size",      "sharding_strategy",
+                                         "sharding_factor", "rank_node_shard_replica",
+                                         METADATA_CRC};
 
 /* rank_node_shard_replica: W rows of a node, a shard index < F and a replica index < W/F. */
 static FSDPErrorCode check_layout(hid_t file, const char *path, int64_t world, int64_t factor)
@@ -947,9 +959,10 @@ static FSDPErrorCode check_layout(hid_t file, const char *path, int64_t world, i
   FSDPCheck(world > 0 && world <= (1 << 24), MPI_COMM_SELF, FSDP_ERR_CORRUPT,
             "FSDPContextLoad: '%s' is damaged: world_size %lld is not a number of ranks; nothing was loaded", path,
             (long long)world);
-  FSDPCheck(factor >= 1 && factor <= world && world % factor == 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
-            "FSDPContextLoad: '%s' is damaged: sharding_factor %lld does not divide world_size %lld; nothing was loaded",
-            path, (long long)factor, (long long)world);
+  FSDPCheck(
+      factor >= 1 && factor <= world && world % factor == 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+      "FSDPContextLoad: '%s' is damaged: sharding_factor %lld does not divide world_size %lld; nothing was loaded",
+      path, (long long)factor, (long long)world);
   FSDPCall(FSDPMalloc((size_t)world * 3 * sizeof *layout, FSDP_MEM_OTHER, &layout));
   ierr = require_attr(file, "/", "rank_node_shard_replica", H5T_NATIVE_INT, (int)world * 3, layout, path);
   for (int64_t r = 0; !ierr && r < world && bad < 0; r++)
@@ -986,15 +999,17 @@ static FSDPErrorCode read_header(FSDPOptimizer opt, hid_t file, const char *path
       htri_t there = H5Aexists(file, root_attrs[i]);
       snprintf(what, sizeof what, "the root attribute %s", root_attrs[i]);
       if (there < 0) return unreadable(path, what);
-      FSDPCheck(!there, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
-                "FSDPContextLoad: '%s' is damaged: it has the root attribute %s of a libfsdp checkpoint but not format; "
-                "nothing was loaded",
-                path, root_attrs[i]);
+      FSDPCheck(
+          !there, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+          "FSDPContextLoad: '%s' is damaged: it has the root attribute %s of a libfsdp checkpoint but not format; "
+          "nothing was loaded",
+          path, root_attrs[i]);
     }
-    FSDPCheck(!opt, MPI_COMM_SELF, FSDP_ERR_ARG,
-              "FSDPContextLoad: '%s' is not a libfsdp checkpoint (no root attribute format): it holds no optimizer state "
-              "or step; load its parameters without an optimizer (opt NULL, fsdp-train -init)",
-              path);
+    FSDPCheck(
+        !opt, MPI_COMM_SELF, FSDP_ERR_ARG,
+        "FSDPContextLoad: '%s' is not a libfsdp checkpoint (no root attribute format): it holds no optimizer state "
+        "or step; load its parameters without an optimizer (opt NULL, fsdp-train -init)",
+        path);
     return FSDP_SUCCESS;
   }
   h->libfsdp = true;
@@ -1002,9 +1017,10 @@ static FSDPErrorCode read_header(FSDPOptimizer opt, hid_t file, const char *path
             "FSDPContextLoad: '%s' is damaged: its root attribute format is '%s', not '%s'; nothing was loaded", path,
             format, FORMAT_NAME);
   FSDPCall(require_attr(file, "/", "format_version", H5T_NATIVE_INT, 0, &version, path));
-  FSDPCheck(version >= 1, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
-            "FSDPContextLoad: '%s' is damaged: format_version %d is not a version (they start at 1); nothing was loaded",
-            path, version);
+  FSDPCheck(
+      version >= 1, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+      "FSDPContextLoad: '%s' is damaged: format_version %d is not a version (they start at 1); nothing was loaded",
+      path, version);
   FSDPCheck(version <= FORMAT_VERSION, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
             "FSDPContextLoad: '%s' has checkpoint format %d; this libfsdp %s reads format %d and older: use a newer "
             "libfsdp",
@@ -1029,9 +1045,11 @@ static FSDPErrorCode read_header(FSDPOptimizer opt, hid_t file, const char *path
   FSDPCall(require_attr(file, "/", "world_size", H5T_NATIVE_INT64, 0, &world, path));
   FSDPCall(require_attr(file, "/", "sharding_factor", H5T_NATIVE_INT64, 0, &factor, path));
   FSDPCall(require_string(file, "/", "sharding_strategy", strategy, sizeof strategy, path));
-  for (int k = 0; k < FSDP_NUM_SHARDING_STRATEGIES; k++) known |= !strcmp(strategy, FSDPShardingStrategyName((FSDPShardingStrategy)k));
+  for (int k = 0; k < FSDP_NUM_SHARDING_STRATEGIES; k++)
+    known |= !strcmp(strategy, FSDPShardingStrategyName((FSDPShardingStrategy)k));
   FSDPCheck(known, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
-            "FSDPContextLoad: '%s' is damaged: sharding_strategy '%s' is not a strategy; nothing was loaded", path, strategy);
+            "FSDPContextLoad: '%s' is damaged: sharding_strategy '%s' is not a strategy; nothing was loaded", path,
+            strategy);
   FSDPCall(check_layout(file, path, world, factor));
 
   optim = H5Lexists(file, "optim", H5P_DEFAULT);
@@ -1109,7 +1127,8 @@ static int check_dataset(hid_t file, const char *path, const char *fname, const 
   space = ds >= 0 ? H5Dget_space(ds) : -1;
   type = ds >= 0 ? H5Dget_type(ds) : -1;
   ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-  if (ds < 0 || space < 0 || type < 0 || ndim < 0 || ndim > 32 || H5Sget_simple_extent_dims(space, dims, NULL) != ndim) {
+  if (ds < 0 || space < 0 || type < 0 || ndim < 0 || ndim > 32 ||
+      H5Sget_simple_extent_dims(space, dims, NULL) != ndim) {
     *err = unreadable(fname, what);
     if (type >= 0) H5Tclose(type);
     if (space >= 0) H5Sclose(space);
@@ -1241,8 +1260,7 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
     const char *heads[4] = {" missing ", " wrong shape ", " wrong type ", " not in the model "};
     char text[4 * sizeof mm.missing.text + 100] = "";
     for (int l = 0; l < 4; l++)
-      if (lists[l]->count)
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s;", heads[l], lists[l]->text);
+      if (lists[l]->count) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s;", heads[l], lists[l]->text);
     FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
               "FSDPContextLoad: '%s' does not match the model:%s (-fsdp_checkpoint_strict false loads what matches)",
               path, text);
@@ -1259,7 +1277,8 @@ static FSDPErrorCode check_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
 static char *staged_state(FlatParam unit, const Item *it, void *staging, int64_t state_numel)
 {
   size_t es = FSDPDataTypeSize(unit->dtype);
-  return (char *)staging + ((size_t)unit->shard_numel + (size_t)(it->state > 0 ? it->state : 0) * (size_t)state_numel) * es;
+  return (char *)staging +
+         ((size_t)unit->shard_numel + (size_t)(it->state > 0 ? it->state : 0) * (size_t)state_numel) * es;
 }
 
 /* Loading one unit: what its steps share.  A unit's datasets are read into
@@ -1278,7 +1297,7 @@ typedef struct {
   const bool *load;
   int nitems;
   void *staging;
-  int64_t state_numel; /* elements of each optimizer state tensor of the unit */
+  int64_t state_numel;  /* elements of each optimizer state tensor of the unit */
   const char *names[2]; /* of the optimizer's state tensors */
   Piece *pieces;        /* this rank's piece of each parameter */
   uint32_t *crc, *want; /* per item: the CRC-32C of what was read, and the file's */
@@ -1348,7 +1367,7 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
     /* Other tools' files load unverified; libfsdp's never do. */
     if ((got < 0 || (!got && L->h->libfsdp)) && !*ierr)
       *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", L->path, dpath,
-                     got < 0 ? "unreadable" : "missing");
+                      got < 0 ? "unreadable" : "missing");
     space = H5Dget_space(ds);
     ftype = H5Dget_type(ds);
   }
@@ -1461,8 +1480,17 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                                FlatParam unit, const Item *items, const bool *load, int nitems, void *staging,
                                int64_t *bytes)
 {
-  UnitLoad L = {.ctx = ctx, .opt = opt, .file = file, .path = path, .h = h, .unit = unit, .items = items,
-                .load = load, .nitems = nitems, .staging = staging, .dxpl = -1};
+  UnitLoad L = {.ctx = ctx,
+                .opt = opt,
+                .file = file,
+                .path = path,
+                .h = h,
+                .unit = unit,
+                .items = items,
+                .load = load,
+                .nitems = nitems,
+                .staging = staging,
+                .dxpl = -1};
   FSDPErrorCode ierr = unit_load_begin(&L), e;
 
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
@@ -1496,16 +1524,19 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   if (!ierr) ierr = read_header(opt, file, path, &h);
   if (!ierr) ierr = check_file(ctx, opt, file, path, &h, items, nitems, load);
   if (!ierr && h.libfsdp && !h.have_metadata_crc && ctx->rank == 0) {
-    fprintf(stderr, "FSDPContextLoad: '%s' has no %s (an older libfsdp wrote it): its attributes are checked for range "
-            "and consistency only\n", path, METADATA_CRC);
+    fprintf(stderr,
+            "FSDPContextLoad: '%s' has no %s (an older libfsdp wrote it): its attributes are checked for range "
+            "and consistency only\n",
+            path, METADATA_CRC);
     fflush(stderr);
   }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Staging for the largest unit: its shard and its state tensors. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) {
     FlatParam unit = ctx->units[u];
-    size_t b = ((size_t)unit->shard_numel + (size_t)(opt ? opt->nstates : 0) * (size_t)(opt ? opt->units[u].numel : 0)) *
-               FSDPDataTypeSize(unit->dtype);
+    size_t b =
+        ((size_t)unit->shard_numel + (size_t)(opt ? opt->nstates : 0) * (size_t)(opt ? opt->units[u].numel : 0)) *
+        FSDPDataTypeSize(unit->dtype);
     staging_bytes = b > staging_bytes ? b : staging_bytes;
   }
   if (!ierr) ierr = FSDPMalloc(staging_bytes ? staging_bytes : 1, FSDP_MEM_COMM_STAGING, &staging);
@@ -1534,7 +1565,8 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
 {
   CHECK_CTX_SETUP(ctx);
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: path must not be NULL or empty");
-  FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: the optimizer belongs to another context");
+  FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextLoad: the optimizer belongs to another context");
   FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextLoad: the optimizer is not set up: call FSDPOptimizerSetUp first, or pass NULL to load "
             "parameters only");
@@ -1561,8 +1593,8 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
     if (fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
       if (access(path, R_OK))
-        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "FSDPContextLoad: cannot open '%s': %s",
-                         path, strerror(errno));
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                         "FSDPContextLoad: cannot open '%s': %s", path, strerror(errno));
       else
         ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
                          "FSDPContextLoad: '%s' is not a readable HDF5 file (truncated or corrupt?): %s", path,
@@ -1589,6 +1621,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   CHECK_CTX_SETUP(ctx);
   (void)opt;
   FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-            "FSDPContextSave: '%s': this libfsdp was built without HDF5 (configure --with-hdf5)", path ? path : "(null)");
+            "FSDPContextSave: '%s': this libfsdp was built without HDF5 (configure --with-hdf5)",
+            path ? path : "(null)");
 }
 #endif

@@ -36,7 +36,8 @@ void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double s = 0;
-      for (int64_t p = 0; p < k; p++) s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      for (int64_t p = 0; p < k; p++)
+        s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
       c[i * ldc + j] = (float)(alpha * s + (beta == 0 ? 0.0 : (double)beta * c[i * ldc + j]));
     }
 #endif
@@ -44,7 +45,7 @@ void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
 
 #define CHECK_DIMS(cond, ...) FSDPCheck(cond, MPI_COMM_SELF, FSDP_ERR_ARG, __VA_ARGS__)
 /* MPI-free kernels still refuse sizes BLAS cannot take. */
-#define CHECK_BLAS_DIM(name, v)                                                                                  \
+#define CHECK_BLAS_DIM(name, v)                                                                                        \
   CHECK_DIMS((v) >= 0 && (v) <= INT32_MAX, "%s: %s is %lld, not in [0, 2^31)", __func__, name, (long long)(v))
 
 FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
@@ -84,9 +85,11 @@ FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float
   return FSDP_SUCCESS;
 }
 
-#define CHECK_ACT(act)                                                                                           \
-  CHECK_DIMS((int)(act) >= 0 && (act) <= FSDP_ACT_IDENTITY, "%s: activation %d is not one of relu, tanh, gelu, " \
-             "identity", __func__, (int)(act))
+#define CHECK_ACT(act)                                                                                                 \
+  CHECK_DIMS((int)(act) >= 0 && (act) <= FSDP_ACT_IDENTITY,                                                            \
+             "%s: activation %d is not one of relu, tanh, gelu, "                                                      \
+             "identity",                                                                                               \
+             __func__, (int)(act))
 
 FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y)
 {
@@ -208,7 +211,8 @@ FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *tar
   return FSDP_SUCCESS;
 }
 
-void FSDPMSELoss_Private(int64_t n, int64_t m, const float *y, const float *target, double scale, double *loss, float *dy)
+void FSDPMSELoss_Private(int64_t n, int64_t m, const float *y, const float *target, double scale, double *loss,
+                         float *dy)
 {
   double s = 0, count = (double)n * (double)m;
   for (int64_t i = 0; i < n * m; i++) {
@@ -219,8 +223,8 @@ void FSDPMSELoss_Private(int64_t n, int64_t m, const float *y, const float *targ
   *loss = s / count;
 }
 
-FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
-                                   double *loss, float *dlogits)
+FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double *loss,
+                                   float *dlogits)
 {
   CHECK_DIMS(n > 0 && classes > 0, "FSDPCrossEntropyLoss: n is %lld and classes %lld: both must be positive",
              (long long)n, (long long)classes);

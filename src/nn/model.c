@@ -19,11 +19,11 @@ typedef enum { LAYER_FC, LAYER_NORM, LAYER_ACT } LayerKind;
 
 typedef struct {
   LayerKind kind;
-  char name[48];  /* module name: "blocks.3.fc", "head", ... */
+  char name[48]; /* module name: "blocks.3.fc", "head", ... */
   int64_t in, out;
-  int unit;       /* index in model->units; -1 for an activation */
+  int unit; /* index in model->units; -1 for an activation */
   FSDPParamId weight, bias;
-  float *y;       /* output [n, out], kept for backward */
+  float *y; /* output [n, out], kept for backward */
   float *mean, *rstd;
 } Layer;
 
@@ -41,30 +41,30 @@ struct FSDPModel_s {
   int nlayers, layer_capacity;
   FlatParam *units;
   int nunits, unit_capacity;
-  int64_t width;          /* widest layer */
-  int64_t n, capacity;    /* rows of the last forward, rows the buffers hold */
+  int64_t width;       /* widest layer */
+  int64_t n, capacity; /* rows of the last forward, rows the buffers hold */
   const float *x;
-  float *scratch[2];      /* gradients flowing backward, [capacity, width] each */
+  float *scratch[2];       /* gradients flowing backward, [capacity, width] each */
   FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
-  float *wide;            /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32 (host),
+  float *wide;             /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32 (host),
                              then a bias or a LayerNorm's weight and bias */
-  int64_t wide_rows;      /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
+  int64_t wide_rows;       /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
   bool have_forward;
-  Device dev;             /* the context's GPU; NULL: the host */
-  bool tf32;              /* fp32 GEMMs on a GPU may use TF32 tensor cores */
-  float *dy;              /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
-  float *input;           /* GPU only: a copy of a host x, [capacity, in] */
-  void *target;           /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
-  void *low[2];           /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
+  Device dev;   /* the context's GPU; NULL: the host */
+  bool tf32;    /* fp32 GEMMs on a GPU may use TF32 tensor cores */
+  float *dy;    /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
+  float *input; /* GPU only: a copy of a host x, [capacity, in] */
+  void *target; /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
+  void *low[2]; /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
 };
 
 #define CHECK_MODEL(m) FSDPCheck(m, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: model must not be NULL", __func__)
-#define CHECK_MODEL_SETUP(m)                                                                                     \
-  do {                                                                                                           \
-    CHECK_MODEL(m);                                                                                              \
-    FSDPCheck((m)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: model '%s' is not set up: call FSDPModelSetUp",    \
-              __func__, (m)->spec);                                                                              \
-    FSDPCall(DeviceEnter_Private((m)->dev));                                                                     \
+#define CHECK_MODEL_SETUP(m)                                                                                           \
+  do {                                                                                                                 \
+    CHECK_MODEL(m);                                                                                                    \
+    FSDPCheck((m)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: model '%s' is not set up: call FSDPModelSetUp",          \
+              __func__, (m)->spec);                                                                                    \
+    FSDPCall(DeviceEnter_Private((m)->dev));                                                                           \
   } while (0)
 
 /* ------------------------------------------------------------------ the spec */
@@ -105,8 +105,8 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
     value = eq + 1;
     /* Last-one-wins would hide a typo'd edit of a long spec. */
     for (int j = 0; j < nseen; j++)
-      FSDPCheck(strcmp(seen[j][0], key), MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': key '%s' is given twice (%s and %s)",
-                spec, key, seen[j][1], value);
+      FSDPCheck(strcmp(seen[j][0], key), MPI_COMM_SELF, FSDP_ERR_ARG,
+                "model spec '%s': key '%s' is given twice (%s and %s)", spec, key, seen[j][1], value);
     if (nseen < (int)(sizeof seen / sizeof seen[0])) {
       seen[nseen][0] = key;
       seen[nseen++][1] = value;
@@ -119,16 +119,20 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
       if (!strcmp(value, "relu")) m->act = FSDP_ACT_RELU;
       else if (!strcmp(value, "tanh")) m->act = FSDP_ACT_TANH;
       else if (!strcmp(value, "gelu")) m->act = FSDP_ACT_GELU;
-      else FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
+      else
+        FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
     } else if (!strcmp(key, "norm")) {
       if (!strcmp(value, "none")) m->layernorm = false;
       else if (!strcmp(value, "layernorm")) m->layernorm = true;
-      else FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': norm=%s is not none or layernorm", spec, value);
-    } else FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, spec_keys);
+      else
+        FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': norm=%s is not none or layernorm", spec, value);
+    } else
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key,
+                spec_keys);
   }
   FSDPCheck(m->in && m->hidden && m->depth && m->out, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec, m->in ? "" : "in= ",
-            m->hidden ? "" : "hidden= ", m->depth ? "" : "depth= ", m->out ? "" : "out= ");
+            "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec,
+            m->in ? "" : "in= ", m->hidden ? "" : "hidden= ", m->depth ? "" : "depth= ", m->out ? "" : "out= ");
   return FSDP_SUCCESS;
 }
 
@@ -242,7 +246,8 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
   FSDPCall(FSDPOptionsGetInt("-fsdp_seed", "seed of the default parameter initialization", (int64_t)model->seed, 0,
                              INT64_MAX, &seed, &set));
   if (set) FSDPCall(FSDPModelSetSeed(model, (uint64_t)seed));
-  FSDPCall(FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
+  FSDPCall(
+      FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
   return FSDP_SUCCESS;
 }
@@ -281,8 +286,7 @@ static FSDPErrorCode build_units(FSDPModel m)
       break;
     case FSDP_WRAP_BLOCK:
       if (head) FSDPCall(new_unit(m, "root"));
-      else if (l->kind == LAYER_FC) { /* a block starts with its fc */
-        const char *dot = strchr(l->name + 7, '.');
+      else if (l->kind == LAYER_FC) { /* a block starts with its fc */ const char *dot = strchr(l->name + 7, '.');
         snprintf(name, sizeof name, "%.*s", (int)(dot - l->name), l->name);
         FSDPCall(new_unit(m, name));
       }
@@ -339,8 +343,7 @@ static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
-  FSDPCheck(!model->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPModelSetUp: model '%s' is already set up",
-            model->spec);
+  FSDPCheck(!model->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPModelSetUp: model '%s' is already set up", model->spec);
   FSDPCall(build_units(model));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
@@ -453,7 +456,8 @@ static FSDPErrorCode param(FSDPModel m, const Layer *l, FSDPParamId id, float **
 /* Rows [row, row + rows) of a 16-bit weight [out, in], widened into the scratch. */
 static FSDPErrorCode widen_rows(FSDPModel m, const Layer *l, const void *w16, int64_t row, int64_t rows)
 {
-  FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, m->wide, m->view_dtype, (const uint16_t *)w16 + row * l->in, rows * l->in));
+  FSDPCall(
+      FSDPDataTypeConvert(FSDP_FLOAT32, m->wide, m->view_dtype, (const uint16_t *)w16 + row * l->in, rows * l->in));
   return FSDP_SUCCESS;
 }
 
@@ -666,7 +670,8 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
       else FSDPCall(FSDPLayerNormBackward(n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
       break;
     case LAYER_ACT:
-      if (dx && model->dev) FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, true, n * l->out, input, g, dx));
+      if (dx && model->dev)
+        FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, true, n * l->out, input, g, dx));
       else if (dx) FSDPCall(FSDPActivationBackward(model->act, n * l->out, input, g, dx));
       break;
     }
@@ -703,7 +708,8 @@ FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *targ
     double sum;
     int64_t bad, label;
     /* Host labels are checked here; device labels by the kernel, which names a bad row. */
-    if (ce && !DeviceHolds_Private(model->dev, target)) FSDPCall(FSDPCheckLabels_Private("FSDPModelLoss", n, out, target));
+    if (ce && !DeviceHolds_Private(model->dev, target))
+      FSDPCall(FSDPCheckLabels_Private("FSDPModelLoss", n, out, target));
     FSDPCall(on_gpu(model, target, (size_t)n * (ce ? sizeof(int64_t) : (size_t)out * sizeof(float)), model->target,
                     &target));
     FSDPCall(DeviceLoss_Private(model->dev, ce, n, out, y, target, scale, &sum, &bad, model->dy));

@@ -15,8 +15,8 @@ static uint64_t splitmix64(uint64_t z)
   return z ^ (z >> 31);
 }
 
-FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
-                                double high, float *values)
+FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low, double high,
+                                float *values)
 {
   uint64_t key;
   FSDPCheck(stream, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: stream must not be NULL");
@@ -24,8 +24,8 @@ FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin
             "FSDPRandomUniform: stream '%s': range [%lld, %lld) is not a range of elements", stream, (long long)begin,
             (long long)end);
   FSDPCheck(values || begin == end, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: values must not be NULL");
-  FSDPCheck(low <= high, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: stream '%s': low %g is above high %g",
-            stream, low, high);
+  FSDPCheck(low <= high, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPRandomUniform: stream '%s': low %g is above high %g", stream,
+            low, high);
   key = splitmix64(seed ^ FSDPHashBytes_Private(FSDP_HASH_INIT, stream, strlen(stream)));
   for (int64_t i = begin; i < end; i++) {
     uint64_t bits = splitmix64(key + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);

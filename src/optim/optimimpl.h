@@ -13,8 +13,8 @@ typedef struct {
   FlatParam unit;
   Segment *segments;
   int nsegments, capacity;
-  int64_t numel;  /* trainable elements in the shard */
-  void *state[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
+  int64_t numel;      /* trainable elements in the shard */
+  void *state[2];     /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; packed over the segments */
   size_t state_bytes; /* of each */
 } OptUnit;
 

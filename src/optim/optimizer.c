@@ -33,20 +33,20 @@ const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s)
 }
 
 #define CHECK_OPT(o) FSDPCheck(o, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: opt must not be NULL", __func__)
-#define CHECK_NOT_SETUP(o)                                                                                       \
-  do {                                                                                                           \
-    CHECK_OPT(o);                                                                                                \
-    FSDPCheck(!(o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is set up: its %s settings are fixed", \
-              __func__, type_names[(o)->type]);                                                                  \
+#define CHECK_NOT_SETUP(o)                                                                                             \
+  do {                                                                                                                 \
+    CHECK_OPT(o);                                                                                                      \
+    FSDPCheck(!(o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is set up: its %s settings are fixed",    \
+              __func__, type_names[(o)->type]);                                                                        \
   } while (0)
-#define CHECK_SETUP(o)                                                                                           \
-  do {                                                                                                           \
-    CHECK_OPT(o);                                                                                                \
-    FSDPCheck((o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is not set up: call FSDPOptimizerSetUp", \
-              __func__);                                                                                         \
-    FSDPCall(DeviceEnter_Private((o)->dev));                                                                     \
+#define CHECK_SETUP(o)                                                                                                 \
+  do {                                                                                                                 \
+    CHECK_OPT(o);                                                                                                      \
+    FSDPCheck((o)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the optimizer is not set up: call FSDPOptimizerSetUp",   \
+              __func__);                                                                                               \
+    FSDPCall(DeviceEnter_Private((o)->dev));                                                                           \
   } while (0)
-#define CHECK_HYPER(cond, what, value)                                                                           \
+#define CHECK_HYPER(cond, what, value)                                                                                 \
   FSDPCheck(cond, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: %s %g is out of range", __func__, what, (double)(value))
 
 FSDPErrorCode FSDPOptimizerCreate(FSDPContext ctx, FSDPOptimizer *opt)
@@ -258,8 +258,8 @@ static FSDPErrorCode build_segments(OptUnit *ou)
     if (ou->nsegments > 0 && ou->segments[ou->nsegments - 1].offset + ou->segments[ou->nsegments - 1].numel == offset) {
       ou->segments[ou->nsegments - 1].numel += end - begin;
     } else {
-      FSDPCall(FSDPGrowArray_Private(&ou->segments, sizeof *ou->segments, ou->nsegments + 1, &ou->capacity,
-                                     FSDP_MEM_OTHER));
+      FSDPCall(
+          FSDPGrowArray_Private(&ou->segments, sizeof *ou->segments, ou->nsegments + 1, &ou->capacity, FSDP_MEM_OTHER));
       ou->segments[ou->nsegments].offset = offset;
       ou->segments[ou->nsegments].numel = end - begin;
       ou->nsegments++;
@@ -302,7 +302,8 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
             (long long)opt->total, (long long)opt->warmup);
   FSDPCall(agree_on_frozen(opt));
   opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;
-  FSDPCall(FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
+  FSDPCall(
+      FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
   opt->nunits = ctx->nunits;
   opt->dev = ctx->dev;
   for (int u = 0; u < ctx->nunits; u++) {
@@ -351,31 +352,32 @@ static FSDPErrorCode unscale(FSDPOptimizer opt)
     for (int u = 0; u < opt->nunits; u++) {
       OptUnit *ou = &opt->units[u];
       for (int s = 0; s < ou->nsegments; s++)
-        FSDPCall(DeviceScale_Private(ctx->dev, ou->unit->dtype, at_elem(ou, ou->unit->grad_shard, ou->segments[s].offset),
-                                     ou->segments[s].numel, 1.0 / opt->scale, true));
+        FSDPCall(DeviceScale_Private(ctx->dev, ou->unit->dtype,
+                                     at_elem(ou, ou->unit->grad_shard, ou->segments[s].offset), ou->segments[s].numel,
+                                     1.0 / opt->scale, true));
     }
     FSDPCall(DeviceTakeReductions_Private(ctx->dev, &nonfinite, NULL));
     bad = nonfinite;
   } else
-  for (int u = 0; u < opt->nunits; u++) {
-    OptUnit *ou = &opt->units[u];
-    for (int s = 0; s < ou->nsegments; s++) {
-      int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
-      if (ou->unit->dtype == FSDP_FLOAT64) {
-        double *g = (double *)ou->unit->grad_shard + off, inv = 1.0 / opt->scale;
-        for (int64_t i = 0; i < n; i++) {
-          g[i] *= inv;
-          bad |= !(fabs(g[i]) <= DBL_MAX); /* inf or NaN */
-        }
-      } else {
-        float *g = (float *)ou->unit->grad_shard + off, inv = (float)(1.0 / opt->scale);
-        for (int64_t i = 0; i < n; i++) {
-          g[i] *= inv;
-          bad |= !(fabsf(g[i]) <= FLT_MAX);
+    for (int u = 0; u < opt->nunits; u++) {
+      OptUnit *ou = &opt->units[u];
+      for (int s = 0; s < ou->nsegments; s++) {
+        int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
+        if (ou->unit->dtype == FSDP_FLOAT64) {
+          double *g = (double *)ou->unit->grad_shard + off, inv = 1.0 / opt->scale;
+          for (int64_t i = 0; i < n; i++) {
+            g[i] *= inv;
+            bad |= !(fabs(g[i]) <= DBL_MAX); /* inf or NaN */
+          }
+        } else {
+          float *g = (float *)ou->unit->grad_shard + off, inv = (float)(1.0 / opt->scale);
+          for (int64_t i = 0; i < n; i++) {
+            g[i] *= inv;
+            bad |= !(fabsf(g[i]) <= FLT_MAX);
+          }
         }
       }
     }
-  }
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, ctx->comm));
   opt->found_inf = bad;
   opt->unscaled = true;
@@ -444,7 +446,9 @@ static FSDPErrorCode clip_to(FSDPOptimizer opt, double max_norm, double norm)
     OptUnit *ou = &opt->units[u];
     for (int s = 0; s < ou->nsegments; s++) {
       int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
-      if (ctx->dev) FSDPCall(DeviceScale_Private(ctx->dev, ou->unit->dtype, at_elem(ou, ou->unit->grad_shard, off), n, coef, false));
+      if (ctx->dev)
+        FSDPCall(
+            DeviceScale_Private(ctx->dev, ou->unit->dtype, at_elem(ou, ou->unit->grad_shard, off), n, coef, false));
       else if (ou->unit->dtype == FSDP_FLOAT64) {
         double *g = (double *)ou->unit->grad_shard + off;
         for (int64_t i = 0; i < n; i++) g[i] *= coef;
@@ -475,37 +479,37 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
 
 /* torch.optim.SGD with dampening 0: d = g + wd p; buf = d on the first step,
    momentum buf + d after; d = d + momentum buf (nesterov) or buf; p -= lr d. */
-#define DEFINE_SGD(T, suffix)                                                                                    \
-  static void sgd_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *buf, int64_t n)              \
-  {                                                                                                              \
-    const T wd = (T)o->weight_decay, mom = (T)o->momentum, rate = (T)lr;                                         \
-    for (int64_t i = 0; i < n; i++) {                                                                            \
-      T d = g[i];                                                                                                \
-      if (wd != 0) d += wd * p[i];                                                                               \
-      if (buf) {                                                                                                 \
-        buf[i] = o->step == 0 ? d : mom * buf[i] + d;                                                            \
-        d = o->nesterov ? d + mom * buf[i] : buf[i];                                                             \
-      }                                                                                                          \
-      p[i] -= rate * d;                                                                                          \
-    }                                                                                                            \
+#define DEFINE_SGD(T, suffix)                                                                                          \
+  static void sgd_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *buf, int64_t n)                      \
+  {                                                                                                                    \
+    const T wd = (T)o->weight_decay, mom = (T)o->momentum, rate = (T)lr;                                               \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      T d = g[i];                                                                                                      \
+      if (wd != 0) d += wd * p[i];                                                                                     \
+      if (buf) {                                                                                                       \
+        buf[i] = o->step == 0 ? d : mom * buf[i] + d;                                                                  \
+        d = o->nesterov ? d + mom * buf[i] : buf[i];                                                                   \
+      }                                                                                                                \
+      p[i] -= rate * d;                                                                                                \
+    }                                                                                                                  \
   }
 DEFINE_SGD(float, f32)
 DEFINE_SGD(double, f64)
 
 /* torch.optim.AdamW: p *= 1 - lr wd; m = m + (1 - b1)(g - m); v = b2 v + (1 - b2) g^2;
    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
-#define DEFINE_ADAMW(T, suffix)                                                                                  \
-  static void adamw_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *m, T *v, int64_t n)         \
-  {                                                                                                              \
-    double t = (double)(o->step + 1);                                                                            \
-    const T decay = (T)(1.0 - lr * o->weight_decay), b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps;        \
-    const T step_size = (T)(lr / (1.0 - pow(o->beta1, t))), bc2_sqrt = (T)sqrt(1.0 - pow(o->beta2, t));          \
-    for (int64_t i = 0; i < n; i++) {                                                                            \
-      p[i] *= decay;                                                                                             \
-      m[i] += (1 - b1) * (g[i] - m[i]);                                                                          \
-      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];                                                                 \
-      p[i] -= step_size * m[i] / (sqrt(v[i]) / bc2_sqrt + eps);                                                  \
-    }                                                                                                            \
+#define DEFINE_ADAMW(T, suffix)                                                                                        \
+  static void adamw_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *m, T *v, int64_t n)                \
+  {                                                                                                                    \
+    double t = (double)(o->step + 1);                                                                                  \
+    const T decay = (T)(1.0 - lr * o->weight_decay), b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps;              \
+    const T step_size = (T)(lr / (1.0 - pow(o->beta1, t))), bc2_sqrt = (T)sqrt(1.0 - pow(o->beta2, t));                \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      p[i] *= decay;                                                                                                   \
+      m[i] += (1 - b1) * (g[i] - m[i]);                                                                                \
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];                                                                       \
+      p[i] -= step_size * m[i] / (sqrt(v[i]) / bc2_sqrt + eps);                                                        \
+    }                                                                                                                  \
   }
 DEFINE_ADAMW(float, f32)
 DEFINE_ADAMW(double, f64)
@@ -636,9 +640,11 @@ static FSDPErrorCode optimizer_view(FSDPViewer viewer, void *arg)
   else FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: constant\n"));
   if (o->max_norm > 0) FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient clipping: global norm %g\n", o->max_norm));
   if (o->scaler)
-    FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient scaler: scale %g (x%g after %lld steps without inf/NaN, x%g on "
-                                   "one), %lld steps skipped\n", o->scale, o->growth_factor,
-                                   (long long)o->growth_interval, o->backoff_factor, (long long)o->skipped));
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   "gradient scaler: scale %g (x%g after %lld steps without inf/NaN, x%g on "
+                                   "one), %lld steps skipped\n",
+                                   o->scale, o->growth_factor, (long long)o->growth_interval, o->backoff_factor,
+                                   (long long)o->skipped));
   if (o->setup)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "state per rank: %lld to %lld elements (%d tensors per element)\n",
                                    (long long)minmax[0], (long long)-minmax[1], o->nstates));

@@ -45,7 +45,8 @@ static FSDPErrorCode view_cuda(FSDPViewer v)
   FSDPCall(FSDPViewerASCIIPrintf(v, "CUDA: runtime %d.%d, ", runtime / 1000, runtime % 1000 / 10));
   if (driver) FSDPCall(FSDPViewerASCIIPrintf(v, "driver %d.%d, ", driver / 1000, driver % 1000 / 10));
   else FSDPCall(FSDPViewerASCIIPrintf(v, "no driver, "));
-  if (err == cudaSuccess) FSDPCall(FSDPViewerASCIIPrintf(v, "%d device%s visible to rank 0\n", ndev, ndev == 1 ? "" : "s"));
+  if (err == cudaSuccess)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "%d device%s visible to rank 0\n", ndev, ndev == 1 ? "" : "s"));
   else FSDPCall(FSDPViewerASCIIPrintf(v, "no usable device on rank 0 (%s)\n", cudaGetErrorString(err)));
 #else
   FSDPCall(FSDPViewerASCIIPrintf(v, "CUDA: not built (configure --with-cuda)\n"));

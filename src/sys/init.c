@@ -94,7 +94,8 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
     fprintf(stderr,
             "libfsdp WARNING: MPI provides %s, but libfsdp needs %s to communicate on its own thread;\n"
             "libfsdp WARNING: communication will not overlap computation. Initialize MPI with\n"
-            "libfsdp WARNING: MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), or let FSDPInitialize do it.\n",
+            "libfsdp WARNING: MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided), or let FSDPInitialize do "
+            "it.\n",
             thread_level_name(provided), thread_level_name(FSDP_MPI_THREAD_NEEDED));
     fflush(stderr);
   }

@@ -98,8 +98,8 @@ FSDPErrorCode FSDPLogEventEnd(FSDPLogEvent event, int64_t bytes)
   if (!log_active) return FSDP_SUCCESS;
   FSDPCall(check_event(event));
   e = &log_events[event];
-  FSDPCheck(e->depth > 0, MPI_COMM_SELF, FSDP_ERR_STATE,
-            "FSDPLogEventEnd(%s) without a matching FSDPLogEventBegin", e->name);
+  FSDPCheck(e->depth > 0, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPLogEventEnd(%s) without a matching FSDPLogEventBegin",
+            e->name);
   if (--e->depth == 0) e->time += now() - e->begun_at;
   e->count++;
   e->bytes += bytes;
@@ -260,7 +260,7 @@ static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
   char(*names)[FSDP_LOG_NAME_LEN];
   double *mine, *maxs, *mins, *sums, wall, wallmax;
   static const char rule[] =
-    "------------------------------------------------------------------------------------------------------------\n";
+      "------------------------------------------------------------------------------------------------------------\n";
 
   (void)ctx;
   FSDPCall(FSDPViewerGetComm(viewer, &comm));

@@ -27,12 +27,12 @@ static _Atomic size_t mem_total_current, mem_total_peak;
 static _Atomic uint64_t mem_nallocs, mem_nfrees;
 
 static const char *const category_names[FSDP_MEM_NUM_CATEGORIES] = {
-  [FSDP_MEM_PARAMS] = "parameters",
-  [FSDP_MEM_GRADS] = "gradients",
-  [FSDP_MEM_OPTIM_STATE] = "optimizer state",
-  [FSDP_MEM_UNSHARDED] = "unsharded buffers",
-  [FSDP_MEM_COMM_STAGING] = "communication staging",
-  [FSDP_MEM_OTHER] = "other",
+    [FSDP_MEM_PARAMS] = "parameters",
+    [FSDP_MEM_GRADS] = "gradients",
+    [FSDP_MEM_OPTIM_STATE] = "optimizer state",
+    [FSDP_MEM_UNSHARDED] = "unsharded buffers",
+    [FSDP_MEM_COMM_STAGING] = "communication staging",
+    [FSDP_MEM_OTHER] = "other",
 };
 
 const char *FSDPMemCategoryName(FSDPMemCategory category)

@@ -17,9 +17,9 @@
 typedef enum { SOURCE_ENV, SOURCE_ARGV, SOURCE_API } OptionSource;
 
 static const char *const source_names[] = {
-  [SOURCE_ENV] = "FSDP_OPTIONS",
-  [SOURCE_ARGV] = "the command line",
-  [SOURCE_API] = "the program",
+    [SOURCE_ENV] = "FSDP_OPTIONS",
+    [SOURCE_ARGV] = "the command line",
+    [SOURCE_API] = "the program",
 };
 
 typedef struct {
@@ -163,11 +163,11 @@ static FSDPErrorCode insert_words(const WordList *l, const char *source, bool st
   for (int i = 0; i < l->n; i++) {
     const char *t = l->words[i], *eq;
     if (!is_library_option(t)) {
-      FSDPCheck(!strict, MPI_COMM_SELF, FSDP_ERR_OPTION,
-                "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help or "
-                OPTIONS_FILE ")%s", l->from[i], t,
-                l->from[i] == source ? ""
-                                     : "; only files named on the command line may hold the program's own options");
+      FSDPCheck(
+          !strict, MPI_COMM_SELF, FSDP_ERR_OPTION,
+          "%s: '%s' is not a libfsdp option (options start with " OPTION_PREFIX " or are -help or " OPTIONS_FILE ")%s",
+          l->from[i], t,
+          l->from[i] == source ? "" : "; only files named on the command line may hold the program's own options");
       continue;
     }
     eq = strchr(t, '=');
@@ -259,7 +259,8 @@ static FSDPErrorCode read_options_file(const char *file, const char *from, WordL
 
   FSDPCheck(depth <= OPTIONS_FILE_DEPTH, MPI_COMM_SELF, FSDP_ERR_OPTION,
             OPTIONS_FILE " '%s' (from %s): options files name each other more than %d deep (a file that names "
-            "itself?)", file, from, OPTIONS_FILE_DEPTH);
+                         "itself?)",
+            file, from, OPTIONS_FILE_DEPTH);
   f = fopen(file, "r");
   FSDPCheck(f, MPI_COMM_SELF, FSDP_ERR_IO, OPTIONS_FILE " '%s' (from %s): cannot open it: %s", file, from,
             strerror(errno));
@@ -360,18 +361,18 @@ FSDPErrorCode FSDPOptionsInitialize_Private(int *argc, char ***argv)
   /* Set before -help is read, so that -help lists itself under the header. */
   db.help = find_entry("-help") != NULL;
   if (db.help && FSDPWorldRank_Private() <= 0) {
-    printf("libfsdp %s options (given on the command line, in the FSDP_OPTIONS environment variable or in an "
-           OPTIONS_FILE "):\n",
-           FSDP_VERSION_STRING);
+    printf(
+        "libfsdp %s options (given on the command line, in the FSDP_OPTIONS environment variable or in an " OPTIONS_FILE
+        "):\n",
+        FSDP_VERSION_STRING);
     fflush(stdout);
   }
-  FSDPCall(FSDPOptionsGetBool("-help", "print every option with its type, default and description", false, &db.help,
-                              NULL));
+  FSDPCall(
+      FSDPOptionsGetBool("-help", "print every option with its type, default and description", false, &db.help, NULL));
   {
     OptionEntry *e; /* read when the files were: here only listed by -help and marked used */
     FSDPCall(lookup(OPTIONS_FILE, "string", "none",
-                    "read options from this file as if given in its place: lines of -name [value], # comments",
-                    &e));
+                    "read options from this file as if given in its place: lines of -name [value], # comments", &e));
   }
   return FSDP_SUCCESS;
 }
@@ -398,7 +399,8 @@ FSDPErrorCode FSDPOptionsSetValue(const char *name, const char *value)
             name ? name : "(null)");
   FSDPCheck(!is_options_file(name), MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPOptionsSetValue(\"%s\", ...) would not read the file: use FSDPOptionsInsertString(\"" OPTIONS_FILE
-            " FILE\")", name);
+            " FILE\")",
+            name);
   FSDPCall(set_value(name, strlen(name), value, source_names[SOURCE_API]));
   return FSDP_SUCCESS;
 }
@@ -526,8 +528,7 @@ static bool parse_bool(const char *s, bool *v)
 /* An option given without a value, where one is required. */
 static FSDPErrorCode need_value(const OptionEntry *e, const char *type)
 {
-  FSDPCheck(e->value, MPI_COMM_SELF, FSDP_ERR_OPTION, "option %s (from %s) needs a value (%s)", e->name,
-            e->from, type);
+  FSDPCheck(e->value, MPI_COMM_SELF, FSDP_ERR_OPTION, "option %s (from %s) needs a value (%s)", e->name, e->from, type);
   return FSDP_SUCCESS;
 }
 
@@ -552,8 +553,7 @@ FSDPErrorCode FSDPOptionsGetInt(const char *name, const char *help, int64_t defv
     return OPTION_ERROR("option %s: '%s' (from %s) is not an integer%s", name, e->value, e->from,
                         errno == ERANGE ? " that fits in 64 bits" : "");
   FSDPCheck(min <= v && v <= max, MPI_COMM_SELF, FSDP_ERR_OPTION,
-            "option %s: %" PRId64 " (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name, v,
-            e->from, min, max);
+            "option %s: %" PRId64 " (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name, v, e->from, min, max);
   *value = v;
   return FSDP_SUCCESS;
 }
@@ -589,13 +589,13 @@ FSDPErrorCode FSDPOptionsGetBool(const char *name, const char *help, bool defval
     return FSDP_SUCCESS;
   }
   if (!parse_bool(e->value, value))
-    return OPTION_ERROR("option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name,
-                        e->value, e->from);
+    return OPTION_ERROR("option %s: '%s' (from %s) is not a boolean (true/false, yes/no, on/off, 1/0)", name, e->value,
+                        e->from);
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval,
-                                 int *value, bool *set)
+FSDPErrorCode FSDPOptionsGetEnum(const char *name, const char *help, const char *const *choices, int defval, int *value,
+                                 bool *set)
 {
   FSDPCall(FSDPOptionsGetEnumAliased_Private(name, help, choices, NULL, defval, value, set));
   return FSDP_SUCCESS;
@@ -615,8 +615,8 @@ FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *he
   FSDPCheck(value && choices && choices[0], MPI_COMM_SELF, FSDP_ERR_ARG,
             "value and choices (non-empty, NULL-terminated) must not be NULL (option %s)", name ? name : "(null)");
   while (choices[n]) n++;
-  FSDPCheck(defval >= 0 && defval < n, MPI_COMM_SELF, FSDP_ERR_ARG, "default %d of option %s is not an index of its %d choices",
-            defval, name ? name : "(null)", n);
+  FSDPCheck(defval >= 0 && defval < n, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "default %d of option %s is not an index of its %d choices", defval, name ? name : "(null)", n);
   for (int i = 0; i < n; i++) {
     size_t used = strlen(type);
     snprintf(type + used, sizeof type - used, " %s", choices[i]);
@@ -694,11 +694,9 @@ static FSDPErrorCode get_list(const char *name, const char *help, const char *ty
                        e->from);
   for (item = strtok_r(copy, ",", &save); !err && item; item = strtok_r(NULL, ",", &save)) {
     if (count >= cap)
-      err = OPTION_ERROR("option %s: '%s' (from %s) has more than %d items", name, e->value,
-                         e->from, cap);
+      err = OPTION_ERROR("option %s: '%s' (from %s) has more than %d items", name, e->value, e->from, cap);
     else if (!parse(item, (char *)values + (size_t)count * elemsize))
-      err = OPTION_ERROR("option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value,
-                         e->from, itemdesc);
+      err = OPTION_ERROR("option %s: item '%s' of '%s' (from %s) is not %s", name, item, e->value, e->from, itemdesc);
     else count++;
   }
   FSDPCall(FSDPFree(&copy));
@@ -737,8 +735,7 @@ static FSDPErrorCode options_left(FSDPViewer viewer, void *ctx)
     if (e->used) continue;
     guess = closest(e->name, (const char *const *)db.registered, db.nregistered, &nearest);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "  %s %s (from %s)%s%s%s\n", e->name, e->value ? e->value : "(no value)",
-                                   e->from, guess ? ": did you mean " : "", guess ? guess : "",
-                                   guess ? "?" : ""));
+                                   e->from, guess ? ": did you mean " : "", guess ? guess : "", guess ? "?" : ""));
   }
   return FSDP_SUCCESS;
 }

@@ -9,8 +9,8 @@
 struct FSDPViewer_s {
   MPI_Comm comm;
   int rank;
-  FILE *fp;      /* rank 0 only */
-  bool owns_fp;  /* a file this viewer opened */
+  FILE *fp;     /* rank 0 only */
+  bool owns_fp; /* a file this viewer opened */
   int tabs;
   bool line_start;
   char *pending; /* synchronized text not yet flushed */
@@ -136,8 +136,7 @@ static FSDPErrorCode vappend(FSDPViewer v, const char *fmt, va_list ap)
 
 static FSDPErrorCode write_out(FSDPViewer v, const char *text, size_t len)
 {
-  FSDPCheck(fwrite(text, 1, len, v->fp) == len, MPI_COMM_SELF, FSDP_ERR_IO, "viewer write failed: %s",
-            strerror(errno));
+  FSDPCheck(fwrite(text, 1, len, v->fp) == len, MPI_COMM_SELF, FSDP_ERR_IO, "viewer write failed: %s", strerror(errno));
   fflush(v->fp);
   return FSDP_SUCCESS;
 }

@@ -163,11 +163,11 @@ FSDPErrorCode ShardGroupDestroy(ShardGroup *group)
 }
 
 /* Settings can change until SetUp. */
-#define CHECK_SETTABLE(g)                                                                                         \
-  do {                                                                                                            \
-    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                          \
-    FSDPCheck(!(g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after ShardGroupSetUp: the layout is already built", \
-              __func__);                                                                                          \
+#define CHECK_SETTABLE(g)                                                                                              \
+  do {                                                                                                                 \
+    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                               \
+    FSDPCheck(!(g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s after ShardGroupSetUp: the layout is already built",     \
+              __func__);                                                                                               \
   } while (0)
 
 FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor)
@@ -218,9 +218,8 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
   bool set;
 
   CHECK_SETTABLE(group);
-  FSDPCall(FSDPOptionsGetInt("-fsdp_sharding_factor",
-                             "ranks per shard group (F); 0 derives it from -fsdp_shard_domain", group->factor_requested,
-                             0, INT32_MAX, &value, &set));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_sharding_factor", "ranks per shard group (F); 0 derives it from -fsdp_shard_domain",
+                             group->factor_requested, 0, INT32_MAX, &value, &set));
   if (set) {
     group->factor_requested = (int)value;
     group->factor_from_option = true;
@@ -253,8 +252,22 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
    (which must agree), its node's leader, how its topology step went, and
    where it runs. */
 enum {
-  R_FACTOR, R_DOMAIN, R_BIND, R_RPN, R_PLACEMENT, R_VIEW, R_TOPOLOGY, /* settings */
-  R_LEADER, R_STATUS, R_PACKAGE, R_NUMA, R_BOUND, R_NGPUS, R_CLOSE_LO, R_CLOSE_HI, R_N
+  R_FACTOR,
+  R_DOMAIN,
+  R_BIND,
+  R_RPN,
+  R_PLACEMENT,
+  R_VIEW,
+  R_TOPOLOGY, /* settings */
+  R_LEADER,
+  R_STATUS,
+  R_PACKAGE,
+  R_NUMA,
+  R_BOUND,
+  R_NGPUS,
+  R_CLOSE_LO,
+  R_CLOSE_HI,
+  R_N
 };
 
 /* FNV-1a, to compare -fsdp_topology strings across ranks in one integer. */
@@ -267,8 +280,8 @@ static int string_hash(const char *s)
 
 static FSDPErrorCode check_settings(ShardGroup g, const int *all)
 {
-  static const char *const what[R_LEADER] = {"-fsdp_sharding_factor", "-fsdp_shard_domain", "-fsdp_bind",
-                                             "-fsdp_ranks_per_node", "-fsdp_rank_placement", "-fsdp_view",
+  static const char *const what[R_LEADER] = {"-fsdp_sharding_factor", "-fsdp_shard_domain",   "-fsdp_bind",
+                                             "-fsdp_ranks_per_node",  "-fsdp_rank_placement", "-fsdp_view",
                                              "-fsdp_topology"};
   for (int r = 1; r < g->size; r++)
     for (int s = 0; s < R_LEADER; s++) {
@@ -454,8 +467,8 @@ static FSDPErrorCode assign_devices(ShardGroup g)
 
   for (int r = 0; r < g->size; r++)
     if (g->ranks[r].ngpus > maxgpus) maxgpus = g->ranks[r].ngpus;
-  FSDPCall(FSDPCalloc(2 * (size_t)g->size + (size_t)g->nnodes + 1 + (size_t)maxgpus, sizeof *order, FSDP_MEM_OTHER,
-                      &order));
+  FSDPCall(
+      FSDPCalloc(2 * (size_t)g->size + (size_t)g->nnodes + 1 + (size_t)maxgpus, sizeof *order, FSDP_MEM_OTHER, &order));
   pos = order + g->size;
   first = pos + g->size;
   load = first + g->nnodes + 1;
@@ -569,8 +582,9 @@ static FSDPErrorCode setup(ShardGroup g)
   FSDPCall(ierr);
   /* Every rank agrees on -fsdp_bind now; bind only after that, on this machine's topology. */
   if (g->bind != FSDP_BIND_NONE) {
-    ierr = FSDPTopologyIsThisSystem_Private(g->topo) ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
-                                                     : FSDP_SUCCESS;
+    ierr = FSDPTopologyIsThisSystem_Private(g->topo)
+               ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
+               : FSDP_SUCCESS;
     FSDPCall(FSDPErrorAgree_Private(g->comm, ierr));
   }
   FSDPCall(build_groups(g));
@@ -602,10 +616,10 @@ FSDPErrorCode ShardGroupSetUp(ShardGroup group)
 
 /* ------------------------------------------------------------------ getters */
 
-#define CHECK_SETUP(g)                                                                                  \
-  do {                                                                                                  \
-    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                \
-    FSDPCheck((g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s before ShardGroupSetUp: no layout yet", __func__); \
+#define CHECK_SETUP(g)                                                                                                 \
+  do {                                                                                                                 \
+    FSDPCheck(g, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");                                               \
+    FSDPCheck((g)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s before ShardGroupSetUp: no layout yet", __func__);        \
   } while (0)
 
 FSDPErrorCode ShardGroupGetComm(ShardGroup group, MPI_Comm *comm)
@@ -677,7 +691,8 @@ static FSDPErrorCode print_ranks(FSDPViewer v, const int *ranks, int n)
   for (int i = 0; i < n && used < sizeof text - 16; i++) {
     int j = i;
     while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
-    if (j >= i + 2) used += (size_t)snprintf(text + used, sizeof text - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
+    if (j >= i + 2)
+      used += (size_t)snprintf(text + used, sizeof text - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
     else {
       used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", i ? "," : "", ranks[i]);
       j = i;
@@ -737,16 +752,17 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
     FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (%s)\n", F,
                                    g->factor_from_option ? "-fsdp_sharding_factor" : "ShardGroupSetShardingFactor"));
   else
-    FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (shard domain %s)\n", F, FSDPShardDomainNames[g->domain]));
+    FSDPCall(
+        FSDPViewerASCIIPrintf(v, "sharding factor F = %d (shard domain %s)\n", F, FSDPShardDomainNames[g->domain]));
   FSDPCall(node_span(g, &span));
   FSDPCall(FSDPViewerASCIIPrintf(v, "%d shard group%s of %d rank%s, %s; %d replicate group%s of %d rank%s\n", ngroups,
-                                 ngroups == 1 ? "" : "s", F, F == 1 ? "" : "s", span, F, F == 1 ? "" : "s",
-                                 ngroups, ngroups == 1 ? "" : "s"));
+                                 ngroups == 1 ? "" : "s", F, F == 1 ? "" : "s", span, F, F == 1 ? "" : "s", ngroups,
+                                 ngroups == 1 ? "" : "s"));
   FSDPCall(FSDPViewerASCIIPrintf(v, "topology: %s; binding: %s%s\n", FSDPTopologySource_Private(g->topo),
                                  FSDPBindNames[g->bind],
                                  g->bind != FSDP_BIND_NONE && !FSDPTopologyIsThisSystem_Private(g->topo)
-                                   ? " (planned only: the topology is not this machine's)"
-                                   : ""));
+                                     ? " (planned only: the topology is not this machine's)"
+                                     : ""));
 
   /* Each node by its first rank. */
   if (me->local_rank == 0) {
@@ -791,8 +807,8 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
   else
     snprintf(device, sizeof device, "GPU %d %s%s", me->device, FSDPTopologyGPUBusId_Private(g->topo, me->device),
              me->nsharing > 1 ? " shared" : "");
-  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "%4d  %4d  %5s  %5s  %9s  %-23s  %s\n", g->rank, me->node, local,
-                                             shard, replicate, device, g->where.cpus));
+  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "%4d  %4d  %5s  %5s  %9s  %-23s  %s\n", g->rank, me->node, local, shard,
+                                             replicate, device, g->where.cpus));
   FSDPCall(FSDPViewerFlush(v));
   FSDPCall(FSDPViewerASCIIPopTab(v));
   return FSDP_SUCCESS;

@@ -86,7 +86,7 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
   FSDPCheck(!source || !source[0], MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
             "-fsdp_topology '%s' needs hwloc, and this libfsdp was built without it", source);
   FSDPCall(FSDPCalloc(1, sizeof **topo, FSDP_MEM_OTHER, topo));
-  snprintf((*topo)->source, sizeof (*topo)->source, "unknown (no hwloc)");
+  snprintf((*topo)->source, sizeof(*topo)->source, "unknown (no hwloc)");
   return FSDP_SUCCESS;
 }
 
@@ -125,7 +125,10 @@ static bool is_gpu(hwloc_obj_t pci)
   return (cls == 0x03 || cls == 0x12) && (vendor == 0x10de || vendor == 0x1002);
 }
 
-static int compare_busid(const void *a, const void *b) { return strcmp(((const GPUInfo *)a)->busid, ((const GPUInfo *)b)->busid); }
+static int compare_busid(const void *a, const void *b)
+{
+  return strcmp(((const GPUInfo *)a)->busid, ((const GPUInfo *)b)->busid);
+}
 
 /* The logical index of the one object of `type` whose CPUs contain `set`, or -1. */
 static int covering_index(hwloc_topology_t t, hwloc_obj_type_t type, hwloc_const_bitmap_t set)
@@ -160,7 +163,8 @@ static FSDPErrorCode find_gpus(FSDPTopology *topo)
     g->vendor = pci->attr->pcidev.vendor_id;
     g->device = pci->attr->pcidev.device_id;
     near = hwloc_get_non_io_ancestor_obj(topo->topology, pci);
-    g->cpuset = hwloc_bitmap_dup(near && near->cpuset ? near->cpuset : hwloc_topology_get_topology_cpuset(topo->topology));
+    g->cpuset =
+        hwloc_bitmap_dup(near && near->cpuset ? near->cpuset : hwloc_topology_get_topology_cpuset(topo->topology));
     FSDPCheck(g->cpuset, MPI_COMM_SELF, FSDP_ERR_MEM, "out of memory copying a cpuset");
     hwloc_bitmap_list_snprintf(cpus, sizeof cpus, g->cpuset);
     package = covering_index(topo->topology, HWLOC_OBJ_PACKAGE, g->cpuset);
@@ -326,7 +330,8 @@ static FSDPErrorCode bind_target(const FSDPTopology *topo, FSDPBind bind, int lo
   int n = hwloc_get_nbobjs_by_type(topo->topology, type);
   FSDPCheck(n > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "-fsdp_bind %s: the topology of %s has no %s objects",
             FSDPBindNames[bind], topo->source, hwloc_obj_type_string(type));
-  hwloc_bitmap_copy(set, hwloc_get_obj_by_type(topo->topology, type, (unsigned)spread(local_rank, local_size, n))->cpuset);
+  hwloc_bitmap_copy(set,
+                    hwloc_get_obj_by_type(topo->topology, type, (unsigned)spread(local_rank, local_size, n))->cpuset);
   return FSDP_SUCCESS;
 }
 
@@ -375,8 +380,8 @@ FSDPErrorCode FSDPTopologyBind_Private(const FSDPTopology *topo, FSDPBind bind, 
       hwloc_set_cpubind(topo->topology, set, HWLOC_CPUBIND_PROCESS) != 0) {
     hwloc_bitmap_list_snprintf(list, sizeof list, set);
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_HWLOC,
-                     "-fsdp_bind %s: binding local rank %d to PUs %s failed: %s", FSDPBindNames[bind], local_rank,
-                     list, strerror(errno));
+                     "-fsdp_bind %s: binding local rank %d to PUs %s failed: %s", FSDPBindNames[bind], local_rank, list,
+                     strerror(errno));
   }
   hwloc_bitmap_free(set);
   FSDPCall(ierr);
