@@ -93,7 +93,7 @@ FSDPErrorCode DeviceAdamW_Private(Device dev, FSDPDataType dtype, void *p, const
                                   const DeviceHyper *h);
 
 /* ------------------------------------------------------------------ the layer library on a GPU (cuda.c, layers.cu)
-   The host kernels are src/nn/layers.c's; these follow their formulas. */
+   The host kernels are src/nn/'s (linear.c, layernorm.c, activation.c, loss.c); these follow their formulas. */
 
 /* Whether the GPU reads p where it is: device or managed memory, not host memory. */
 bool DeviceHolds_Private(Device dev, const void *p);

@@ -31,8 +31,8 @@ int FSDPKernelSGD(int dtype, void *p, const void *g, void *buf, int64_t n, const
 int FSDPKernelAdamW(int dtype, void *p, const void *g, void *m, void *v, int64_t n, const FSDPKernelHyper *h,
                     void *stream);
 
-/* The layer library (layers.cu; src/nn/layers.c has the host loops and the
-   formulas), float32, row-major.  y[i, j] += bias[j]; dbias[j] += column sums of dy. */
+/* The layer library (layers.cu; src/nn/linear.c, layernorm.c, activation.c
+   and loss.c have the host loops and the formulas), float32, row-major.  y[i, j] += bias[j]; dbias[j] += column sums of dy. */
 int FSDPKernelAddBias(int64_t n, int64_t out, const float *bias, float *y, void *stream);
 int FSDPKernelBiasGrad(int64_t n, int64_t out, const float *dy, float *dbias, void *stream);
 /* act an FSDPActivation; forward writes out = act(x), backward out = dy act'(x). */

@@ -1,7 +1,8 @@
 /* layers.cu: the layer library's kernels on a GPU (kernels.h).  Each follows
-   the host loop of src/nn/layers.c: the same formulas, in the same types,
-   with the same sums in double; only the order of those sums differs.  The
-   GEMMs are cuBLAS's (cuda.c). */
+   the host loop in its kind's file of src/nn (linear.c, layernorm.c,
+   activation.c, loss.c): the same formulas, in the same types, with the same
+   sums in double; only the order of those sums differs.  The GEMMs are
+   cuBLAS's (cuda.c). */
 #include "elementwise.h"
 #include "grid.cuh"
 #include "kernels.h"

@@ -92,7 +92,7 @@ FSDP_EW float fsdp_f32_from_f16(uint16_t h)
 FSDP_EW float fsdp_widen16(uint16_t h, int bf16) { return bf16 ? fsdp_f32_from_bf16(h) : fsdp_f32_from_f16(h); }
 FSDP_EW uint16_t fsdp_narrow16(float f, int bf16) { return bf16 ? fsdp_bf16_from_f32(f) : fsdp_f16_from_f32(f); }
 
-/* The layer library's constants, defined once for src/nn/layers.c and src/device/layers.cu. */
+/* The layer library's constants, defined once for src/nn (activation.c, layernorm.c) and src/device/layers.cu. */
 #define FSDP_SQRT1_2 0.70710678118654752440      /* 1/sqrt(2) */
 #define FSDP_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
 #define FSDP_LAYERNORM_EPS 1e-5

@@ -9,54 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/coreimpl.h" /* the context's Device */
 #include "nnimpl.h"
 
-typedef enum { LAYER_FC, LAYER_NORM, LAYER_ACT } LayerKind;
-
-/* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
-#define WIDE_ROWS 64
-
-typedef struct {
-  LayerKind kind;
-  char name[48]; /* module name: "blocks.3.fc", "head", ... */
-  int64_t in, out;
-  int unit; /* index in model->units; -1 for an activation */
-  FSDPParamId weight, bias;
-  float *y; /* output [n, out], kept for backward */
-  float *mean, *rstd;
-} Layer;
-
-struct FSDPModel_s {
-  FSDPContext ctx;
-  char *spec;
-  int64_t in, hidden, depth, out;
-  FSDPActivation act;
-  bool layernorm;
-  FSDPWrapPolicy wrap;
-  int64_t min_numel;
-  uint64_t seed;
-  bool setup;
-  Layer *layers;
-  int nlayers, layer_capacity;
-  FlatParam *units;
-  int nunits, unit_capacity;
-  int64_t width;       /* widest layer */
-  int64_t n, capacity; /* rows of the last forward, rows the buffers hold */
-  const float *x;
-  float *scratch[2];       /* gradients flowing backward, [capacity, width] each */
-  FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
-  float *wide;             /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32 (host),
-                             then a bias or a LayerNorm's weight and bias */
-  int64_t wide_rows;       /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
-  bool have_forward;
-  Device dev;   /* the context's GPU; NULL: the host */
-  bool tf32;    /* fp32 GEMMs on a GPU may use TF32 tensor cores */
-  float *dy;    /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
-  float *input; /* GPU only: a copy of a host x, [capacity, in] */
-  void *target; /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
-  void *low[2]; /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
-};
+/* The registry (nnimpl.h): LayerKind to its operations. */
+#define FSDP_LAYER_ENTRY(kind) [LAYER_##kind] = &LayerOps_##kind##_Private,
+const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS] = {FSDP_LAYER_KINDS(FSDP_LAYER_ENTRY)};
+#undef FSDP_LAYER_ENTRY
 
 #define CHECK_MODEL(m) FSDPCheck(m, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: model must not be NULL", __func__)
 #define CHECK_MODEL_SETUP(m)                                                                                           \
@@ -142,7 +100,8 @@ static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, in
   FSDPCall(FSDPGrowArray_Private(&m->layers, sizeof *m->layers, m->nlayers + 1, &m->layer_capacity, FSDP_MEM_OTHER));
   l = &m->layers[m->nlayers++];
   memset(l, 0, sizeof *l);
-  l->kind = kind;
+  l->ops = LayerKinds_Private[kind];
+  l->act = m->act;
   snprintf(l->name, sizeof l->name, "%s", name);
   l->in = in;
   l->out = out;
@@ -170,15 +129,15 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   for (int64_t i = 0; !ierr && i < m->depth; i++) {
     int64_t in = i == 0 ? m->in : m->hidden;
     snprintf(name, sizeof name, "blocks.%lld.fc", (long long)i);
-    ierr = add_layer(m, LAYER_FC, name, in, m->hidden);
+    ierr = add_layer(m, LAYER_linear, name, in, m->hidden);
     if (!ierr && m->layernorm) {
       snprintf(name, sizeof name, "blocks.%lld.norm", (long long)i);
-      ierr = add_layer(m, LAYER_NORM, name, m->hidden, m->hidden);
+      ierr = add_layer(m, LAYER_layernorm, name, m->hidden, m->hidden);
     }
     snprintf(name, sizeof name, "blocks.%lld.act", (long long)i);
-    if (!ierr) ierr = add_layer(m, LAYER_ACT, name, m->hidden, m->hidden);
+    if (!ierr) ierr = add_layer(m, LAYER_activation, name, m->hidden, m->hidden);
   }
-  if (!ierr) ierr = add_layer(m, LAYER_FC, "head", m->hidden, m->out);
+  if (!ierr) ierr = add_layer(m, LAYER_linear, "head", m->hidden, m->out);
   if (ierr) {
     FSDPCall(FSDPModelDestroy(&m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -255,9 +214,21 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
 /* ------------------------------------------------------------------ set up */
 
 /* The mixed-precision scratch (model->wide). */
-static size_t wide_bytes(FSDPModel m) { return (size_t)(m->wide_rows + 2 * m->width) * sizeof(float); }
+static size_t wide_bytes(FSDPModel m) { return (size_t)(m->wide_rows + LAYER_MAX_PARAMS * m->width) * sizeof(float); }
 
-static int64_t layer_numel(const Layer *l) { return l->kind == LAYER_FC ? l->out * l->in + l->out : 2 * l->out; }
+/* Elements of a layer's parameters. */
+static int64_t layer_numel(const Layer *l)
+{
+  int64_t numel = 0;
+  for (int p = 0; p < l->ops->nparams; p++) {
+    int ndim;
+    int64_t shape[2], e = 1;
+    l->ops->param_shape(l, p, &ndim, shape);
+    for (int d = 0; d < ndim; d++) e *= shape[d];
+    numel += e;
+  }
+  return numel;
+}
 
 static FSDPErrorCode new_unit(FSDPModel m, const char *name)
 {
@@ -273,30 +244,33 @@ static FSDPErrorCode build_units(FSDPModel m)
 {
   int64_t in_unit = 0;
   bool open = false;
-  char name[64];
+  char name[64], block[64] = "";
 
   for (int i = 0; i < m->nlayers; i++) {
     Layer *l = &m->layers[i];
     bool head = !strcmp(l->name, "head");
-    if (l->kind == LAYER_ACT) continue;
+    if (l->ops->nparams == 0) continue;
     switch (m->wrap) {
     case FSDP_WRAP_MODEL:
       if (!open) FSDPCall(new_unit(m, "root"));
       open = true;
       break;
-    case FSDP_WRAP_BLOCK:
-      if (head) FSDPCall(new_unit(m, "root"));
-      else if (l->kind == LAYER_FC) { /* a block starts with its fc */ const char *dot = strchr(l->name + 7, '.');
-        snprintf(name, sizeof name, "%.*s", (int)(dot - l->name), l->name);
+    case FSDP_WRAP_BLOCK: /* the layers of block i ("blocks.<i>.*") share its unit; the head is the root unit */
+      if (head) snprintf(name, sizeof name, "root");
+      else {
+        const char *dot = strrchr(l->name, '.');
+        snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - l->name) : (int)strlen(l->name), l->name);
+      }
+      if (m->nunits == 0 || strcmp(name, block)) {
         FSDPCall(new_unit(m, name));
+        snprintf(block, sizeof block, "%s", name);
       }
       break;
     case FSDP_WRAP_SIZE:
       if (!open) {
         /* Whatever cannot reach min_numel any more is the root unit. */
         int64_t rest = 0;
-        for (int j = i; j < m->nlayers; j++)
-          if (m->layers[j].kind != LAYER_ACT) rest += layer_numel(&m->layers[j]);
+        for (int j = i; j < m->nlayers; j++) rest += layer_numel(&m->layers[j]);
         if (rest < m->min_numel) snprintf(name, sizeof name, "root");
         else snprintf(name, sizeof name, "unit%d", m->nunits);
         FSDPCall(new_unit(m, name));
@@ -306,36 +280,35 @@ static FSDPErrorCode build_units(FSDPModel m)
       break;
     }
     l->unit = m->nunits - 1;
-    FSDPCall(FlatParamAddParam(m->units[l->unit], (snprintf(name, sizeof name, "%s.weight", l->name), name),
-                               l->kind == LAYER_FC ? 2 : 1, (int64_t[]){l->out, l->in}, &l->weight));
-    FSDPCall(FlatParamAddParam(m->units[l->unit], (snprintf(name, sizeof name, "%s.bias", l->name), name), 1,
-                               (int64_t[]){l->out}, &l->bias));
+    for (int p = 0; p < l->ops->nparams; p++) {
+      int ndim;
+      int64_t shape[2];
+      l->ops->param_shape(l, p, &ndim, shape);
+      snprintf(name, sizeof name, "%s.%s", l->name, l->ops->param_names[p]);
+      FSDPCall(FlatParamAddParam(m->units[l->unit], name, ndim, shape, &l->param[p]));
+    }
     in_unit += layer_numel(l);
     if (m->wrap == FSDP_WRAP_SIZE && in_unit >= m->min_numel) open = false;
   }
   return FSDP_SUCCESS;
 }
 
-/* PyTorch's defaults: Linear weight and bias uniform in +-1/sqrt(fan_in)
-   (kaiming_uniform with a = sqrt(5) is exactly that bound), LayerNorm ones
-   and zeros.  The random stream is the parameter's name. */
+/* Each layer kind's initialization (PyTorch's defaults), on the elements of
+   this shard.  The random stream is the parameter's name. */
 static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
 {
   FSDPModel m = user;
   const char *name;
-  float *v = values;
 
   for (int i = 0; i < m->nlayers; i++) {
     Layer *l = &m->layers[i];
-    if (l->unit < 0 || m->units[l->unit] != unit || (id != l->weight && id != l->bias)) continue;
-    FSDPCall(FlatParamGetParamInfo(unit, id, &name, NULL, NULL, NULL));
-    if (l->kind == LAYER_NORM) {
-      for (int64_t e = begin; e < end; e++) v[e - begin] = id == l->weight ? 1.0f : 0.0f;
-    } else {
-      double bound = 1.0 / sqrt((double)l->in);
-      FSDPCall(FSDPRandomUniform(m->seed, name, begin, end, -bound, bound, v));
+    if (l->unit < 0 || m->units[l->unit] != unit) continue;
+    for (int p = 0; p < l->ops->nparams; p++) {
+      if (id != l->param[p]) continue;
+      FSDPCall(FlatParamGetParamInfo(unit, id, &name, NULL, NULL, NULL));
+      FSDPCall(l->ops->init(l, p, m->seed, name, begin, end, values));
+      return FSDP_SUCCESS;
     }
-    return FSDP_SUCCESS;
   }
   return FSDP_SUCCESS; /* a unit the model does not own stays zero */
 }
@@ -369,8 +342,7 @@ FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int6
   if (out) *out = model->out;
   if (numel) {
     *numel = 0;
-    for (int i = 0; i < model->nlayers; i++)
-      if (model->layers[i].kind != LAYER_ACT) *numel += layer_numel(&model->layers[i]);
+    for (int i = 0; i < model->nlayers; i++) *numel += layer_numel(&model->layers[i]);
   }
   return FSDP_SUCCESS;
 }
@@ -386,17 +358,17 @@ typedef struct {
   size_t size;
 } Buffer;
 
-static int num_buffers(FSDPModel m) { return 3 * m->nlayers + 7; }
+static int num_buffers(FSDPModel m) { return 2 * m->nlayers + 7; }
 
 static Buffer buffer_at(FSDPModel m, int64_t n, int k)
 {
   bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
-  if (k < 3 * m->nlayers) { /* each layer's output, and a LayerNorm's statistics */
-    Layer *l = &m->layers[k / 3];
-    if (k % 3 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
-    return (Buffer){k % 3 == 1 ? (void *)&l->mean : (void *)&l->rstd, l->kind == LAYER_NORM ? n : 0, sizeof(float)};
+  if (k < 2 * m->nlayers) { /* each layer's output, and what it saves for backward (a LayerNorm's statistics) */
+    Layer *l = &m->layers[k / 2];
+    if (k % 2 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
+    return (Buffer){&l->saved, n * l->ops->saved_per_row, sizeof(float)};
   }
-  switch (k - 3 * m->nlayers) {
+  switch (k - 2 * m->nlayers) {
   case 0: return (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
   case 1: return (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
   case 2: return (Buffer){&m->dy, n * m->out, sizeof(float)};
@@ -438,106 +410,34 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPModelParamView_Private(FSDPModel m, const Layer *l, int p, void **view)
+{
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->param[p], view));
+  return FSDP_SUCCESS;
+}
+
 /* A vector parameter (a bias, a LayerNorm's weight or bias) as fp32: its
-   view, or the view widened into the scratch (a weight first, a bias after). */
-static FSDPErrorCode param(FSDPModel m, const Layer *l, FSDPParamId id, float **v)
+   view, or the view widened into the scratch (a weight first, then slot p). */
+FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float **v)
 {
   void *view;
-  FSDPCall(FlatParamGetParam(m->units[l->unit], id, &view));
+  FSDPCall(FlatParamGetParam(m->units[l->unit], l->param[p], &view));
   if (!m->wide) {
     *v = view;
     return FSDP_SUCCESS;
   }
-  *v = m->wide + m->wide_rows + (id == l->bias ? l->out : 0);
+  *v = m->wide + m->wide_rows + p * l->out;
   FSDPCall(DeviceConvert_Private(m->dev, FSDP_FLOAT32, *v, m->view_dtype, view, l->out, 1.0));
   return FSDP_SUCCESS;
 }
 
-/* Rows [row, row + rows) of a 16-bit weight [out, in], widened into the scratch. */
-static FSDPErrorCode widen_rows(FSDPModel m, const Layer *l, const void *w16, int64_t row, int64_t rows)
+/* The gradient view of a trainable parameter; NULL for a frozen one. */
+FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **g)
 {
-  FSDPCall(
-      FSDPDataTypeConvert(FSDP_FLOAT32, m->wide, m->view_dtype, (const uint16_t *)w16 + row * l->in, rows * l->in));
-  return FSDP_SUCCESS;
-}
-
-/* FSDPLinearForward with a 16-bit weight: y[:, block] = x W[block, :]^T, block by block. */
-static FSDPErrorCode linear_forward_low(FSDPModel m, const Layer *l, int64_t n, const float *x, float *y)
-{
-  void *w16;
-  float *b;
-  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w16));
-  for (int64_t o = 0; o < l->out; o += WIDE_ROWS) {
-    int64_t r = l->out - o < WIDE_ROWS ? l->out - o : WIDE_ROWS;
-    FSDPCall(widen_rows(m, l, w16, o, r));
-    FSDPGemm_Private(false, true, n, r, l->in, 1.0f, x, l->in, m->wide, l->in, 0.0f, y + o, l->out);
-  }
-  FSDPCall(param(m, l, l->bias, &b));
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < l->out; j++) y[i * l->out + j] += b[j];
-  return FSDP_SUCCESS;
-}
-
-/* FSDPLinearBackward with a 16-bit weight: the weight and bias gradients
-   need no weight; dx = sum over blocks of dy[:, block] W[block, :]. */
-static FSDPErrorCode linear_backward_low(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
-                                         float *dx, float *dw, float *db)
-{
-  void *w16;
-  FSDPCall(FSDPLinearBackward(n, l->in, l->out, x, NULL, dy, NULL, dw, db));
-  if (!dx) return FSDP_SUCCESS;
-  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w16));
-  for (int64_t o = 0; o < l->out; o += WIDE_ROWS) {
-    int64_t r = l->out - o < WIDE_ROWS ? l->out - o : WIDE_ROWS;
-    FSDPCall(widen_rows(m, l, w16, o, r));
-    FSDPGemm_Private(false, false, n, l->in, r, 1.0f, dy + o, l->out, m->wide, l->in, o ? 1.0f : 0.0f, dx, l->in);
-  }
-  return FSDP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ the same layers on a GPU */
-
-/* y = x W^T + b by cuBLAS: fp32 (TF32 when allowed), or, with 16-bit views,
-   x cast to the views' type and multiplied with fp32 accumulation. */
-static FSDPErrorCode linear_forward_gpu(FSDPModel m, const Layer *l, int64_t n, const float *x, float *y)
-{
-  void *w;
-  const void *xa = x;
-  float *b;
-  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w));
-  if (m->view_dtype != FSDP_FLOAT32) {
-    FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[0], FSDP_FLOAT32, x, n * l->in, 1.0));
-    xa = m->low[0];
-  }
-  FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, false, true, n, l->out, l->in, 1.0f, xa, l->in, w, l->in,
-                              0.0f, y, l->out));
-  FSDPCall(param(m, l, l->bias, &b));
-  FSDPCall(DeviceAddBias_Private(m->dev, n, l->out, b, y));
-  return FSDP_SUCCESS;
-}
-
-/* dW += dy^T x, db += column sums of dy, dx = dy W; the bias gradient sums the fp32 dy. */
-static FSDPErrorCode linear_backward_gpu(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
-                                         float *dx, float *dw, float *db)
-{
-  void *w;
-  const void *xa = x, *dya = dy;
-  FSDPCall(FlatParamGetParam(m->units[l->unit], l->weight, &w));
-  if (m->view_dtype != FSDP_FLOAT32 && (dw || dx)) {
-    FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[1], FSDP_FLOAT32, dy, n * l->out, 1.0));
-    dya = m->low[1];
-    if (dw) {
-      FSDPCall(DeviceConvert_Private(m->dev, m->view_dtype, m->low[0], FSDP_FLOAT32, x, n * l->in, 1.0));
-      xa = m->low[0];
-    }
-  }
-  if (dw)
-    FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, true, false, l->out, l->in, n, 1.0f, dya, l->out, xa,
-                                l->in, 1.0f, dw, l->in));
-  if (db) FSDPCall(DeviceBiasGrad_Private(m->dev, n, l->out, dy, db));
-  if (dx)
-    FSDPCall(DeviceGemm_Private(m->dev, m->view_dtype, m->tf32, false, false, n, l->in, l->out, 1.0f, dya, l->out, w,
-                                l->in, 0.0f, dx, l->in));
+  bool trainable;
+  FSDPCall(FlatParamGetTrainable(m->units[l->unit], l->param[p], &trainable));
+  *g = NULL;
+  if (trainable) FSDPCall(FlatParamGetGrad(m->units[l->unit], l->param[p], (void **)g));
   return FSDP_SUCCESS;
 }
 
@@ -548,16 +448,6 @@ static FSDPErrorCode on_gpu(FSDPModel m, const void *p, size_t bytes, void *copy
   if (!m->dev || p == copy || DeviceHolds_Private(m->dev, p)) return FSDP_SUCCESS;
   FSDPCall(DeviceFromHost_Private(m->dev, copy, p, bytes));
   *where = copy;
-  return FSDP_SUCCESS;
-}
-
-/* The gradient view of a trainable parameter; NULL for a frozen one. */
-static FSDPErrorCode grad(FSDPModel m, const Layer *l, FSDPParamId id, float **g)
-{
-  bool trainable;
-  FSDPCall(FlatParamGetTrainable(m->units[l->unit], id, &trainable));
-  *g = NULL;
-  if (trainable) FSDPCall(FlatParamGetGrad(m->units[l->unit], id, (void **)g));
   return FSDP_SUCCESS;
 }
 
@@ -578,37 +468,12 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   h = x;
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
-    float *w, *b;
     if (l->unit >= 0 && model->units[l->unit] != current) {
       if (current) FSDPCall(FlatParamReshard(current));
       current = model->units[l->unit];
       FSDPCall(FlatParamUnshard(current));
     }
-    switch (l->kind) {
-    case LAYER_FC:
-      if (model->dev) {
-        FSDPCall(linear_forward_gpu(model, l, n, h, l->y));
-        break;
-      }
-      if (model->wide) {
-        FSDPCall(linear_forward_low(model, l, n, h, l->y));
-        break;
-      }
-      FSDPCall(param(model, l, l->weight, &w));
-      FSDPCall(param(model, l, l->bias, &b));
-      FSDPCall(FSDPLinearForward(n, l->in, l->out, h, w, b, l->y));
-      break;
-    case LAYER_NORM:
-      FSDPCall(param(model, l, l->weight, &w));
-      FSDPCall(param(model, l, l->bias, &b));
-      if (model->dev) FSDPCall(DeviceLayerNormForward_Private(model->dev, n, l->out, h, w, b, l->y, l->mean, l->rstd));
-      else FSDPCall(FSDPLayerNormForward(n, l->out, h, w, b, l->y, l->mean, l->rstd));
-      break;
-    case LAYER_ACT:
-      if (model->dev) FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, false, n * l->out, h, NULL, l->y));
-      else FSDPCall(FSDPActivationForward(model->act, n * l->out, h, l->y));
-      break;
-    }
+    FSDPCall(l->ops->forward(model, l, n, h));
     h = l->y;
   }
   if (current) FSDPCall(FlatParamReshard(current));
@@ -640,41 +505,13 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
   for (int i = model->nlayers - 1; i >= 0; i--) {
     Layer *l = &model->layers[i];
     const float *input = i > 0 ? model->layers[i - 1].y : model->x;
-    float *dx = i > 0 ? model->scratch[k] : NULL, *w, *dw, *db;
+    float *dx = i > 0 ? model->scratch[k] : NULL;
     if (l->unit >= 0 && model->units[l->unit] != current) {
       if (current) FSDPCall(FlatParamReduceGrad(current));
       current = model->units[l->unit];
       FSDPCall(FlatParamUnshard(current));
     }
-    switch (l->kind) {
-    case LAYER_FC:
-      FSDPCall(grad(model, l, l->weight, &dw));
-      FSDPCall(grad(model, l, l->bias, &db));
-      if (model->dev) {
-        FSDPCall(linear_backward_gpu(model, l, n, input, g, dx, dw, db));
-        break;
-      }
-      if (model->wide) {
-        FSDPCall(linear_backward_low(model, l, n, input, g, dx, dw, db));
-        break;
-      }
-      FSDPCall(param(model, l, l->weight, &w));
-      FSDPCall(FSDPLinearBackward(n, l->in, l->out, input, w, g, dx, dw, db));
-      break;
-    case LAYER_NORM:
-      FSDPCall(param(model, l, l->weight, &w));
-      FSDPCall(grad(model, l, l->weight, &dw));
-      FSDPCall(grad(model, l, l->bias, &db));
-      if (model->dev)
-        FSDPCall(DeviceLayerNormBackward_Private(model->dev, n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
-      else FSDPCall(FSDPLayerNormBackward(n, l->out, input, w, l->mean, l->rstd, g, dx, dw, db));
-      break;
-    case LAYER_ACT:
-      if (dx && model->dev)
-        FSDPCall(DeviceActivation_Private(model->dev, (int)model->act, true, n * l->out, input, g, dx));
-      else if (dx) FSDPCall(FSDPActivationBackward(model->act, n * l->out, input, g, dx));
-      break;
-    }
+    FSDPCall(l->ops->backward(model, l, n, input, g, dx));
     g = dx;
     k = 1 - k;
   }

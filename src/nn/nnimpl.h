@@ -1,8 +1,11 @@
-/* nnimpl.h: what the layer library's files share. */
+/* nnimpl.h: what the layer library's files share: the model and its layers,
+   the table of operations every layer kind fills in (one file per kind:
+   linear.c, layernorm.c, activation.c; doc/nn.md, "Adding a layer"), the
+   GEMM and the losses. */
 #ifndef FSDP_NNIMPL_H
 #define FSDP_NNIMPL_H
 
-#include "fsdpimpl.h"
+#include "../core/coreimpl.h" /* the context's Device */
 #include "fsdp_nn.h"
 
 #include "elementwise.h" /* the constants, shared with the GPU's kernels */
@@ -18,5 +21,104 @@ void FSDPCrossEntropyLoss_Private(int64_t n, int64_t classes, const float *logit
                                   double *loss, float *dlogits);
 /* Every label in [0, classes), or an error naming the first that is not. */
 FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t classes, const int64_t *labels);
+
+/* The kernels' argument checks: MPI-free, an FSDP_ERR_ARG naming the value. */
+#define CHECK_DIMS(cond, ...) FSDPCheck(cond, MPI_COMM_SELF, FSDP_ERR_ARG, __VA_ARGS__)
+
+/* ------------------------------------------------------------------ layers */
+
+/* Parameters of one layer at most; each vector parameter has `out` elements. */
+#define LAYER_MAX_PARAMS 2
+/* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
+#define WIDE_ROWS 64
+
+typedef struct LayerOps LayerOps;
+
+/* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters. */
+typedef struct {
+  const LayerOps *ops;
+  char name[48]; /* module name: "blocks.3.fc", "head", ... */
+  int64_t in, out;
+  FSDPActivation act;                  /* activation layers: which function */
+  int unit;                            /* index in model->units; -1 for a layer without parameters */
+  FSDPParamId param[LAYER_MAX_PARAMS]; /* in ops->param_names' order */
+  float *y;                            /* output [n, out], kept for backward */
+  float *saved;                        /* ops->saved_per_row floats per row, kept for backward */
+} Layer;
+
+/* What a layer kind does; model.c calls nothing else of a layer.  Forward
+   and backward run on the host or, when m->dev is set, on the context's GPU
+   (every pointer is then device memory), and under a mixed-precision policy
+   they widen 16-bit parameter views as they need (m->wide). */
+struct LayerOps {
+  const char *type;               /* "linear", ... */
+  int nparams;                    /* at most LAYER_MAX_PARAMS; 0: no unit */
+  const char *const *param_names; /* [nparams]: registered as "<layer name>.<param name>", in this order */
+  /* Shape of parameter p: ndim 1 or 2. */
+  void (*param_shape)(const Layer *l, int p, int *ndim, int64_t shape[2]);
+  /* Elements [begin, end) of parameter p, whose name (the random stream) is `name`. */
+  FSDPErrorCode (*init)(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin, int64_t end,
+                        float *values);
+  int saved_per_row; /* floats per row that forward keeps in l->saved for backward */
+  /* l->y[n, out] from x[n, in], and l->saved. */
+  FSDPErrorCode (*forward)(FSDPModel m, const Layer *l, int64_t n, const float *x);
+  /* Adds the parameters' gradients (trainable ones only) from dy[n, out] and
+     the forward's x and l->saved; writes dx[n, in] unless dx is NULL (the first layer). */
+  FSDPErrorCode (*backward)(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx);
+};
+
+/* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
+   defined in <kind>.c.  It makes the declarations, the LayerKind enum
+   (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
+#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation)
+
+#define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
+FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
+#undef FSDP_LAYER_DECLARE
+#define FSDP_LAYER_ENUM(kind) LAYER_##kind,
+typedef enum { FSDP_LAYER_KINDS(FSDP_LAYER_ENUM) LAYER_NUM_KINDS } LayerKind;
+#undef FSDP_LAYER_ENUM
+extern const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS];
+
+/* ------------------------------------------------------------------ the model */
+
+struct FSDPModel_s {
+  FSDPContext ctx;
+  char *spec;
+  int64_t in, hidden, depth, out;
+  FSDPActivation act;
+  bool layernorm;
+  FSDPWrapPolicy wrap;
+  int64_t min_numel;
+  uint64_t seed;
+  bool setup;
+  Layer *layers;
+  int nlayers, layer_capacity;
+  FlatParam *units;
+  int nunits, unit_capacity;
+  int64_t width;       /* widest layer */
+  int64_t n, capacity; /* rows of the last forward, rows the buffers hold */
+  const float *x;
+  float *scratch[2];       /* gradients flowing backward, [capacity, width] each */
+  FSDPDataType view_dtype; /* of the parameter views: 16-bit under a mixed-precision policy */
+  float *wide;             /* 16-bit views only: WIDE_ROWS rows of a weight widened to fp32 (host),
+                             then LAYER_MAX_PARAMS vector parameters (a bias, a LayerNorm's weight and bias) */
+  int64_t wide_rows;       /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
+  bool have_forward;
+  Device dev;   /* the context's GPU; NULL: the host */
+  bool tf32;    /* fp32 GEMMs on a GPU may use TF32 tensor cores */
+  float *dy;    /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
+  float *input; /* GPU only: a copy of a host x, [capacity, in] */
+  void *target; /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
+  void *low[2]; /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
+};
+
+/* Parameter p of layer l as its unit holds it, unsharded: fp32, or the 16-bit view type. */
+FSDPErrorCode FSDPModelParamView_Private(FSDPModel m, const Layer *l, int p, void **view);
+/* Parameter p as fp32: its view, or, with 16-bit views, a vector parameter
+   widened into the model's scratch (a slot per p; weights widen themselves). */
+FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float **v);
+/* The gradient of parameter p, to add into; NULL for a frozen parameter. */
+FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **g);
 
 #endif

@@ -1,0 +1,63 @@
+/* The losses: MSE and softmax cross-entropy, each the mean over the batch
+   and its gradient, summed in double; FSDPModelLoss (model.c) runs them on
+   a model's output, or their CUDA kernels on a GPU. */
+#include <math.h>
+
+#include "nnimpl.h"
+
+FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy)
+{
+  CHECK_DIMS(n > 0 && m > 0, "FSDPMSELoss: n is %lld and m %lld: both must be positive", (long long)n, (long long)m);
+  CHECK_DIMS(y && target && loss, "FSDPMSELoss: y, target and loss must not be NULL");
+  FSDPMSELoss_Private(n, m, y, target, 1.0, loss, dy);
+  return FSDP_SUCCESS;
+}
+
+void FSDPMSELoss_Private(int64_t n, int64_t m, const float *y, const float *target, double scale, double *loss,
+                         float *dy)
+{
+  double s = 0, count = (double)n * (double)m;
+  for (int64_t i = 0; i < n * m; i++) {
+    double d = (double)y[i] - target[i];
+    s += d * d;
+    if (dy) dy[i] = (float)(2.0 * d / count * scale);
+  }
+  *loss = s / count;
+}
+
+FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double *loss,
+                                   float *dlogits)
+{
+  CHECK_DIMS(n > 0 && classes > 0, "FSDPCrossEntropyLoss: n is %lld and classes %lld: both must be positive",
+             (long long)n, (long long)classes);
+  CHECK_DIMS(logits && labels && loss, "FSDPCrossEntropyLoss: logits, labels and loss must not be NULL");
+  FSDPCall(FSDPCheckLabels_Private("FSDPCrossEntropyLoss", n, classes, labels));
+  FSDPCrossEntropyLoss_Private(n, classes, logits, labels, 1.0, loss, dlogits);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t classes, const int64_t *labels)
+{
+  for (int64_t i = 0; i < n; i++)
+    CHECK_DIMS(labels[i] >= 0 && labels[i] < classes, "%s: label %lld of row %lld is not in [0, %lld)", caller,
+               (long long)labels[i], (long long)i, (long long)classes);
+  return FSDP_SUCCESS;
+}
+
+void FSDPCrossEntropyLoss_Private(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double scale,
+                                  double *loss, float *dlogits)
+{
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float *z = logits + i * classes;
+    double zmax = z[0], sum = 0, lse;
+    for (int64_t c = 1; c < classes; c++) zmax = z[c] > zmax ? z[c] : zmax;
+    for (int64_t c = 0; c < classes; c++) sum += exp(z[c] - zmax); /* every term <= 1: no overflow */
+    lse = zmax + log(sum);
+    total += lse - z[labels[i]];
+    if (dlogits)
+      for (int64_t c = 0; c < classes; c++)
+        dlogits[i * classes + c] = (float)((exp(z[c] - lse) - (c == labels[i] ? 1.0 : 0.0)) / (double)n * scale);
+  }
+  *loss = total / (double)n;
+}
