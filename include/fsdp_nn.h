@@ -87,6 +87,8 @@ FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
    and sets the context up. */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetUp(FSDPModel model);
 FSDP_EXTERN FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+/* The context the model's units belong to. */
+FSDP_EXTERN FSDPErrorCode FSDPModelGetContext(FSDPModel model, FSDPContext *ctx);
 /* On a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor
    cores (default true; -fsdp_tf32 false: full fp32).  16-bit parameter views
    (mixed precision) always multiply in 16 bits with fp32 accumulation. */

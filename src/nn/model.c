@@ -622,3 +622,11 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   FSDPCall(FSDPFree(model));
   return FSDP_SUCCESS;
 }
+
+FSDPErrorCode FSDPModelGetContext(FSDPModel model, FSDPContext *ctx)
+{
+  CHECK_MODEL(model);
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelGetContext: ctx must not be NULL");
+  *ctx = model->ctx;
+  return FSDP_SUCCESS;
+}
