@@ -7,7 +7,8 @@
    gradients and AdamW state are sharded over all ranks.  At the end it
    reports the surrogate's error against the solver on a fresh initial
    condition, next to the error of doing nothing (persistence).
-     mpiexec -n 4 heat-surrogate [-rounds R] [-points P] [-fsdp_* options]
+     mpiexec -n 4 heat-surrogate [-rounds R] [-points P] [-verbose] [-fsdp_* options]
+   -verbose prints every round's loss with 17 digits (tests/fortran.sh compares them with Fortran's).
    doc/example-heat-surrogate.md explains it. */
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
   FSDPContext ctx;
   FSDPModel model;
   FSDPOptimizer opt;
-  int rounds = 40, points = 64;
+  int rounds = 40, points = 64, verbose = 0;
   double *tmp, err[2] = {0, 0}, loss = 0;
   float *x, *y, *pred, *dy, *y10; /* y10: the targets as trained on, scaled by 10 */
 
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[i], "-rounds")) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-points")) points = atoi(argv[++i]);
   }
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-verbose")) verbose = 1;
   s.comm = MPI_COMM_WORLD;
   MPI_Comm_rank(s.comm, &s.rank);
   MPI_Comm_size(s.comm, &s.size);
@@ -132,6 +135,7 @@ int main(int argc, char **argv)
       loss = l;
     }
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, s.comm);
+    if (s.rank == 0 && verbose) printf("round %d loss %.17e\n", r + 1, loss / s.size);
     if (s.rank == 0 && (r + 1) % 10 == 0) printf("round %3d/%d  training loss %.4e\n", r + 1, rounds, loss / s.size);
   }
 

@@ -6,8 +6,8 @@
 #   - #include "..." lines of every source and private header, resolved as
 #     the compiler does (the file's folder, then src/include and include);
 #   - the symbols each object file of libfsdp takes from the others (nm).
-# Programs outside the library (tools, examples, benchmarks, tests) may
-# include only the public headers.  Then the checker runs on a small tree
+# Programs outside the library (tools, examples, benchmarks, tests) and the
+# Fortran module's glue (fortran/) may include only the public headers.  Then the checker runs on a small tree
 # with a violation in it, and must fail: a check that cannot fail checks
 # nothing.
 . "${srcdir:-.}/tests/testlib.sh"
@@ -45,8 +45,8 @@ check_tree() {
   out=$(mktemp) || return 2
   # -------- includes
   for f in "$top"/src/*/*.c "$top"/src/*/*.h "$top"/src/*/*.cu "$top"/src/*/*.cuh \
-    "$top"/tools/*.c "$top"/examples/*.c "$top"/examples/*.f90 "$top"/benchmarks/*.c "$top"/benchmarks/*.h \
-    "$top"/tests/*.c "$top"/tests/*.h; do
+    "$top"/tools/*.c "$top"/examples/*.c "$top"/examples/*/*.F90 "$top"/benchmarks/*.c "$top"/benchmarks/*.h \
+    "$top"/fortran/*.c "$top"/fortran/*.F90 "$top"/tests/*.c "$top"/tests/*.h "$top"/tests/*.F90; do
     [ -f "$f" ] || continue
     from=$(folder_of "$top" "$f")
     dir=$(dirname "$f")
@@ -58,7 +58,7 @@ check_tree() {
       [ -n "$target" ] || continue # generated elsewhere or system: not a layer
       case $target in "$build"/*) to=$(folder_of "$build" "$target") ;; *) to=$(folder_of "$top" "$target") ;; esac
       case $from in
-      tools | examples | benchmarks | tests)
+      tools | examples | benchmarks | tests | fortran)
         # outside the library: the public headers and the program's own folder
         case $target in "$top/include/"* | "$build/include/"* | "$(realpath "$dir")/"*) continue ;; esac
         # the tests may ask how this build was configured, and nothing else

@@ -1,0 +1,186 @@
+/* fsdpf.c: the few calls the Fortran module (fsdp.F90) cannot make through
+   bind(C) alone: the command line, communicators (Fortran handles are
+   MPI_Fint, converted with MPI_Comm_f2c/c2f), Fortran initializers (called
+   through trampolines that hand them the unit by reference), and errors
+   raised or traced from Fortran.  Only the public headers are used. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_nn.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FSDPF_EXTERN __attribute__((visibility("default")))
+#else
+#define FSDPF_EXTERN
+#endif
+
+/* ------------------------------------------------------------------ initialization */
+
+/* FSDPInitialize keeps pointers into argv until FSDPFinalize. */
+static int fargc;
+static char **fargv;
+
+static void free_args(void)
+{
+  for (int i = 0; fargv && i < fargc; i++) free(fargv[i]);
+  free(fargv);
+  fargv = NULL;
+  fargc = 0;
+}
+
+/* args: the program name and its arguments, each NUL-terminated, one after another. */
+FSDPF_EXTERN FSDPErrorCode fsdpf_initialize(int argc, const char *args)
+{
+  FSDPErrorCode ierr;
+  int argc_in;
+  char **argv_in;
+
+  free_args();
+  fargv = calloc((size_t)argc + 1, sizeof *fargv);
+  if (!fargv) return FSDP_ERR_MEM;
+  for (int i = 0; i < argc; i++) {
+    size_t len = strlen(args);
+    fargv[i] = malloc(len + 1);
+    if (!fargv[i]) {
+      fargc = i;
+      free_args();
+      return FSDP_ERR_MEM;
+    }
+    memcpy(fargv[i], args, len + 1);
+    args += len + 1;
+  }
+  fargc = argc;
+  /* FSDPInitialize may replace the list (-options_file); the original stays ours to free. */
+  argc_in = fargc;
+  argv_in = fargv;
+  ierr = FSDPInitialize(&argc_in, &argv_in);
+  return ierr;
+}
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_finalize(void)
+{
+  FSDPErrorCode ierr = FSDPFinalize();
+  free_args();
+  return ierr;
+}
+
+/* ------------------------------------------------------------------ communicators */
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_context_create(const MPI_Fint *comm, FSDPContext *ctx)
+{
+  return FSDPContextCreate(MPI_Comm_f2c(*comm), ctx);
+}
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_shardgroup_create(const MPI_Fint *comm, ShardGroup *group)
+{
+  return ShardGroupCreate(MPI_Comm_f2c(*comm), group);
+}
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_context_get_comm(FSDPContext ctx, MPI_Fint *comm)
+{
+  MPI_Comm c;
+  FSDPCall(FSDPContextGetComm(ctx, &c));
+  *comm = MPI_Comm_c2f(c);
+  return FSDP_SUCCESS;
+}
+
+/* which: 0 the group's communicator, 1 its shard group, 2 its replicate group. */
+FSDPF_EXTERN FSDPErrorCode fsdpf_shardgroup_get_comm(ShardGroup group, int which, MPI_Fint *comm, int *index, int *size)
+{
+  MPI_Comm c = MPI_COMM_NULL;
+  if (which == 0) {
+    FSDPCall(ShardGroupGetComm(group, &c));
+    MPI_Comm_rank(c, index);
+    MPI_Comm_size(c, size);
+  } else if (which == 1) FSDPCall(ShardGroupGetShardComm(group, &c, index, size));
+  else FSDPCall(ShardGroupGetReplicateComm(group, &c, index, size));
+  *comm = MPI_Comm_c2f(c);
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ initializers */
+
+/* A Fortran initializer receives the unit by reference (a type(fsdp_flatparam)). */
+typedef FSDPErrorCode (*FortranUnitInit)(FlatParam *unit, void *user);
+typedef FSDPErrorCode (*FortranShardInit)(FlatParam *unit, FSDPParamId id, int64_t begin, int64_t end, void *values,
+                                          void *user);
+
+/* One per context that has a Fortran initializer; freed with the context. */
+typedef struct Trampoline {
+  FSDPContext ctx;
+  void (*fn)(void);
+  void *user;
+  struct Trampoline *next;
+} Trampoline;
+static Trampoline *trampolines;
+
+static Trampoline *trampoline_for(FSDPContext ctx)
+{
+  for (Trampoline *t = trampolines; t; t = t->next)
+    if (t->ctx == ctx) return t;
+  Trampoline *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->ctx = ctx;
+  t->next = trampolines;
+  trampolines = t;
+  return t;
+}
+
+static FSDPErrorCode unit_init(FlatParam unit, void *user)
+{
+  Trampoline *t = user;
+  return ((FortranUnitInit)t->fn)(&unit, t->user);
+}
+
+static FSDPErrorCode shard_init(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
+{
+  Trampoline *t = user;
+  return ((FortranShardInit)t->fn)(&unit, id, begin, end, values, t->user);
+}
+
+/* kind: 0 a unit initializer, 1 a shard initializer. */
+FSDPF_EXTERN FSDPErrorCode fsdpf_context_set_init(FSDPContext ctx, int kind, void (*fn)(void), void *user)
+{
+  Trampoline *t;
+  FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "fsdp_context_set_%s_init: the context is not created",
+            kind ? "shard" : "unit");
+  FSDPCheck(fn, MPI_COMM_SELF, FSDP_ERR_ARG, "fsdp_context_set_%s_init: the initializer is a null procedure",
+            kind ? "shard" : "unit");
+  t = trampoline_for(ctx);
+  FSDPCheck(t, MPI_COMM_SELF, FSDP_ERR_MEM, "fsdp_context_set_%s_init: out of memory", kind ? "shard" : "unit");
+  t->fn = fn;
+  t->user = user;
+  if (kind) FSDPCall(FSDPContextSetShardInit(ctx, shard_init, t));
+  else FSDPCall(FSDPContextSetUnitInit(ctx, unit_init, t));
+  return FSDP_SUCCESS;
+}
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_context_destroy(FSDPContext *ctx)
+{
+  for (Trampoline **p = &trampolines; *p; p = &(*p)->next)
+    if ((*p)->ctx == *ctx) {
+      Trampoline *t = *p;
+      *p = t->next;
+      free(t);
+      break;
+    }
+  return FSDPContextDestroy(ctx);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+/* An error found by the module itself (a shape that does not match, ...). */
+FSDPF_EXTERN FSDPErrorCode fsdpf_raise(FSDPErrorCode code, const char *func, const char *message)
+{
+  return FSDPError(MPI_COMM_SELF, 0, func, "fsdp.F90", code, "%s", message);
+}
+
+/* A Fortran frame of the traceback (FSDPCallA's). */
+FSDPF_EXTERN FSDPErrorCode fsdpf_traceback(FSDPErrorCode code, int line, const char *file)
+{
+  return FSDPErrorTraceback(line, "(Fortran)", file, code);
+}
+
+FSDPF_EXTERN void fsdpf_abort(FSDPErrorCode code) { FSDPErrorAbort(MPI_COMM_WORLD, code); }
+
+FSDPF_EXTERN FSDPErrorCode fsdpf_error_print_trace(void) { return FSDPErrorPrintTrace(stderr); }
