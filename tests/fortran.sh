@@ -8,7 +8,8 @@
 #   prints, digit for digit (every round's loss to 17 digits), at W = 2
 #   (full) and W = 4 (hybrid);
 # - a heat_surrogate job stopped after 10 rounds and restarted from its
-#   checkpoint ends as the uninterrupted 20-round job does.
+#   checkpoint ends as the uninterrupted 20-round job does;
+# - FSDPCallA prints the traceback down to the Fortran line and stops the job.
 . "${srcdir:-.}/tests/testlib.sh"
 fbyom="$top_builddir/examples/fortran/byom"
 if [ ! -x "$fbyom" ]; then
@@ -36,6 +37,14 @@ for strategy in "full" "hybrid -fsdp_ranks_per_node 2"; do
   fi
   echo "byom ($strategy): Fortran and C agree on all $lines shard and gradient elements"
 done
+
+# FSDPCallA at a program's top level: the traceback ends with the Fortran
+# file and line, and the job stops with an error.
+if fsdp_run 2 "$fbyom" -fsdp_sharding_strategy bogus >"$fsdp_tmp/out" 2>&1; then
+  cat "$fsdp_tmp/out"; echo "FAIL: byom with a bad option exited 0"; exit 1
+fi
+expect_grep "option -fsdp_sharding_strategy: 'bogus'" "$fsdp_tmp/out"
+expect_grep "FSDP ERROR: #[0-9] (Fortran)() at .*byom.F90:[0-9]" "$fsdp_tmp/out"
 
 fheat="$top_builddir/examples/fortran/heat_surrogate"
 cheat="$top_builddir/examples/heat-surrogate"
