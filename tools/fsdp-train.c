@@ -959,7 +959,10 @@ static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
     FSDPTrainingState ts = {s + 1, r->cursor, {(uint64_t)a->seed, 0, 0, 0}};
     FSDPCall(FSDPContextSetTrainingState(r->ctx, &ts));
   }
-  if (r->log) fprintf(r->log, "%lld,%.9g\n", (long long)(s + 1), r->loss);
+  if (r->log) { /* flushed: `tail -f`, and a batch system's monitoring, see each step as it ends */
+    fprintf(r->log, "%lld,%.9g\n", (long long)(s + 1), r->loss);
+    fflush(r->log);
+  }
   return FSDP_SUCCESS;
 }
 
