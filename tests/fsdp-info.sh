@@ -76,4 +76,18 @@ fsdp_run 2 "$info" -foo >"$fsdp_tmp/out" 2>&1
 expect_count 2 "^\[[01]\] FSDP ERROR: invalid option value: fsdp-info: unknown argument '-foo': fsdp-info takes libfsdp's -fsdp_\* options only" "$fsdp_tmp/out"
 fsdp_run 2 "$info" -fsdp_view notabool >"$fsdp_tmp/out" 2>&1
 expect_grep "option -fsdp_view: 'notabool' (from the command line) is not a boolean" "$fsdp_tmp/out"
+
+# A task srun has bound (its environment says so) is not rebound by -fsdp_bind,
+# on every rank, unless -fsdp_bind_force; and the Slurm ids are shown.
+if [ $have_hwloc = yes ]; then
+  if SLURM_CPU_BIND_TYPE=mask_cpu: SLURM_CPU_BIND_LIST=0x1,0x2 fsdp_run 2 "$info" -fsdp_bind core >"$fsdp_tmp/out" 2>&1; then
+    cat "$fsdp_tmp/out"; echo "FAIL: -fsdp_bind rebound a task Slurm had bound"; exit 1
+  fi
+  expect_count 2 "^\[[01]\] FSDP ERROR: invalid option value: -fsdp_bind core: Slurm already bound this task (SLURM_CPU_BIND_TYPE=mask_cpu:, SLURM_CPU_BIND_LIST=0x1,0x2)" "$fsdp_tmp/out"
+  SLURM_CPU_BIND_TYPE=none fsdp_run 1 "$info" -fsdp_bind core >"$fsdp_tmp/out" 2>&1 || { cat "$fsdp_tmp/out"; exit 1; }
+  SLURM_CPU_BIND_TYPE=mask_cpu: SLURM_JOB_ID=77 SLURM_STEP_ID=3 SLURM_JOB_NODELIST='n[1-2]' \
+    fsdp_run 1 "$info" -fsdp_bind core -fsdp_bind_force >"$fsdp_tmp/out" 2>&1 || { cat "$fsdp_tmp/out"; exit 1; }
+  expect_grep "^  topology: this machine; binding: core" "$fsdp_tmp/out"
+  expect_grep "^  Slurm: job 77, step 3, nodes n\[1-2\]; nodes of this group from MPI" "$fsdp_tmp/out"
+fi
 exit 0

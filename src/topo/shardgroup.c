@@ -5,12 +5,17 @@
    facts about every rank and computes the same layout from them: whatever
    goes wrong is found, and reported, by all ranks at once. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "topoimpl.h"
 
 typedef enum { PLACEMENT_BLOCK = 0, PLACEMENT_CYCLIC } RankPlacement;
 static const char *const placement_names[] = {"block", "cyclic", NULL};
+/* Which ranks share a node: MPI's shared-memory domains, or Slurm's nodes
+   (SLURM_NODEID), for launchers whose MPI sees one host where Slurm has several. */
+typedef enum { NODE_SOURCE_MPI = 0, NODE_SOURCE_SLURM } NodeSource;
+static const char *const node_source_names[] = {"mpi", "slurm", NULL};
 
 /* What every rank knows about every rank after SetUp. */
 typedef struct {
@@ -32,8 +37,10 @@ struct ShardGroup_s {
   bool factor_from_option;
   FSDPShardDomain domain;
   FSDPBind bind;
+  bool bind_force;    /* bind even where Slurm already bound the task */
   int ranks_per_node; /* 0: real nodes */
   RankPlacement placement;
+  NodeSource node_source;
   char topology[1024]; /* -fsdp_topology; empty: this machine */
   bool view_at_setup;
   /* the layout */
@@ -230,6 +237,8 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
   FSDPCall(FSDPOptionsGetEnum("-fsdp_bind", "bind each rank to its share of the node's CPUs", FSDPBindNames,
                               (int)group->bind, &choice, NULL));
   group->bind = (FSDPBind)choice;
+  FSDPCall(FSDPOptionsGetBool("-fsdp_bind_force", "with -fsdp_bind: bind even a task that Slurm has already bound",
+                              group->bind_force, &group->bind_force, NULL));
   FSDPCall(FSDPOptionsGetString("-fsdp_topology",
                                 "hwloc XML file or synthetic description to use instead of this machine's topology",
                                 group->topology, group->topology, sizeof group->topology, NULL));
@@ -241,6 +250,11 @@ FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group)
                               "out round-robin (cyclic)",
                               placement_names, (int)group->placement, &choice, NULL));
   group->placement = (RankPlacement)choice;
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_node_source",
+                              "which ranks share a node: MPI's shared-memory domains (mpi) or Slurm's nodes, from "
+                              "SLURM_NODEID (slurm)",
+                              node_source_names, (int)group->node_source, &choice, NULL));
+  group->node_source = (NodeSource)choice;
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the process layout at SetUp", group->view_at_setup,
                               &group->view_at_setup, NULL));
   return FSDP_SUCCESS;
@@ -258,6 +272,7 @@ enum {
   R_RPN,
   R_PLACEMENT,
   R_VIEW,
+  R_NODE_SOURCE,
   R_TOPOLOGY, /* settings */
   R_LEADER,
   R_STATUS,
@@ -282,7 +297,7 @@ static FSDPErrorCode check_settings(ShardGroup g, const int *all)
 {
   static const char *const what[R_LEADER] = {"-fsdp_sharding_factor", "-fsdp_shard_domain",   "-fsdp_bind",
                                              "-fsdp_ranks_per_node",  "-fsdp_rank_placement", "-fsdp_view",
-                                             "-fsdp_topology"};
+                                             "-fsdp_node_source",     "-fsdp_topology"};
   for (int r = 1; r < g->size; r++)
     for (int s = 0; s < R_LEADER; s++) {
       if (all[r * R_N + s] == all[s]) continue;
@@ -539,15 +554,64 @@ static FSDPErrorCode locate(ShardGroup g, int *leader, int *local_rank, int *loc
   return FSDP_SUCCESS;
 }
 
+/* -fsdp_node_source slurm: the node communicator becomes the ranks with this
+   rank's SLURM_NODEID.  Collective on g->comm, with every rank's settings
+   checked first, so that a rank without SLURM_NODEID fails everywhere. */
+static FSDPErrorCode slurm_node(ShardGroup g)
+{
+  const char *env = getenv("SLURM_NODEID");
+  char *end = NULL;
+  long id = env && *env ? strtol(env, &end, 10) : -1;
+  int mine[2], all[2], source = (int)g->node_source;
+  NodeComm *n;
+  MPI_Comm comm;
+
+  if (!end || *end || id < 0 || id > INT32_MAX) id = -1;
+  /* all[0]: -(the first rank without a node id) - 1, or 0; all[1] the smallest node source */
+  mine[0] = id < 0 ? -g->rank - 1 : INT32_MIN;
+  mine[1] = source;
+  FSDPCallMPI(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, g->comm));
+  FSDPCheck(all[0] == INT32_MIN, g->comm, FSDP_ERR_OPTION,
+            "-fsdp_node_source slurm: SLURM_NODEID is %s on rank %d (launch the job with srun, or use "
+            "-fsdp_node_source mpi)",
+            env ? "not a node number" : "not set", -all[0] - 1);
+  FSDPCheck(all[1] == source, g->comm, FSDP_ERR_ARG,
+            "ranks disagree on the ShardGroup's -fsdp_node_source (give every rank the same options)");
+  FSDPCallMPI(MPI_Comm_split(g->comm, (int)id, g->rank, &comm));
+  FSDPCall(FSDPCalloc(1, sizeof *n, FSDP_MEM_OTHER, &n));
+  n->comm = comm;
+  n->refs = 1;
+  FSDPCallMPI(MPI_Comm_set_errhandler(n->comm, MPI_ERRORS_RETURN));
+  release_node_comm(g->node);
+  g->node = n;
+  return FSDP_SUCCESS;
+}
+
+/* -fsdp_bind over a task that srun has bound (--cpu-bind, SLURM_CPU_BIND_TYPE)
+   would undo the binding the job asked Slurm for: refused unless forced. */
+static FSDPErrorCode slurm_bound(ShardGroup g)
+{
+  const char *type = getenv("SLURM_CPU_BIND_TYPE"), *list = getenv("SLURM_CPU_BIND_LIST");
+
+  if (!type || !*type || !strncmp(type, "none", 4)) return FSDP_SUCCESS;
+  FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "-fsdp_bind %s: Slurm already bound this task (SLURM_CPU_BIND_TYPE=%s%s%s), and libfsdp will not "
+            "rebind it: drop -fsdp_bind to keep Slurm's binding, launch with srun --cpu-bind=none, or add "
+            "-fsdp_bind_force",
+            FSDPBindNames[g->bind], type, list && *list ? ", SLURM_CPU_BIND_LIST=" : "", list && *list ? list : "");
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode setup(ShardGroup g)
 {
   int mine[R_N] = {0}, *all, leader = -1, local_rank = 0, local_size = 1, failed = 0, len;
   FSDPErrorCode ierr;
 
   /* Until the allgather, a step that fails on some ranks only records it, so
-     that every rank makes the same collective calls.  The topology comes first:
-     it is collective on the node. */
-  ierr = FSDPTopologyLoad_Private(g->node->comm, g->topology, &g->topo);
+     that every rank makes the same collective calls.  The node comes first
+     (the topology is collective on it). */
+  ierr = g->node_source == NODE_SOURCE_SLURM && !g->ranks_per_node ? slurm_node(g) : FSDP_SUCCESS;
+  if (!ierr) ierr = FSDPTopologyLoad_Private(g->node->comm, g->topology, &g->topo);
   if (!ierr) ierr = locate(g, &leader, &local_rank, &local_size);
   if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
   mine[R_FACTOR] = g->factor_requested;
@@ -556,6 +620,7 @@ static FSDPErrorCode setup(ShardGroup g)
   mine[R_RPN] = g->ranks_per_node;
   mine[R_PLACEMENT] = (int)g->placement;
   mine[R_VIEW] = g->view_at_setup;
+  mine[R_NODE_SOURCE] = (int)g->node_source;
   mine[R_TOPOLOGY] = string_hash(g->topology);
   mine[R_LEADER] = leader;
   mine[R_STATUS] = (int)ierr;
@@ -582,9 +647,11 @@ static FSDPErrorCode setup(ShardGroup g)
   FSDPCall(ierr);
   /* Every rank agrees on -fsdp_bind now; bind only after that, on this machine's topology. */
   if (g->bind != FSDP_BIND_NONE) {
-    ierr = FSDPTopologyIsThisSystem_Private(g->topo)
-               ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
-               : FSDP_SUCCESS;
+    ierr = g->bind_force ? FSDP_SUCCESS : slurm_bound(g);
+    if (!ierr)
+      ierr = FSDPTopologyIsThisSystem_Private(g->topo)
+                 ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
+                 : FSDP_SUCCESS;
     FSDPCall(FSDPErrorAgree_Private(g->comm, ierr));
   }
   FSDPCall(build_groups(g));
@@ -728,6 +795,23 @@ static FSDPErrorCode node_span(ShardGroup g, const char **span)
   return FSDP_SUCCESS;
 }
 
+/* Under Slurm, the job, its step and nodes (rank 0's environment), and where the nodes came from. */
+static FSDPErrorCode view_slurm(ShardGroup g, FSDPViewer v)
+{
+  const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"), *nodes = getenv("SLURM_JOB_NODELIST");
+  const char *restarts = getenv("SLURM_RESTART_COUNT");
+
+  if (!job) return FSDP_SUCCESS;
+  FSDPCall(FSDPViewerASCIIPrintf(v, "Slurm: job %s, step %s, nodes %s", job, step ? step : "none (outside srun)",
+                                 nodes ? nodes : "?"));
+  if (restarts && strcmp(restarts, "0")) FSDPCall(FSDPViewerASCIIPrintf(v, ", restart %s", restarts));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "; nodes of this group from %s\n",
+                                 g->ranks_per_node                     ? "-fsdp_ranks_per_node"
+                                 : g->node_source == NODE_SOURCE_SLURM ? "SLURM_NODEID (-fsdp_node_source slurm)"
+                                                                       : "MPI (-fsdp_node_source mpi)"));
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
 {
   ShardGroup g = ctx;
@@ -748,6 +832,7 @@ static FSDPErrorCode view_group(FSDPViewer v, void *ctx)
                                    placement_names[g->placement]));
   FSDPCall(FSDPViewerASCIIPrintf(v, "\n"));
   FSDPCall(FSDPViewerASCIIPushTab(v));
+  FSDPCall(view_slurm(g, v));
   if (g->factor_requested)
     FSDPCall(FSDPViewerASCIIPrintf(v, "sharding factor F = %d (%s)\n", F,
                                    g->factor_from_option ? "-fsdp_sharding_factor" : "ShardGroupSetShardingFactor"));
