@@ -1,0 +1,205 @@
+#!/bin/bash
+# Slurm for real (doc/slurm.md): a private two-node cluster (tests/slurmlib.sh:
+# munged, slurmctld, slurmd -N n1 and -N n2 on 127.0.0.1) runs
+#   - fsdp-info under srun -N 2 -n 4: the Slurm ids, and the hybrid layout of
+#     Slurm's two nodes, with nodes from MPI and from SLURM_NODEID;
+#   - examples/slurm/fsdp-train.sbatch unchanged (parameters through the
+#     environment), launched by srun and by mpiexec: each loss log is
+#     byte-identical to the same job under mpiexec outside Slurm;
+#   - pre-emption: scancel --signal=USR1 while it trains makes it save at the
+#     next step and exit 0, the script requeues the job, and the restarted
+#     run resumes and ends with the uninterrupted loss log;
+#   - a job killed by scancel (no signal option) while it saves leaves the
+#     previous checkpoint loadable, and the next run resumes from it.
+# SKIP (77) only when Slurm is not installed.  Every daemon stops at exit.
+. "${srcdir:-.}/tests/testlib.sh"
+. "${srcdir:-.}/tests/slurmlib.sh"
+
+# Under make check-valgrind (FSDP_TEST_WRAPPER) nothing here would run under
+# valgrind: the jobs are Slurm's; the plain make check runs this test.
+if [ -n "${FSDP_SKIP_SLURM:-}" ]; then
+  echo "SKIP: FSDP_SKIP_SLURM: $FSDP_SKIP_SLURM"
+  exit 77
+fi
+if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
+  echo "SKIP: Slurm's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
+  exit 77
+fi
+slurm_start
+top=$(cd "$top_builddir" && pwd)
+src=$(cd "${srcdir:-.}" && pwd)
+train="$top/tools/fsdp-train"
+script="$src/examples/slurm/fsdp-train.sbatch"
+export OPENBLAS_NUM_THREADS=1
+
+# ---- fsdp-info: the Slurm ids and Slurm's nodes
+for source in mpi slurm; do
+  timeout "$FSDP_TEST_TIMEOUT" srun -N 2 -n 4 --mpi=pmi2 "$top/tools/fsdp-info" -fsdp_node_source $source \
+    >"$fsdp_tmp/info" 2>&1 || { cat "$fsdp_tmp/info"; slurm_log_tail; echo "FAIL: srun fsdp-info"; exit 1; }
+  expect_grep "^ShardGroup: 4 ranks on 2 nodes" "$fsdp_tmp/info"
+  expect_grep "^  Slurm: job [0-9][0-9]*, step [0-9][0-9]*, nodes n\[1-2\]" "$fsdp_tmp/info"
+  expect_grep "^  sharding factor F = 2 (shard domain node)" "$fsdp_tmp/info"
+  expect_grep "^    0: 0,1$" "$fsdp_tmp/info"
+  expect_grep "^    1: 2,3$" "$fsdp_tmp/info"
+done
+expect_grep "nodes of this group from SLURM_NODEID" "$fsdp_tmp/info"
+echo "fsdp-info under srun: Slurm's ids, 2 nodes x 2 tasks in shard groups {0,1} {2,3}"
+
+# ---- the batch script, unchanged, against mpiexec outside Slurm (with two
+# emulated nodes of 2 ranks: the same hybrid layout, F = 2)
+model="mlp:in=8,hidden=16,depth=2,out=2"
+steps=40
+common="STEPS=$steps CHECKPOINT_EVERY=10 MODEL=$model BATCH=16 FSDP_TRAIN=$train"
+fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsdp_sharding_strategy hybrid \
+  -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference.csv" >"$fsdp_tmp/reference.out" 2>&1 ||
+  { cat "$fsdp_tmp/reference.out"; echo "FAIL: the reference run"; exit 1; }
+
+# submit_script SCRIPT DIR [VAR=VALUE...]: the job id of SCRIPT run in DIR
+# with these variables (through the environment: --export=NAME=VALUE splits
+# at commas, which model specs have).
+submit_script() {
+  sbatch_script=$1 dir=$2
+  shift 2
+  mkdir -p "$dir"
+  env "$@" RUN_DIR="$dir" sbatch --parsable --export=ALL --chdir="$dir" --output="$dir/job.out" "$sbatch_script" ||
+    { slurm_log_tail; exit 1; }
+}
+submit() { submit_script "$script" "$@"; }
+
+restarts() { scontrol show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
+# rows CSV: the loss log's rows so far (0 before it exists)
+rows() {
+  if [ -f "$1" ]; then echo $(($(wc -l <"$1") - 1)); else echo 0; fi
+}
+
+# wait_completed JOB DIR: the job ends COMPLETED, or the test fails.
+wait_completed() {
+  slurm_wait "$1" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
+  [ "$(slurm_state "$1")" = COMPLETED ] || { cat "$2/job.out"; slurm_log_tail; echo "FAIL: job $1 ended $(slurm_state "$1")"; exit 1; }
+}
+
+for launcher in srun mpiexec; do
+  run="$fsdp_tmp/$launcher"
+  job=$(submit "$run" $common LAUNCHER=$launcher)
+  wait_completed "$job" "$run"
+  cmp "$run/loss.csv" "$fsdp_tmp/reference.csv" ||
+    { cat "$run/job.out"; echo "FAIL: the sbatch ($launcher) loss log differs from mpiexec's"; exit 1; }
+  echo "sbatch, $launcher: loss log byte-identical to mpiexec's ($steps steps)"
+done
+
+# ---- the in-situ examples' scripts: C, and Fortran (which checkpoints), as under mpiexec
+fsdp_run 4 "$top/examples/heat-surrogate" -rounds 10 -verbose -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 \
+  >"$fsdp_tmp/heat.ref" 2>&1 || { cat "$fsdp_tmp/heat.ref"; exit 1; }
+run="$fsdp_tmp/heat"
+job=$(submit_script "$src/examples/slurm/heat-surrogate.sbatch" "$run" HEAT_SURROGATE="$top/examples/heat-surrogate" \
+  ROUNDS=10 ARGS="-fsdp_sharding_strategy hybrid -verbose")
+wait_completed "$job" "$run"
+cmp "$run/job.out" "$fsdp_tmp/heat.ref" || { diff "$run/job.out" "$fsdp_tmp/heat.ref"; echo "FAIL: heat-surrogate.sbatch"; exit 1; }
+echo "heat-surrogate.sbatch: the output of the same job under mpiexec, every round's loss to 17 digits"
+if [ -x "$top/examples/fortran/heat_surrogate" ]; then
+  run="$fsdp_tmp/heat-f"
+  job=$(submit_script "$src/examples/slurm/heat-surrogate-fortran.sbatch" "$run" \
+    HEAT_SURROGATE="$top/examples/fortran/heat_surrogate" ROUNDS=10 CHECKPOINT_EVERY=5 ARGS="-fsdp_sharding_strategy hybrid -verbose")
+  wait_completed "$job" "$run"
+  grep -v '^heat-surrogate-fortran.sbatch: ' "$run/job.out" >"$fsdp_tmp/heat-f.out"
+  cmp "$fsdp_tmp/heat-f.out" "$fsdp_tmp/heat.ref" ||
+    { diff "$fsdp_tmp/heat-f.out" "$fsdp_tmp/heat.ref"; echo "FAIL: heat-surrogate-fortran.sbatch"; exit 1; }
+  [ -f "$run/heat-surrogate.h5" ] || { echo "FAIL: heat-surrogate-fortran.sbatch wrote no checkpoint"; exit 1; }
+  echo "heat-surrogate-fortran.sbatch: the C example's output, digit for digit, and a checkpoint"
+else
+  echo "note: built without Fortran: heat-surrogate-fortran.sbatch not run"
+fi
+
+# ---- pre-emption: SIGUSR1 from scancel, a save, a requeue, a resume
+steps=200
+common="STEPS=$steps CHECKPOINT_EVERY=1000 MODEL=$model BATCH=16 FSDP_TRAIN=$train"
+fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsdp_sharding_strategy hybrid \
+  -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
+run="$fsdp_tmp/preempt"
+job=$(submit "$run" $common)
+slurm_wait "$job" RUNNING
+n=0
+until [ "$(rows "$run/loss.csv")" -ge 10 ]; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the job never trained"; exit 1; }
+  sleep 0.2
+done
+scancel --signal=USR1 "$job"
+slurm_wait "$job" COMPLETED FAILED CANCELLED
+# The script requeued itself: the same job runs again and resumes.
+n=0
+until [ "$(restarts "$job")" -ge 1 ] && [ "$(slurm_state "$job")" = COMPLETED ]; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: the job was not requeued and completed"; exit 1; }
+  sleep 0.5
+done
+cat "$run/job.out"
+expect_grep "SIGUSR1 after step [0-9]*: checkpoint written; exiting" "$run/job.out"
+expect_grep "requeueing job $job" "$run/job.out"
+expect_grep "run 1 on n\[1-2\], 4 tasks, resuming from" "$run/job.out"
+cmp "$run/loss.csv" "$fsdp_tmp/reference.csv" ||
+  { echo "FAIL: the pre-empted and resumed job's loss log differs from an uninterrupted run's"; exit 1; }
+echo "pre-emption: USR1, checkpoint, requeue, resume: loss log byte-identical to the uninterrupted run's"
+
+# ---- the time limit: --signal=USR1@59 with --time=1 signals the job at
+# slurmctld's next time-limit check (every 30 s), long before the limit; it
+# saves, exits 0 and requeues itself, and the next run resumes.  That run is
+# stopped the same way, by hand, and the job cancelled; the loss log so far
+# must be an uninterrupted run's of as many steps.
+run="$fsdp_tmp/timelimit"
+mkdir -p "$run"
+job=$(env STEPS=1000000 CHECKPOINT_EVERY=1000000 MODEL="$model" BATCH=16 FSDP_TRAIN="$train" RUN_DIR="$run" \
+  sbatch --parsable --export=ALL --chdir="$run" --output="$run/job.out" --time=1 --signal=USR1@59 "$script") ||
+  { slurm_log_tail; exit 1; }
+n=0
+until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: no requeue"; exit 1; }
+  sleep 0.5
+done
+first=$(sed -n 's/^fsdp-train: SIGUSR1 after step \([0-9]*\): checkpoint written; exiting$/\1/p' "$run/job.out")
+[ -n "$first" ] || { cat "$run/job.out"; echo "FAIL: the time limit's SIGUSR1 did not stop the job at a step"; exit 1; }
+until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do sleep 0.2; done
+scancel --signal=USR1 "$job"
+until [ "$(restarts "$job")" -ge 2 ]; do sleep 0.5; done
+scancel "$job"
+slurm_wait "$job" CANCELLED COMPLETED
+steps_done=$(rows "$run/loss.csv")
+fsdp_run 4 "$train" -model "$model" -data synthetic -steps "$steps_done" -batch 16 -fsdp_sharding_strategy hybrid \
+  -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference-tl.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
+cmp "$run/loss.csv" "$fsdp_tmp/reference-tl.csv" ||
+  { cat "$run/job.out"; echo "FAIL: the job stopped by its time limit's signal did not continue as an uninterrupted run"; exit 1; }
+echo "time limit: USR1@59 of --time=1 stopped the job after step $first; requeued, it resumed: $steps_done steps byte-identical"
+
+# ---- killed while saving: scancel (SIGTERM, then SIGKILL at once: the test
+# cluster's KillWait is 0) while a larger model (3.2 M parameters with AdamW,
+# 38 MB) writes a checkpoint every step.  The half-written file never
+# replaces the checkpoint: the next run resumes from the previous one.
+run="$fsdp_tmp/killed"
+big="mlp:in=64,hidden=1024,depth=4,out=8"
+killed=no
+for attempt in 1 2 3 4 5; do
+  rm -rf "$run"
+  job=$(submit "$run" STEPS=1000000 CHECKPOINT_EVERY=1 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
+  slurm_wait "$job" RUNNING
+  n=0
+  until [ -f "$run/checkpoint.h5" ] && [ -f "$run/checkpoint.h5.partial" ]; do
+    n=$((n + 1))
+    [ $n -lt $((FSDP_TEST_TIMEOUT * 50)) ] || { cat "$run/job.out"; echo "FAIL: no second checkpoint begun"; exit 1; }
+    sleep 0.02
+  done
+  scancel "$job"
+  slurm_wait "$job" CANCELLED COMPLETED FAILED
+  if [ -f "$run/checkpoint.h5.partial" ]; then killed=yes; break; fi
+  echo "attempt $attempt: the kill came between two saves; again"
+done
+[ $killed = yes ] || { echo "FAIL: five kills all missed a save in progress"; exit 1; }
+ls -l "$run"
+steps_done=$(rows "$run/loss.csv")
+job=$(submit "$run" STEPS=$((steps_done + 3)) CHECKPOINT_EVERY=1000 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
+wait_completed "$job" "$run"
+expect_grep "resuming from $run/checkpoint.h5 at step [1-9]" "$run/job.out"
+[ "$(rows "$run/loss.csv")" -eq $((steps_done + 3)) ] ||
+  { cat "$run/job.out"; echo "FAIL: the run after the kill did not end at step $((steps_done + 3))"; exit 1; }
+echo "killed during a save (attempt $attempt): the previous checkpoint loaded, and the next run finished from it"
+exit 0
