@@ -20,10 +20,11 @@ slurm_need() {
   export PATH
 }
 
-# A free TCP port on 127.0.0.1 at or after $1.
+# A TCP port at or after $1 that no socket on this machine uses (the local
+# addresses in /proc/net/tcp*; POSIX sh has no /dev/tcp).
 slurm_free_port() {
   p=$1
-  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+  while grep -qi ":$(printf %04X "$p") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; do p=$((p + 1)); done
   echo "$p"
 }
 
