@@ -294,8 +294,8 @@ FSDP_EXTERN FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group);
 FSDP_EXTERN FSDPErrorCode ShardGroupSetShardingFactor(ShardGroup group, int factor);
 FSDP_EXTERN FSDPErrorCode ShardGroupSetShardDomain(ShardGroup group, FSDPShardDomain domain);
 FSDP_EXTERN FSDPErrorCode ShardGroupSetBind(ShardGroup group, FSDPBind bind);
-/* -fsdp_sharding_factor, -fsdp_shard_domain, -fsdp_bind, -fsdp_topology,
-   -fsdp_ranks_per_node, -fsdp_rank_placement, -fsdp_view (doc/options.md). */
+/* -fsdp_sharding_factor, -fsdp_shard_domain, -fsdp_bind, -fsdp_bind_force, -fsdp_topology,
+   -fsdp_ranks_per_node, -fsdp_rank_placement, -fsdp_node_source, -fsdp_view (doc/options.md). */
 FSDP_EXTERN FSDPErrorCode ShardGroupSetFromOptions(ShardGroup group);
 /* Collective: discovers nodes and topology, binds, builds the communicators
    and assigns devices.  Errors are raised on every rank. */

@@ -3,6 +3,9 @@
 # configured with, and the process layout: on this machine, and on a shipped
 # 2-socket 8-GPU topology compared line by line with an expected file.
 . "${srcdir:-.}/tests/testlib.sh"
+# The layouts below are this machine's, not a Slurm job's (make check inside
+# an allocation would add a "Slurm:" line to the views, and a binding).
+unset SLURM_JOB_ID SLURM_STEP_ID SLURM_JOB_NODELIST SLURM_RESTART_COUNT SLURM_CPU_BIND_TYPE SLURM_CPU_BIND_LIST
 config="$top_builddir/src/include/fsdp_config.h"
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"/\1/p' "$config")
 info="$top_builddir/tools/fsdp-info"

@@ -30,7 +30,7 @@ typedef struct {
 
 struct ShardGroup_s {
   MPI_Comm comm, shard_comm, replicate_comm;
-  struct NodeComm_s *node; /* node->comm: the ranks of this rank's real node */
+  struct NodeComm_s *node; /* node->comm: the ranks of this rank's node (MPI's, or Slurm's) */
   int rank, size;
   /* settings */
   int factor_requested; /* 0: from the domain */
@@ -554,34 +554,49 @@ static FSDPErrorCode locate(ShardGroup g, int *leader, int *local_rank, int *loc
   return FSDP_SUCCESS;
 }
 
-/* -fsdp_node_source slurm: the node communicator becomes the ranks with this
-   rank's SLURM_NODEID.  Collective on g->comm, with every rank's settings
-   checked first, so that a rank without SLURM_NODEID fails everywhere. */
+/* Every rank's node source and node emulation, agreed before any rank acts
+   on them: -fsdp_node_source slurm makes collective calls the others would
+   not make.  With slurm, the node communicator becomes the ranks with this
+   rank's SLURM_NODEID; a rank without one fails everywhere, named. */
 static FSDPErrorCode slurm_node(ShardGroup g)
 {
   const char *env = getenv("SLURM_NODEID");
   char *end = NULL;
   long id = env && *env ? strtol(env, &end, 10) : -1;
-  int mine[2], all[2], source = (int)g->node_source;
-  NodeComm *n;
-  MPI_Comm comm;
+  /* MAX of {source, -source, rpn, -rpn, the first rank without a node id (as -(2 rank + unset) - 1)} */
+  int mine[5], all[5];
+  NodeComm *n = NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
 
   if (!end || *end || id < 0 || id > INT32_MAX) id = -1;
-  /* all[0]: -(the first rank without a node id) - 1, or 0; all[1] the smallest node source */
-  mine[0] = id < 0 ? -g->rank - 1 : INT32_MIN;
-  mine[1] = source;
-  FSDPCallMPI(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, g->comm));
-  FSDPCheck(all[0] == INT32_MIN, g->comm, FSDP_ERR_OPTION,
+  mine[0] = (int)g->node_source;
+  mine[1] = -(int)g->node_source;
+  mine[2] = g->ranks_per_node;
+  mine[3] = -g->ranks_per_node;
+  mine[4] = id >= 0 || g->node_source != NODE_SOURCE_SLURM ? INT32_MIN : -(2 * g->rank + !env) - 1;
+  FSDPCallMPI(MPI_Allreduce(mine, all, 5, MPI_INT, MPI_MAX, g->comm));
+  FSDPCheck(all[0] == -all[1], g->comm, FSDP_ERR_ARG,
+            "ranks disagree on the ShardGroup's -fsdp_node_source (give every rank the same options)");
+  FSDPCheck(all[2] == -all[3], g->comm, FSDP_ERR_ARG,
+            "ranks disagree on the ShardGroup's -fsdp_ranks_per_node (give every rank the same options)");
+  if (g->node_source != NODE_SOURCE_SLURM || g->ranks_per_node) return FSDP_SUCCESS;
+  FSDPCheck(all[4] == INT32_MIN, g->comm, FSDP_ERR_OPTION,
             "-fsdp_node_source slurm: SLURM_NODEID is %s on rank %d (launch the job with srun, or use "
             "-fsdp_node_source mpi)",
-            env ? "not a node number" : "not set", -all[0] - 1);
-  FSDPCheck(all[1] == source, g->comm, FSDP_ERR_ARG,
-            "ranks disagree on the ShardGroup's -fsdp_node_source (give every rank the same options)");
+            (-all[4] - 1) % 2 ? "not set" : "not a node number", (-all[4] - 1) / 2);
   FSDPCallMPI(MPI_Comm_split(g->comm, (int)id, g->rank, &comm));
-  FSDPCall(FSDPCalloc(1, sizeof *n, FSDP_MEM_OTHER, &n));
-  n->comm = comm;
-  n->refs = 1;
-  FSDPCallMPI(MPI_Comm_set_errhandler(n->comm, MPI_ERRORS_RETURN));
+  if (!(ierr = FSDPCalloc(1, sizeof *n, FSDP_MEM_OTHER, &n))) {
+    n->comm = comm;
+    n->refs = 1;
+    if (MPI_Comm_set_errhandler(n->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS)
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Comm_set_errhandler failed");
+  }
+  if (ierr) { /* n owns comm once made */
+    if (n) release_node_comm(n);
+    else MPI_Comm_free(&comm);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
   release_node_comm(g->node);
   g->node = n;
   return FSDP_SUCCESS;
@@ -610,7 +625,7 @@ static FSDPErrorCode setup(ShardGroup g)
   /* Until the allgather, a step that fails on some ranks only records it, so
      that every rank makes the same collective calls.  The node comes first
      (the topology is collective on it). */
-  ierr = g->node_source == NODE_SOURCE_SLURM && !g->ranks_per_node ? slurm_node(g) : FSDP_SUCCESS;
+  ierr = slurm_node(g);
   if (!ierr) ierr = FSDPTopologyLoad_Private(g->node->comm, g->topology, &g->topo);
   if (!ierr) ierr = locate(g, &leader, &local_rank, &local_size);
   if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
@@ -647,11 +662,10 @@ static FSDPErrorCode setup(ShardGroup g)
   FSDPCall(ierr);
   /* Every rank agrees on -fsdp_bind now; bind only after that, on this machine's topology. */
   if (g->bind != FSDP_BIND_NONE) {
-    ierr = g->bind_force ? FSDP_SUCCESS : slurm_bound(g);
-    if (!ierr)
-      ierr = FSDPTopologyIsThisSystem_Private(g->topo)
-                 ? FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size)
-                 : FSDP_SUCCESS;
+    if (FSDPTopologyIsThisSystem_Private(g->topo)) {
+      ierr = g->bind_force ? FSDP_SUCCESS : slurm_bound(g);
+      if (!ierr) ierr = FSDPTopologyBind_Private(g->topo, g->bind, local_rank, local_size);
+    }
     FSDPCall(FSDPErrorAgree_Private(g->comm, ierr));
   }
   FSDPCall(build_groups(g));
