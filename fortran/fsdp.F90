@@ -61,6 +61,7 @@ module fsdp
   end type
   type, bind(C), public :: fsdp_model
     type(c_ptr) :: ptr = c_null_ptr
+    integer(c_int64_t) :: rows = -1 ! the batch of the last forward: the loss and backward must match it
   end type
   ! What a program needs besides parameters and optimizer state to resume (FSDPTrainingState).
   type, bind(C), public :: fsdp_training_state
@@ -585,6 +586,11 @@ module fsdp
       type(c_ptr), value :: obj
       integer(c_int), intent(out) :: v
     end function
+    integer(c_int) function c_context_get_device(obj, v) bind(C, name="FSDPContextGetDevice")
+      import :: c_ptr, c_int
+      type(c_ptr), value :: obj
+      integer(c_int), intent(out) :: v
+    end function
     integer(c_int) function c_context_get_num_units(obj, v) bind(C, name="FSDPContextGetNumUnits")
       import :: c_ptr, c_int
       type(c_ptr), value :: obj
@@ -1042,11 +1048,9 @@ contains
     integer(fsdp_int64), intent(in) :: seed, first
     character(len=*), intent(in) :: stream
     real(c_double), intent(in) :: low, high
-    real(c_float), intent(out) :: values(:)
+    real(c_float), intent(out), contiguous :: values(:)
     integer, intent(out) :: ierr
-    real(c_float) :: buf(size(values))
-    ierr = c_random_uniform(seed, cstr(stream), first, first + size(values, kind=c_int64_t), low, high, buf)
-    values = buf
+    ierr = c_random_uniform(seed, cstr(stream), first, first + size(values, kind=c_int64_t), low, high, values)
   end subroutine
 
   ! ---------------------------------------------------------------- ShardGroup
@@ -1922,9 +1926,11 @@ contains
   end subroutine
 
   ! Collective: y => the output (out, n) of the input x(in, n), valid until the
-  ! next forward.  x must stay unchanged until fsdp_model_backward.
+  ! next forward.  C keeps x's address until fsdp_model_backward: x must be
+  ! contiguous in the caller (a whole array, or columns x(:, j:k)), or the
+  ! compiler passes a temporary copy that is gone when this returns.
   subroutine fsdp_model_forward(model, x, y, ierr)
-    type(fsdp_model), intent(in) :: model
+    type(fsdp_model), intent(inout) :: model
     real(c_float), intent(in), target, contiguous :: x(:, :)
     real(c_float), pointer, intent(out) :: y(:, :)
     integer, intent(out) :: ierr
@@ -1933,7 +1939,10 @@ contains
     ierr = check_rows(model, 'fsdp_model_forward', 'x', size(x, 1, kind=c_int64_t), .true.)
     if (ierr /= FSDP_SUCCESS) return
     ierr = c_model_forward(model%ptr, size(x, 2, kind=c_int64_t), c_loc(x), p)
-    if (ierr == FSDP_SUCCESS) call c_f_pointer(p, y, [out_of(model), size(x, 2, kind=c_int64_t)])
+    if (ierr == FSDP_SUCCESS) then
+      model%rows = size(x, 2, kind=c_int64_t)
+      call c_f_pointer(p, y, [out_of(model), model%rows])
+    end if
   end subroutine
 
   ! The model's output width.
@@ -1963,6 +1972,18 @@ contains
     end if
   end function
 
+  ! An array's batch extent must be the last forward's.
+  integer function check_batch(model, caller, what, extent) result(ierr)
+    type(fsdp_model), intent(in) :: model
+    character(len=*), intent(in) :: caller, what
+    integer(c_int64_t), intent(in) :: extent
+    character(len=128) :: msg
+    ierr = FSDP_SUCCESS
+    if (model%rows < 0 .or. extent == model%rows) return
+    write (msg, '(a,a,i0,a,i0)') what, ' has ', extent, ' samples, the last forward had ', model%rows
+    ierr = raise(FSDP_ERR_ARG, caller, trim(msg))
+  end function
+
   ! Not collective: the MSE loss of the last forward against target(out, n) on
   ! this rank; dy => its gradient times scale (out, n), for fsdp_model_backward.
   subroutine model_loss_mse(model, target, scale, loss, dy, ierr)
@@ -1976,6 +1997,7 @@ contains
     dy => null()
     loss = 0
     ierr = check_rows(model, 'fsdp_model_loss', 'target', size(target, 1, kind=c_int64_t), .false.)
+    if (ierr == FSDP_SUCCESS) ierr = check_batch(model, 'fsdp_model_loss', 'target', size(target, 2, kind=c_int64_t))
     if (ierr /= FSDP_SUCCESS) return
     ierr = c_model_loss(model%ptr, 0_c_int, c_loc(target), scale, loss, p)
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, shape(target, kind=c_int64_t))
@@ -1992,6 +2014,8 @@ contains
     type(c_ptr) :: p
     dy => null()
     loss = 0
+    ierr = check_batch(model, 'fsdp_model_loss', 'labels', size(labels, kind=c_int64_t))
+    if (ierr /= FSDP_SUCCESS) return
     ierr = c_model_loss(model%ptr, 1_c_int, c_loc(labels), scale, loss, p)
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, [out_of(model), size(labels, kind=c_int64_t)])
   end subroutine
@@ -2002,6 +2026,7 @@ contains
     real(c_float), intent(in), target, contiguous :: dy(:, :)
     integer, intent(out) :: ierr
     ierr = check_rows(model, 'fsdp_model_backward', 'dy', size(dy, 1, kind=c_int64_t), .false.)
+    if (ierr == FSDP_SUCCESS) ierr = check_batch(model, 'fsdp_model_backward', 'dy', size(dy, 2, kind=c_int64_t))
     if (ierr /= FSDP_SUCCESS) return
     ierr = c_model_backward(model%ptr, c_loc(dy))
   end subroutine
@@ -2009,7 +2034,7 @@ contains
   ! One training step on this rank's batch: zero the gradients, forward,
   ! the loss (this rank's, returned), backward, the optimizer's step.
   subroutine model_train_step_mse(model, opt, x, target, loss, ierr)
-    type(fsdp_model), intent(in) :: model
+    type(fsdp_model), intent(inout) :: model
     type(fsdp_optimizer), intent(in) :: opt
     real(c_float), intent(in), target, contiguous :: x(:, :)
     real(c_float), intent(in), target, contiguous :: target(:, :)
@@ -2025,7 +2050,7 @@ contains
   end subroutine
 
   subroutine model_train_step_ce(model, opt, x, labels, loss, ierr)
-    type(fsdp_model), intent(in) :: model
+    type(fsdp_model), intent(inout) :: model
     type(fsdp_optimizer), intent(in) :: opt
     real(c_float), intent(in), target, contiguous :: x(:, :)
     integer(fsdp_int64), intent(in), target, contiguous :: labels(:)
@@ -2049,7 +2074,7 @@ contains
 
   ! Inference: y(out, n) = the model applied to x(in, n), copied out (collective).
   subroutine fsdp_model_predict(model, x, y, ierr)
-    type(fsdp_model), intent(in) :: model
+    type(fsdp_model), intent(inout) :: model
     real(c_float), intent(in), target, contiguous :: x(:, :)
     real(c_float), intent(out) :: y(:, :)
     integer, intent(out) :: ierr
@@ -2062,9 +2087,23 @@ contains
       ierr = raise(FSDP_ERR_ARG, 'fsdp_model_predict', trim(msg))
       return
     end if
-    call fsdp_model_forward(model, x, out, ierr)
+    ierr = on_host(model, 'fsdp_model_predict')
+    if (ierr == FSDP_SUCCESS) call fsdp_model_forward(model, x, out, ierr)
     if (ierr == FSDP_SUCCESS) y = out
   end subroutine
+
+  ! The model's output is in host memory (not on a CUDA context's GPU).
+  integer function on_host(model, caller) result(ierr)
+    type(fsdp_model), intent(in) :: model
+    character(len=*), intent(in) :: caller
+    type(c_ptr) :: ctx
+    integer(c_int) :: device
+    ierr = c_model_get_context(model%ptr, ctx)
+    if (ierr == FSDP_SUCCESS) ierr = c_context_get_device(ctx, device)
+    if (ierr == FSDP_SUCCESS .and. device /= FSDP_DEVICE_HOST) &
+      ierr = raise(FSDP_ERR_UNSUPPORTED, caller, 'the model runs on a GPU (-fsdp_device cuda) and its output is '// &
+                   'device memory: use fsdp_model_forward, whose y points there')
+  end function
 
   subroutine fsdp_model_view(model, ierr)
     type(fsdp_model), intent(in) :: model

@@ -105,11 +105,14 @@ typedef FSDPErrorCode (*FortranUnitInit)(FlatParam *unit, void *user);
 typedef FSDPErrorCode (*FortranShardInit)(FlatParam *unit, FSDPParamId id, int64_t begin, int64_t end, void *values,
                                           void *user);
 
-/* One per context that has a Fortran initializer; freed with the context. */
+/* One per context that has a Fortran initializer; freed with the context.
+   The unit and shard initializers have their own slots: C refuses a second
+   kind, and the one it keeps must still find its own procedure. */
 typedef struct Trampoline {
   FSDPContext ctx;
-  void (*fn)(void);
-  void *user;
+  FortranUnitInit unit;
+  FortranShardInit shard;
+  void *unit_user, *shard_user;
   struct Trampoline *next;
 } Trampoline;
 static Trampoline *trampolines;
@@ -129,13 +132,13 @@ static Trampoline *trampoline_for(FSDPContext ctx)
 static FSDPErrorCode unit_init(FlatParam unit, void *user)
 {
   Trampoline *t = user;
-  return ((FortranUnitInit)t->fn)(&unit, t->user);
+  return t->unit(&unit, t->unit_user);
 }
 
 static FSDPErrorCode shard_init(FlatParam unit, FSDPParamId id, int64_t begin, int64_t end, void *values, void *user)
 {
   Trampoline *t = user;
-  return ((FortranShardInit)t->fn)(&unit, id, begin, end, values, t->user);
+  return t->shard(&unit, id, begin, end, values, t->shard_user);
 }
 
 /* kind: 0 a unit initializer, 1 a shard initializer. */
@@ -148,23 +151,31 @@ FSDPF_EXTERN FSDPErrorCode fsdpf_context_set_init(FSDPContext ctx, int kind, voi
             kind ? "shard" : "unit");
   t = trampoline_for(ctx);
   FSDPCheck(t, MPI_COMM_SELF, FSDP_ERR_MEM, "fsdp_context_set_%s_init: out of memory", kind ? "shard" : "unit");
-  t->fn = fn;
-  t->user = user;
-  if (kind) FSDPCall(FSDPContextSetShardInit(ctx, shard_init, t));
-  else FSDPCall(FSDPContextSetUnitInit(ctx, unit_init, t));
+  if (kind) {
+    t->shard = (FortranShardInit)fn;
+    t->shard_user = user;
+    FSDPCall(FSDPContextSetShardInit(ctx, shard_init, t));
+  } else {
+    t->unit = (FortranUnitInit)fn;
+    t->unit_user = user;
+    FSDPCall(FSDPContextSetUnitInit(ctx, unit_init, t));
+  }
   return FSDP_SUCCESS;
 }
 
+/* The trampoline goes only with the context: a destroy that fails keeps both. */
 FSDPF_EXTERN FSDPErrorCode fsdpf_context_destroy(FSDPContext *ctx)
 {
+  FSDPContext old = *ctx;
+  FSDPCall(FSDPContextDestroy(ctx));
   for (Trampoline **p = &trampolines; *p; p = &(*p)->next)
-    if ((*p)->ctx == *ctx) {
+    if ((*p)->ctx == old) {
       Trampoline *t = *p;
       *p = t->next;
       free(t);
       break;
     }
-  return FSDPContextDestroy(ctx);
+  return FSDP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ errors */

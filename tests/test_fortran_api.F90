@@ -300,6 +300,9 @@ program test_fortran_api
 
   call fsdp_context_destroy(ctx, ierr)
   call check(ierr == 0 .and. .not. c_associated(ctx%ptr), 'fsdp_context_destroy')
+
+  ! The model's arrays: the loss and backward must have the last forward's batch.
+  call model_batches(world)
   deallocate (pshape)
 
   call f08_forms(failures)
@@ -314,6 +317,34 @@ program test_fortran_api
   if (rank == 0) write (*, '(a)') 'test_fortran_api: all checks passed'
 
 contains
+
+  subroutine model_batches(comm)
+    integer, intent(in) :: comm
+    type(fsdp_context) :: mctx
+    type(fsdp_model) :: model
+    real(c_float), target :: x(3, 4), t(2, 3), out(2, 4)
+    real(c_float), pointer :: y(:, :), dy(:, :)
+    real(c_double) :: l
+    integer :: ierr, code
+    character(len=256) :: message
+    x = 0.5
+    t = 0
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_model_create(mctx, 'mlp:in=3,hidden=4,depth=1,out=2', model, ierr)
+    call fsdp_model_set_up(model, ierr)
+    call ok(ierr, 'the model''s set up')
+    call fsdp_model_forward(model, x, y, ierr)
+    call check(ierr == 0 .and. size(y, 1) == 2 .and. size(y, 2) == 4, 'forward: y(2, 4)')
+    call fsdp_model_loss(model, t, 1.0_c_double, l, dy, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. index(message, 'target has 3 samples, the last forward had 4') > 0, &
+               'a loss on 3 samples after a forward on 4: '//trim(message))
+    call fsdp_model_predict(model, x, out, ierr)
+    call check(ierr == 0 .and. all(out == y), 'fsdp_model_predict copies the forward''s output')
+    call fsdp_model_destroy(model, ierr)
+    call fsdp_context_destroy(mctx, ierr)
+    call ok(ierr, 'the model''s context destroyed')
+  end subroutine
 
   function shape_of2(a) result(r)
     real(c_float), intent(in) :: a(:, :)

@@ -152,7 +152,9 @@ program heat_surrogate
 
   ! A restart continues after the last round the checkpoint holds.
   if (restart .and. len_trim(checkpoint) > 0) then
-    inquire (file=trim(checkpoint), exist=exists)
+    ! Rank 0 looks, every rank follows: loading is collective.
+    if (s%rank == 0) inquire (file=trim(checkpoint), exist=exists)
+    call MPI_Bcast(exists, 1, MPI_LOGICAL, 0, s%comm, mpierr)
     if (exists) then
       FSDPCallA(fsdp_context_load(ctx, opt, trim(checkpoint), ierr))
       FSDPCallA(fsdp_context_get_training_state(ctx, state, ierr))
