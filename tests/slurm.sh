@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/sh
 # Slurm for real (doc/slurm.md): a private two-node cluster (tests/slurmlib.sh:
 # munged, slurmctld, slurmd -N n1 and -N n2 on 127.0.0.1) runs
 #   - fsdp-info under srun -N 2 -n 4: the Slurm ids, and the hybrid layout of
@@ -65,6 +65,8 @@ submit_script() {
     { slurm_log_tail; exit 1; }
 }
 submit() { submit_script "$script" "$@"; }
+# need_job JOB: an id, or the submission failed (an exit in $(...) leaves only the subshell)
+need_job() { [ -n "$1" ] || { echo "FAIL: sbatch returned no job id"; slurm_log_tail; exit 1; }; }
 
 restarts() { scontrol show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
 # rows CSV: the loss log's rows so far (0 before it exists)
@@ -81,6 +83,7 @@ wait_completed() {
 for launcher in srun mpiexec; do
   run="$fsdp_tmp/$launcher"
   job=$(submit "$run" $common LAUNCHER=$launcher)
+  need_job "$job"
   wait_completed "$job" "$run"
   cmp "$run/loss.csv" "$fsdp_tmp/reference.csv" ||
     { cat "$run/job.out"; echo "FAIL: the sbatch ($launcher) loss log differs from mpiexec's"; exit 1; }
@@ -93,6 +96,7 @@ fsdp_run 4 "$top/examples/heat-surrogate" -rounds 10 -verbose -fsdp_sharding_str
 run="$fsdp_tmp/heat"
 job=$(submit_script "$src/examples/slurm/heat-surrogate.sbatch" "$run" HEAT_SURROGATE="$top/examples/heat-surrogate" \
   ROUNDS=10 ARGS="-fsdp_sharding_strategy hybrid -verbose")
+need_job "$job"
 wait_completed "$job" "$run"
 cmp "$run/job.out" "$fsdp_tmp/heat.ref" || { diff "$run/job.out" "$fsdp_tmp/heat.ref"; echo "FAIL: heat-surrogate.sbatch"; exit 1; }
 echo "heat-surrogate.sbatch: the output of the same job under mpiexec, every round's loss to 17 digits"
@@ -100,6 +104,7 @@ if [ -x "$top/examples/fortran/heat_surrogate" ]; then
   run="$fsdp_tmp/heat-f"
   job=$(submit_script "$src/examples/slurm/heat-surrogate-fortran.sbatch" "$run" \
     HEAT_SURROGATE="$top/examples/fortran/heat_surrogate" ROUNDS=10 CHECKPOINT_EVERY=5 ARGS="-fsdp_sharding_strategy hybrid -verbose")
+  need_job "$job"
   wait_completed "$job" "$run"
   grep -v '^heat-surrogate-fortran.sbatch: ' "$run/job.out" >"$fsdp_tmp/heat-f.out"
   cmp "$fsdp_tmp/heat-f.out" "$fsdp_tmp/heat.ref" ||
@@ -117,6 +122,7 @@ fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsd
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
 run="$fsdp_tmp/preempt"
 job=$(submit "$run" $common)
+need_job "$job"
 slurm_wait "$job" RUNNING
 n=0
 until [ "$(rows "$run/loss.csv")" -ge 10 ]; do
@@ -151,6 +157,7 @@ mkdir -p "$run"
 job=$(env STEPS=1000000 CHECKPOINT_EVERY=1000000 MODEL="$model" BATCH=16 FSDP_TRAIN="$train" RUN_DIR="$run" \
   sbatch --parsable --export=ALL --chdir="$run" --output="$run/job.out" --time=1 --signal=USR1@59 "$script") ||
   { slurm_log_tail; exit 1; }
+need_job "$job"
 n=0
 until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; do
   n=$((n + 1))
@@ -159,9 +166,19 @@ until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; 
 done
 first=$(sed -n 's/^fsdp-train: SIGUSR1 after step \([0-9]*\): checkpoint written; exiting$/\1/p' "$run/job.out")
 [ -n "$first" ] || { cat "$run/job.out"; echo "FAIL: the time limit's SIGUSR1 did not stop the job at a step"; exit 1; }
-until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do sleep 0.2; done
+n=0
+until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the resumed run did not train"; exit 1; }
+  sleep 0.2
+done
 scancel --signal=USR1 "$job"
-until [ "$(restarts "$job")" -ge 2 ]; do sleep 0.5; done
+n=0
+until [ "$(restarts "$job")" -ge 2 ]; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; echo "FAIL: no second requeue"; exit 1; }
+  sleep 0.5
+done
 scancel "$job"
 slurm_wait "$job" CANCELLED COMPLETED
 steps_done=$(rows "$run/loss.csv")
@@ -181,6 +198,7 @@ killed=no
 for attempt in 1 2 3 4 5; do
   rm -rf "$run"
   job=$(submit "$run" STEPS=1000000 CHECKPOINT_EVERY=1 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
+  need_job "$job"
   slurm_wait "$job" RUNNING
   n=0
   until [ -f "$run/checkpoint.h5" ] && [ -f "$run/checkpoint.h5.partial" ]; do
@@ -197,6 +215,7 @@ done
 ls -l "$run"
 steps_done=$(rows "$run/loss.csv")
 job=$(submit "$run" STEPS=$((steps_done + 3)) CHECKPOINT_EVERY=1000 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
+need_job "$job"
 wait_completed "$job" "$run"
 expect_grep "resuming from $run/checkpoint.h5 at step [1-9]" "$run/job.out"
 [ "$(rows "$run/loss.csv")" -eq $((steps_done + 3)) ] ||

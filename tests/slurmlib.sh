@@ -36,12 +36,15 @@ slurm_log_tail() {
   done
 }
 
+slurm_started=no
 slurm_stop() {
-  [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ] || return 0
-  # Jobs first, so that no task outlives the cluster.
-  scancel --full --quiet --user="$(id -un)" 2>/dev/null
-  n=0
-  while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $n -lt 30 ]; do sleep 1; n=$((n + 1)); done
+  # Only this test's cluster: an inherited SLURM_CONF names someone else's.
+  if [ $slurm_started = yes ]; then
+    # Jobs first, so that no task outlives the cluster.
+    scancel --full --quiet --user="$(id -un)" 2>/dev/null
+    n=0
+    while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $n -lt 30 ]; do sleep 1; n=$((n + 1)); done
+  fi
   for pidfile in "$slurm_dir"/slurmd-n1.pid "$slurm_dir"/slurmd-n2.pid "$slurm_dir"/slurmctld.pid "$slurm_dir"/munged.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile")
@@ -50,17 +53,20 @@ slurm_stop() {
     while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
     kill -9 "$pid" 2>/dev/null
   done
-  # Step daemons left behind by a daemon that died first.
+  # Anything the cluster started that is still there (a step daemon, a task
+  # whose daemon died first): its environment names this cluster's files.
   for d in /proc/[0-9]*; do
-    case $( (tr '\0' ' ' <"$d/cmdline") 2>/dev/null) in
-    slurmstepd*) grep -qs "$slurm_dir" "$d/environ" && kill -9 "${d#/proc/}" ;;
-    esac
+    pid=${d#/proc/}
+    [ "$pid" = $$ ] && continue
+    grep -qs "$slurm_dir" "$d/environ" && kill -9 "$pid" 2>/dev/null
   done
   unset SLURM_CONF
 }
 
 slurm_start() {
   slurm_need
+  # Run inside a real job or cluster, the commands would reach it: forget it.
+  for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
   mkdir -p "$slurm_dir/state" "$slurm_dir/spool-n1" "$slurm_dir/spool-n2" || exit 99
   trap 'slurm_stop; rm -rf "$fsdp_tmp"' EXIT
   trap 'exit 1' INT TERM HUP
@@ -116,6 +122,7 @@ PartitionName=test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscri
 EOF
   SLURM_CONF="$slurm_dir/slurm.conf"
   export SLURM_CONF
+  slurm_started=yes
   slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; slurm_log_tail; exit 1; }
   for n in n1 n2; do
     slurmd -f "$SLURM_CONF" -N "$n" || { echo "FAIL: slurmd -N $n did not start"; slurm_log_tail; exit 1; }
