@@ -80,6 +80,20 @@ expect_count 2 "^\[[01]\] FSDP ERROR: invalid option value: fsdp-info: unknown a
 fsdp_run 2 "$info" -fsdp_view notabool >"$fsdp_tmp/out" 2>&1
 expect_grep "option -fsdp_view: 'notabool' (from the command line) is not a boolean" "$fsdp_tmp/out"
 
+# -fsdp_node_source slurm: nodes from each rank's SLURM_NODEID (two ranks,
+# two ids: two nodes); a rank without a usable id, or ranks that disagree on
+# the option, fail on every rank with the cause.
+mpmd() { # ID1 SOURCE1 ID2 SOURCE2: rank 0 and rank 1 with these SLURM_NODEIDs and node sources
+  timeout "$FSDP_TEST_TIMEOUT" $MPIEXEC $MPIEXEC_FLAGS -n 1 env SLURM_NODEID="$1" "$info" -fsdp_node_source "$2" \
+    : -n 1 env SLURM_NODEID="$3" "$info" -fsdp_node_source "$4" >"$fsdp_tmp/out" 2>&1
+}
+mpmd 0 slurm 1 slurm || { cat "$fsdp_tmp/out"; echo "FAIL: -fsdp_node_source slurm"; exit 1; }
+expect_grep "^ShardGroup: 2 ranks on 2 nodes" "$fsdp_tmp/out"
+if mpmd 0 slurm abc slurm; then cat "$fsdp_tmp/out"; echo "FAIL: SLURM_NODEID=abc accepted"; exit 1; fi
+expect_count 2 "^\[[01]\] FSDP ERROR: invalid option value: -fsdp_node_source slurm: SLURM_NODEID is not a node number on rank 1 " "$fsdp_tmp/out"
+if mpmd 0 slurm 1 mpi; then cat "$fsdp_tmp/out"; echo "FAIL: ranks disagreeing on -fsdp_node_source went on"; exit 1; fi
+expect_count 2 "^\[[01]\] FSDP ERROR: invalid argument: ranks disagree on the ShardGroup's -fsdp_node_source" "$fsdp_tmp/out"
+
 # A task srun has bound (its environment says so) is not rebound by -fsdp_bind,
 # on every rank, unless -fsdp_bind_force; and the Slurm ids are shown.
 if [ $have_hwloc = yes ]; then
