@@ -116,7 +116,7 @@ else
 fi
 
 # ---- pre-emption: SIGUSR1 from scancel, a save, a requeue, a resume
-steps=200
+steps=100
 common="STEPS=$steps CHECKPOINT_EVERY=1000 MODEL=$model BATCH=16 FSDP_TRAIN=$train"
 fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsdp_sharding_strategy hybrid \
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
