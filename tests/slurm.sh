@@ -188,30 +188,35 @@ cmp "$run/loss.csv" "$fsdp_tmp/reference-tl.csv" ||
   { cat "$run/job.out"; echo "FAIL: the job stopped by its time limit's signal did not continue as an uninterrupted run"; exit 1; }
 echo "time limit: USR1@59 of --time=1 stopped the job after step $first; requeued, it resumed: $steps_done steps byte-identical"
 
-# ---- killed while saving: scancel (SIGTERM, then SIGKILL at once: the test
-# cluster's KillWait is 0) while a larger model (3.2 M parameters with AdamW,
-# 38 MB) writes a checkpoint every step.  The half-written file never
-# replaces the checkpoint: the next run resumes from the previous one.
+# ---- killed while saving: a larger model (3.2 M parameters with AdamW,
+# 38 MB) writes a checkpoint every step.  When a save is under way, the test
+# stops the job's processes (SIGSTOP), so that the kill surely lands inside
+# the save, and kills the job (scancel --signal=KILL).  The half-written file
+# never replaces the checkpoint: the next run resumes from the previous one.
 run="$fsdp_tmp/killed"
 big="mlp:in=64,hidden=1024,depth=4,out=8"
-killed=no
-for attempt in 1 2 3 4 5; do
-  rm -rf "$run"
-  job=$(submit "$run" STEPS=1000000 CHECKPOINT_EVERY=1 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
-  need_job "$job"
-  slurm_wait "$job" RUNNING
-  n=0
-  until [ -f "$run/checkpoint.h5" ] && [ -f "$run/checkpoint.h5.partial" ]; do
-    n=$((n + 1))
-    [ $n -lt $((FSDP_TEST_TIMEOUT * 50)) ] || { cat "$run/job.out"; echo "FAIL: no second checkpoint begun"; exit 1; }
-    sleep 0.02
-  done
-  scancel "$job"
-  slurm_wait "$job" CANCELLED COMPLETED FAILED
-  if [ -f "$run/checkpoint.h5.partial" ]; then killed=yes; break; fi
-  echo "attempt $attempt: the kill came between two saves; again"
+rm -rf "$run"
+job=$(submit "$run" STEPS=1000000 CHECKPOINT_EVERY=1 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
+need_job "$job"
+slurm_wait "$job" RUNNING
+ranks="fsdp-train .*-checkpoint $run/checkpoint.h5"
+n=0
+attempt=0
+while :; do
+  n=$((n + 1))
+  [ $n -lt $((FSDP_TEST_TIMEOUT * 50)) ] || { cat "$run/job.out"; echo "FAIL: never stopped the job inside a save"; exit 1; }
+  if [ -f "$run/checkpoint.h5" ] && [ -f "$run/checkpoint.h5.partial" ]; then
+    attempt=$((attempt + 1))
+    pkill -STOP -f "$ranks"
+    # Stopped: a .partial still there is a save the kill will cut short.
+    [ -f "$run/checkpoint.h5.partial" ] && break
+    pkill -CONT -f "$ranks"
+  fi
+  sleep 0.02
 done
-[ $killed = yes ] || { echo "FAIL: five kills all missed a save in progress"; exit 1; }
+scancel --signal=KILL --full "$job"
+slurm_wait "$job" CANCELLED COMPLETED FAILED
+[ -f "$run/checkpoint.h5.partial" ] || { echo "FAIL: the killed save left no $run/checkpoint.h5.partial"; exit 1; }
 ls -l "$run"
 steps_done=$(rows "$run/loss.csv")
 job=$(submit "$run" STEPS=$((steps_done + 3)) CHECKPOINT_EVERY=1000 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
@@ -220,5 +225,5 @@ wait_completed "$job" "$run"
 expect_grep "resuming from $run/checkpoint.h5 at step [1-9]" "$run/job.out"
 [ "$(rows "$run/loss.csv")" -eq $((steps_done + 3)) ] ||
   { cat "$run/job.out"; echo "FAIL: the run after the kill did not end at step $((steps_done + 3))"; exit 1; }
-echo "killed during a save (attempt $attempt): the previous checkpoint loaded, and the next run finished from it"
+echo "killed during a save (caught on try $attempt): the previous checkpoint loaded, and the next run finished from it"
 exit 0
