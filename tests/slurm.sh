@@ -190,9 +190,11 @@ echo "time limit: USR1@59 of --time=1 stopped the job after step $first; requeue
 
 # ---- killed while saving: a larger model (3.2 M parameters with AdamW,
 # 38 MB) writes a checkpoint every step.  When a save is under way, the test
-# stops the job's processes (SIGSTOP), so that the kill surely lands inside
-# the save, and kills the job (scancel --signal=KILL).  The half-written file
-# never replaces the checkpoint: the next run resumes from the previous one.
+# stops the ranks (SIGSTOP) and kills them (SIGKILL), as the OOM killer or a
+# dying node would: the kill surely lands inside the save.  (scancel would
+# not: slurmd sends SIGCONT and SIGTERM first, and the ranks may finish the
+# save.)  srun then fails, and so does the job.  The half-written file never
+# replaces the checkpoint: the next run resumes from the previous one.
 run="$fsdp_tmp/killed"
 big="mlp:in=64,hidden=1024,depth=4,out=8"
 rm -rf "$run"
@@ -214,7 +216,7 @@ while :; do
   fi
   sleep 0.02
 done
-scancel --signal=KILL --full "$job"
+pkill -KILL -f "$ranks"
 slurm_wait "$job" CANCELLED COMPLETED FAILED
 [ -f "$run/checkpoint.h5.partial" ] || { echo "FAIL: the killed save left no $run/checkpoint.h5.partial"; exit 1; }
 ls -l "$run"
