@@ -254,6 +254,7 @@ typedef enum { FSDP_FLOAT32 = 0, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16, FSDP
 
 /* "fp32", "fp64", "bf16", "fp16" */
 FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
+
 /* Bytes per element, 0 for a value that is not an FSDPDataType. */
 FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
 /* Converts n values; to bf16 and fp16 with round to nearest even (a NaN
@@ -368,6 +369,13 @@ typedef enum {
   FSDP_NUM_COMM_ENGINES
 } FSDPCommEngine;
 
+/* How the context waits for collectives.  POLL: test in a loop (MPI's own
+   blocking calls do): the lowest latency when every rank has a core.  SLEEP:
+   test, then sleep with backoff (1 us doubling to 32 us), giving the core
+   back to the ranks being waited for.  AUTO (the default): SLEEP where the
+   node has more ranks than CPUs they may run on, POLL elsewhere. */
+typedef enum { FSDP_WAIT_AUTO = 0, FSDP_WAIT_POLL, FSDP_WAIT_SLEEP, FSDP_NUM_WAIT_MODES } FSDPWaitMode;
+
 /* When backward issues the next unit's all-gather: PRE, when the current
    unit is unsharded for its backward (before its reduce-scatter); POST, after
    the current unit's reduce-scatter is issued; NONE, when it is needed. */
@@ -472,6 +480,14 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetCollectiveTimeout(FSDPContext ctx,
 FSDP_EXTERN FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds); /* -fsdp_signal_grace */
 /* Before each collective, check that every rank issues the same one. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetDebugCollectives(FSDPContext ctx, bool debug); /* -fsdp_debug_collectives */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetWaitMode(FSDPContext ctx, FSDPWaitMode mode);  /* -fsdp_wait */
+/* After SetUp: the mode in force (POLL or SLEEP), and the node's ranks and CPUs it was chosen from. */
+FSDP_EXTERN FSDPErrorCode FSDPContextGetWaitMode(FSDPContext ctx, FSDPWaitMode *mode, int *node_ranks, int *node_cpus);
+/* Waits for a nonblocking MPI operation of the caller's (an MPI_Iallreduce
+   of the loss, say) as the context waits for its own collectives: under its
+   watchdog, progressing its queued collectives, and sleeping between tests
+   when the wait mode is SLEEP.  A blocking MPI call would poll instead. */
+FSDP_EXTERN FSDPErrorCode FSDPContextWait(FSDPContext ctx, MPI_Request *request);
 
 /* Where the context computes (doc/cuda.md). */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */

@@ -6,10 +6,13 @@
 . "${srcdir:-.}/tests/testlib.sh"
 prog="$top_builddir/tests/test_fsdp_overlap"
 
-for engine in thread nonblocking; do
+# Waits that sleep between tests (-fsdp_wait sleep) are watched alike.
+for setting in "thread poll" "nonblocking poll" "thread sleep" "nonblocking sleep"; do
+  set -- $setting
+  engine="$1 ($2)"
   start=$(date +%s)
   rc=0
-  FSDP_TEST_TIMEOUT=60 fsdp_run 2 "$prog" hang -fsdp_collective_timeout 2 -fsdp_comm_engine $engine \
+  FSDP_TEST_TIMEOUT=60 fsdp_run 2 "$prog" hang -fsdp_collective_timeout 2 -fsdp_comm_engine $1 -fsdp_wait $2 \
     >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" || rc=$?
   [ "$rc" -ne 0 ] || { echo "FAIL: $engine: a rank that skipped a collective let the job succeed"; exit 1; }
   elapsed=$(( $(date +%s) - start ))

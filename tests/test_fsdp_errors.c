@@ -35,7 +35,20 @@ static void test_registration(void)
   TEST_MESSAGE_HAS("no unit has a parameter called 'head.gain'");
   TEST_OK(FSDPContextSetUnitInit(ctx, NULL, NULL));
   TEST_OK(FSDPContextSetShardInit(ctx, (FSDPShardInitFn)NULL, NULL));
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextSetWaitMode(ctx, (FSDPWaitMode)7));
+  TEST_MESSAGE_HAS("7 is not an FSDPWaitMode (auto, poll, sleep)");
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextWait(ctx, NULL));
   TEST_OK(FSDPContextSetUp(ctx));
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextWait(ctx, NULL));
+  TEST_MESSAGE_HAS("FSDPContextWait: request must not be NULL");
+  {
+    MPI_Request req;
+    int one = 1, sum = 0, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    TEST_ASSERT(MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req) == MPI_SUCCESS, "Iallreduce");
+    TEST_OK(FSDPContextWait(ctx, &req));
+    TEST_ASSERT(sum == size && req == MPI_REQUEST_NULL, "FSDPContextWait: the sum is %d of %d ranks", sum, size);
+  }
   TEST_CODE(FSDP_ERR_STATE, FlatParamAddParam(a, "encoder.bias", 1, (int64_t[]){3}, NULL));
   TEST_MESSAGE_HAS("cannot add parameter 'encoder.bias' to unit 'encoder' after FSDPContextSetUp");
   TEST_CODE(FSDP_ERR_STATE, FSDPContextAddUnit(ctx, "decoder", &b));

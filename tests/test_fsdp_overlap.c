@@ -22,16 +22,28 @@ typedef struct {
   bool forward;
   int limit;
   bool exact; /* the same blocking MPI calls as the reference: bit for bit */
+  FSDPWaitMode wait;
 } Setting;
 
 static const Setting settings[] = {
-    {"sync, no prefetch (reference)", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
-    {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true},
-    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true},
-    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true},
-    {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true},
-    {"thread, pre + forward, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0, true},
-    {"nonblocking, pre + forward, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false},
+    /* The reference polls: sleeping would make the blocking engines nonblocking. */
+    {"sync, no prefetch (reference)", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true,
+     FSDP_WAIT_POLL},
+    {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true, FSDP_WAIT_POLL},
+    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true, FSDP_WAIT_POLL},
+    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true, FSDP_WAIT_POLL},
+    {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true,
+     FSDP_WAIT_POLL},
+    {"thread, pre + forward, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0, true,
+     FSDP_WAIT_POLL},
+    {"nonblocking, pre + forward, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
+     FSDP_WAIT_POLL},
+    /* Waits that sleep between tests run the collectives nonblocking. */
+    {"sync, sleep", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, false, FSDP_WAIT_SLEEP},
+    {"thread, pre + forward, L=2, sleep", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
+     FSDP_WAIT_SLEEP},
+    {"nonblocking, pre + forward, L=2, sleep", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
+     FSDP_WAIT_SLEEP},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 
@@ -59,6 +71,7 @@ static void train(FSDPShardingStrategy strategy, int factor, const Setting *s, R
   TEST_OK(FSDPContextSetBackwardPrefetch(ctx, s->backward));
   TEST_OK(FSDPContextSetForwardPrefetch(ctx, s->forward));
   TEST_OK(FSDPContextSetLimitAllGathers(ctx, s->limit));
+  if (s->wait != FSDP_WAIT_AUTO) TEST_OK(FSDPContextSetWaitMode(ctx, s->wait));
   TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
   TEST_OK(FSDPModelSetSeed(model, 11));
   TEST_OK(FSDPModelSetUp(model));
@@ -67,6 +80,14 @@ static void train(FSDPShardingStrategy strategy, int factor, const Setting *s, R
   TEST_OK(FSDPOptimizerSetLearningRate(opt, 1e-2));
   TEST_OK(FSDPOptimizerSetUp(opt));
   TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+  {
+    FSDPWaitMode wait;
+    int ranks, cpus;
+    TEST_OK(FSDPContextGetWaitMode(ctx, &wait, &ranks, &cpus));
+    TEST_ASSERT(ranks >= 1 && cpus >= 1, "%s: %d ranks on %d CPUs", s->name, ranks, cpus);
+    if (s->wait != FSDP_WAIT_AUTO)
+      TEST_ASSERT(wait == s->wait, "%s: waits in mode %d, set to %d", s->name, (int)wait, (int)s->wait);
+  }
   TEST_OK(FSDPMemoryResetPeak());
   for (int step = 0; step < STEPS; step++) {
     double loss;

@@ -684,12 +684,15 @@ static void pause_for_test(void)
   sleep((unsigned)atoi(env)); /* a signal ends it early */
 }
 
-/* The signal any rank caught (0: none): a signal may reach only some ranks. */
-static int agree_on_signal(void)
+/* The signal any rank caught (0: none): a signal may reach only some ranks.
+   Waited for as the context waits (it sleeps on an oversubscribed node). */
+static FSDPErrorCode agree_on_signal(FSDPContext ctx, int *signo)
 {
-  int signo = signal_caught;
-  MPI_Allreduce(MPI_IN_PLACE, &signo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return signo;
+  MPI_Request req;
+  *signo = signal_caught;
+  FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, signo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+  FSDPCall(FSDPContextWait(ctx, &req));
+  return FSDP_SUCCESS;
 }
 
 /* A checkpoint after `step` steps, at the position the last step recorded. */
@@ -943,7 +946,9 @@ static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
      Every rank's rows count the same: the global mean is the mean of the ranks' means.
      (Only rank 0 holds the log file; every rank knows whether there is one.) */
   if (a->loss_log[0] || progress || r->guard_loss) {
-    MPI_Allreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request req;
+    FSDPCallMPI(MPI_Iallreduce(&local, &step_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+    FSDPCall(FSDPContextWait(r->ctx, &req));
     r->loss = step_loss / (double)r->size / (double)r->K;
   }
   /* Before the step, so that no parameter and no checkpoint takes the value in. */
@@ -1000,7 +1005,8 @@ static FSDPErrorCode run_steps(Run *r, const Args *a)
   bool stopped = false; /* by a signal */
   int startup_signal;
   /* A signal during start-up (the handlers are installed before MPI is): stop before the first step. */
-  if ((startup_signal = agree_on_signal())) {
+  FSDPCall(agree_on_signal(r->ctx, &startup_signal));
+  if (startup_signal) {
     if (r->rank == 0) {
       printf("fsdp-train: %s during start-up, before step %lld: exiting; nothing to save\n",
              startup_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)r->first + 1);
@@ -1016,7 +1022,7 @@ static FSDPErrorCode run_steps(Run *r, const Args *a)
     int signo;
     FSDPCall(train_step(r, a, s, progress));
     if (progress) FSDPCall(print_progress(r, a, s));
-    signo = agree_on_signal();
+    FSDPCall(agree_on_signal(r->ctx, &signo));
     if (signo) {
       if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank, r->log));
       if (r->rank == 0) {

@@ -46,6 +46,11 @@ FSDPErrorCode CommStreamCreate(const char *engine, double timeout, MPI_Comm abor
                                CommStream *stream);
 /* Seconds a wait may go on after FSDPNotifySignal before it aborts the job (0: no limit). */
 void CommStreamSetSignalGrace(CommStream stream, double seconds);
+/* How the stream waits for MPI: polling (the default: the lowest latency
+   when each rank has a core), or testing and sleeping between tests, with
+   backoff, so that a rank gives its core back to the ranks it waits for
+   (the node has more ranks than cores).  Set before the first Submit. */
+void CommStreamSetSleep(CommStream stream, bool sleep);
 /* Queues op; *ticket identifies it for CommStreamWait (tickets start at 1). */
 FSDPErrorCode CommStreamSubmit(CommStream stream, const CommOp *op, uint64_t *ticket);
 /* Blocks until the operation is done and retires its ticket; the time spent

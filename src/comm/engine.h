@@ -54,7 +54,15 @@ struct CommStream_s {
   CommNCCL nccl;       /* the GPU engine's NCCL communicators, or NULL */
   uint64_t mpi_active; /* GPU: the MPI operation using the pinned staging (0: none) */
   bool failed;         /* GPU: a CUDA call failed under the stream, which runs nothing more */
+  bool sleep;          /* waits sleep between tests (CommStreamSetSleep) */
 };
+
+/* A wait's pauses between tests: none when the stream polls, else sleeps
+   doubling from 1 us to 32 us (stream.c). */
+typedef struct {
+  bool sleep;
+  long ns;
+} CommBackoff;
 
 /* An engine.  stream.c queues each operation in its slot (under the lock)
    before submit, checks tickets before wait, and retires the slot after it
@@ -79,8 +87,15 @@ static inline Slot *CommSlot(CommStream s, uint64_t ticket) { return &s->ring[(t
 /* The oldest ticket whose slot may still hold its operation. */
 static inline uint64_t CommFirstTicket(CommStream s) { return s->submitted >= RING ? s->submitted - RING + 1 : 1; }
 
+static inline CommBackoff CommBackoffStart(CommStream s) { return (CommBackoff){.sleep = s->sleep, .ns = 0}; }
+/* After a test that found the operation not done. */
+void CommBackoffPause(CommBackoff *b);
+
 /* The collective as a blocking MPI call, or started as a nonblocking one. */
 int CommRunBlocking(const CommOp *op);
+/* The collective to its end on the calling thread: blocking, or, when the
+   stream sleeps, started nonblocking and tested with pauses. */
+int CommRun(CommStream s, const CommOp *op);
 int CommStartNonblocking(const CommOp *op, MPI_Request *req);
 /* Timing and logging of a finished operation (once per operation). */
 void CommAccount(CommStream s, Slot *sl);

@@ -43,6 +43,7 @@ static FSDPErrorCode nonblocking_wait(CommStream s, Slot *sl)
   double t0 = FSDPTime_Private(), waited;
   bool blocked;
   char what[256];
+  CommBackoff b = CommBackoffStart(s);
 
   if (!sl->done) (void)progress(s);
   blocked = !sl->done;
@@ -53,6 +54,7 @@ static FSDPErrorCode nonblocking_wait(CommStream s, Slot *sl)
       CommDescribe(CommOldestPending(s, sl), what, sizeof what);
       CommWatchdogFire(s, what, waited);
     }
+    if (!sl->done) CommBackoffPause(&b);
   }
   CommWaitBlocked(s, blocked, t0);
   return FSDP_SUCCESS;

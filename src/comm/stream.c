@@ -39,6 +39,32 @@ int CommRunBlocking(const CommOp *op)
   }
 }
 
+/* The first pause is short, as a collective on a busy node often finishes
+   within a scheduler tick; the longest keeps a finished collective from
+   waiting long for its rank to notice. */
+#define BACKOFF_FIRST_NS 1000L
+#define BACKOFF_MAX_NS 32000L
+
+void CommBackoffPause(CommBackoff *b)
+{
+  if (!b->sleep) return;
+  b->ns = b->ns ? b->ns * 2 : BACKOFF_FIRST_NS;
+  if (b->ns > BACKOFF_MAX_NS) b->ns = BACKOFF_MAX_NS;
+  nanosleep(&(struct timespec){0, b->ns}, NULL);
+}
+
+int CommRun(CommStream s, const CommOp *op)
+{
+  MPI_Request req;
+  CommBackoff b = CommBackoffStart(s);
+  int flag = 0, err;
+
+  if (!s->sleep) return CommRunBlocking(op);
+  if ((err = CommStartNonblocking(op, &req))) return err;
+  while (!(err = MPI_Test(&req, &flag, MPI_STATUS_IGNORE)) && !flag) CommBackoffPause(&b);
+  return err;
+}
+
 int CommStartNonblocking(const CommOp *op, MPI_Request *req)
 {
   switch (op->kind) {
@@ -172,6 +198,8 @@ bool CommOverdue(CommStream s, double t0, double *waited)
 
 void CommStreamSetSignalGrace(CommStream s, double seconds) { s->signal_grace = seconds; }
 
+void CommStreamSetSleep(CommStream s, bool sleep) { s->sleep = sleep; }
+
 void CommDescribe(const Slot *sl, char *buf, size_t len)
 {
   char b[32];
@@ -214,6 +242,7 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
 {
   double t0 = FSDPTime_Private(), waited;
   int flag = 0;
+  CommBackoff b = CommBackoffStart(s);
   FSDPErrorCode engine_err =
       FSDP_SUCCESS; /* returned once the request, which writes into the caller's buffer, is done */
   while (!flag) {
@@ -223,6 +252,7 @@ FSDPErrorCode CommStreamWaitRequest(CommStream s, MPI_Request *request, const ch
       if (!engine_err) engine_err = e;
     }
     if (!flag && CommOverdue(s, t0, &waited)) CommWatchdogFire(s, what, waited);
+    if (!flag) CommBackoffPause(&b);
   }
   if (engine_err) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, engine_err);
   return FSDP_SUCCESS;

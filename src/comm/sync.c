@@ -5,7 +5,7 @@
 static FSDPErrorCode sync_submit(CommStream s, Slot *sl)
 {
   sl->start = FSDPTime_Private();
-  sl->mpierr = CommRunBlocking(&sl->op);
+  sl->mpierr = CommRun(s, &sl->op);
   sl->end = FSDPTime_Private();
   sl->done = sl->started = true;
   CommAccount(s, sl);

@@ -16,7 +16,7 @@ static void *thread_main(void *arg)
     Slot *sl = CommSlot(s, s->next_run);
     pthread_mutex_unlock(&s->lock);
     sl->start = FSDPTime_Private();
-    int err = CommRunBlocking(&sl->op);
+    int err = CommRun(s, &sl->op);
     double end = FSDPTime_Private();
     pthread_mutex_lock(&s->lock);
     sl->mpierr = err;

@@ -19,6 +19,7 @@ static const char *const checkpoint_io_names[] = {"collective", "independent", N
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const device_names[] = {"host", "cuda", NULL};
 static const char *const replicate_engine_names[] = {"mpi", "nccl", NULL};
+static const char *const wait_names[] = {"auto", "poll", "sleep", NULL};
 
 const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
 {
@@ -213,6 +214,32 @@ FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine)
             "FSDPContextSetCommEngine: %d is not an FSDPCommEngine (thread, nonblocking, sync)", (int)engine);
   ctx->engine = engine;
   ctx->engine_set = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetWaitMode(FSDPContext ctx, FSDPWaitMode mode)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck((int)mode >= 0 && mode < FSDP_NUM_WAIT_MODES, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetWaitMode: %d is not an FSDPWaitMode (auto, poll, sleep)", (int)mode);
+  ctx->wait = mode;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetWaitMode(FSDPContext ctx, FSDPWaitMode *mode, int *node_ranks, int *node_cpus)
+{
+  CHECK_RUNNING(ctx);
+  if (mode) *mode = ctx->wait;
+  if (node_ranks) *node_ranks = ctx->node_ranks;
+  if (node_cpus) *node_cpus = ctx->node_cpus;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextWait(FSDPContext ctx, MPI_Request *request)
+{
+  CHECK_RUNNING(ctx);
+  FSDPCheck(request, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextWait: request must not be NULL");
+  FSDPCall(CommStreamWaitRequest(ctx->stream, request, "a request of the caller's (FSDPContextWait)"));
   return FSDP_SUCCESS;
 }
 
@@ -425,6 +452,11 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "wait for the watchdog)",
                               ctx->signal_grace, &timeout, NULL));
   FSDPCall(FSDPContextSetSignalGrace(ctx, timeout));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_wait",
+                              "how waits for collectives use the core: poll, sleep between tests (gives the core "
+                              "back), or auto (sleep where a node has more ranks than CPUs)",
+                              wait_names, (int)ctx->wait, &choice, NULL));
+  FSDPCall(FSDPContextSetWaitMode(ctx, (FSDPWaitMode)choice));
   FSDPCall(FSDPOptionsGetBool("-fsdp_debug_collectives",
                               "check before each collective that every rank runs the same one (costs a small "
                               "all-gather per collective)",
@@ -747,6 +779,9 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   FSDPCall(CommStreamCreate(ctx->dev ? "cuda" : engine_names[ctx->engine], ctx->timeout, ctx->comm, ctx->dev, ctx->nccl,
                             &ctx->stream));
   CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  if (ctx->wait == FSDP_WAIT_AUTO) ctx->wait = ctx->node_ranks > ctx->node_cpus ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
+  CommStreamSetSleep(ctx->stream, ctx->wait == FSDP_WAIT_SLEEP);
   return FSDP_SUCCESS;
 }
 
@@ -1047,6 +1082,10 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
       ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of", ctx->limit == 1 ? "" : "s",
       ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
       ctx->debug_collectives ? ", collectives checked" : ""));
+  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
+                                             wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
+                                             ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",
+                                             ctx->node_ranks > ctx->node_cpus ? " (oversubscribed)" : ""));
   {
     const FSDPMemoryPlan *p = &ctx->plan;
     int L = p->unsharded_buffers;

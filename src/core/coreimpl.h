@@ -105,6 +105,8 @@ struct FSDPContext_s {
   int limit;           /* L; 0 = none */
   double timeout;      /* seconds; 0 = none */
   double signal_grace; /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */
+  FSDPWaitMode wait;   /* as set; after SetUp, POLL or SLEEP */
+  int node_ranks, node_cpus;
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
   MPI_Comm check_comm;                               /* -fsdp_debug_collectives: a duplicate of comm */

@@ -70,5 +70,8 @@ FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int 
    inside its own view instead). */
 FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor);
 FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view);
+/* After SetUp: the ranks on this rank's node, and the CPUs they may run on
+   (the union of their affinity masks): more ranks than CPUs is oversubscribed. */
+FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus);
 
 #endif

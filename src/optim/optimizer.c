@@ -342,6 +342,16 @@ static void *at_elem(const OptUnit *ou, void *base, int64_t i)
   return (char *)base + (size_t)i * FSDPDataTypeSize(ou->unit->dtype);
 }
 
+/* One value over the context's ranks, waited for as the context waits
+   (FSDPContextWait: it sleeps rather than polls on an oversubscribed node). */
+static FSDPErrorCode allreduce(FSDPContext ctx, void *value, MPI_Datatype type, MPI_Op op)
+{
+  MPI_Request req;
+  FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, value, 1, type, op, ctx->comm, &req));
+  FSDPCall(FSDPContextWait(ctx, &req));
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode unscale(FSDPOptimizer opt)
 {
   FSDPContext ctx = opt->ctx;
@@ -378,7 +388,7 @@ static FSDPErrorCode unscale(FSDPOptimizer opt)
         }
       }
     }
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, ctx->comm));
+  FSDPCall(allreduce(ctx, &bad, MPI_INT, MPI_MAX));
   opt->found_inf = bad;
   opt->unscaled = true;
   return FSDP_SUCCESS;
@@ -431,7 +441,7 @@ static FSDPErrorCode global_grad_norm(FSDPOptimizer opt, double *norm)
         }
       }
     }
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, ctx->comm));
+  FSDPCall(allreduce(ctx, &sumsq, MPI_DOUBLE, MPI_SUM));
   *norm = sqrt(sumsq);
   return FSDP_SUCCESS;
 }

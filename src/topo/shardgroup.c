@@ -4,9 +4,12 @@
    so they follow the machine, not rank numbers.  Every rank gathers the same
    facts about every rank and computes the same layout from them: whatever
    goes wrong is found, and reported, by all ranks at once. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "topoimpl.h"
 
@@ -50,6 +53,7 @@ struct ShardGroup_s {
   FSDPPlacement where;
   RankInfo *ranks; /* [size] */
   char host[MPI_MAX_PROCESSOR_NAME];
+  int node_ranks, node_cpus; /* the ranks on this rank's node, and the CPUs they may run on */
 };
 
 /* ------------------------------------------------------------------ node communicators */
@@ -208,6 +212,14 @@ FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor
 {
   FSDPCheck(group && factor, MPI_COMM_SELF, FSDP_ERR_ARG, "group and factor must not be NULL");
   *factor = group->factor_requested;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus)
+{
+  FSDPCheck(group && group->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "the group is not set up");
+  *ranks = group->node_ranks;
+  *cpus = group->node_cpus;
   return FSDP_SUCCESS;
 }
 
@@ -617,6 +629,28 @@ static FSDPErrorCode slurm_bound(ShardGroup g)
   return FSDP_SUCCESS;
 }
 
+/* The CPUs the node's ranks may run on: the union of their affinity masks
+   (a launcher's or Slurm's binding, a cgroup's cpuset). */
+static FSDPErrorCode count_node_cpus(ShardGroup g)
+{
+  enum { WORDS = CPU_SETSIZE / 64 };
+  uint64_t mask[WORDS] = {0};
+  cpu_set_t set;
+
+  FSDPCallMPI(MPI_Comm_size(g->node->comm, &g->node_ranks));
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) mask[c / 64] |= 1ULL << (c % 64);
+  } else {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++) mask[c / 64] |= 1ULL << (c % 64);
+  }
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, mask, WORDS, MPI_UINT64_T, MPI_BOR, g->node->comm));
+  g->node_cpus = 0;
+  for (int w = 0; w < WORDS; w++) g->node_cpus += __builtin_popcountll(mask[w]);
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode setup(ShardGroup g)
 {
   int mine[R_N] = {0}, *all, leader = -1, local_rank = 0, local_size = 1, failed = 0, len;
@@ -668,6 +702,7 @@ static FSDPErrorCode setup(ShardGroup g)
     }
     FSDPCall(FSDPErrorAgree_Private(g->comm, ierr));
   }
+  FSDPCall(count_node_cpus(g));
   FSDPCall(build_groups(g));
   FSDPCall(assign_devices(g));
   FSDPCall(create_comms(g));
