@@ -255,6 +255,15 @@ typedef enum { FSDP_FLOAT32 = 0, FSDP_FLOAT64, FSDP_BFLOAT16, FSDP_FLOAT16, FSDP
 /* "fp32", "fp64", "bf16", "fp16" */
 FSDP_EXTERN const char *FSDPDataTypeName(FSDPDataType dtype);
 
+/* The SIMD path of the host kernels (GELU, LayerNorm, the optimizers'
+   updates): by default the best this CPU runs.  Every path gives the same
+   bits; choosing one is for tests and benchmarks.  Setting a level the CPU
+   lacks is FSDP_ERR_UNSUPPORTED. */
+typedef enum { FSDP_SIMD_GENERIC = 0, FSDP_SIMD_AVX2, FSDP_SIMD_AVX512, FSDP_NUM_SIMD } FSDPSimd;
+FSDP_EXTERN const char *FSDPSimdName(FSDPSimd level);
+FSDP_EXTERN FSDPErrorCode FSDPSetSimd(FSDPSimd level); /* -fsdp_simd generic|avx2|avx512 */
+/* The level in use, and the best this CPU runs (either may be NULL). */
+FSDP_EXTERN FSDPErrorCode FSDPGetSimd(FSDPSimd *level, FSDPSimd *best);
 /* Bytes per element, 0 for a value that is not an FSDPDataType. */
 FSDP_EXTERN size_t FSDPDataTypeSize(FSDPDataType dtype);
 /* Converts n values; to bf16 and fp16 with round to nearest even (a NaN

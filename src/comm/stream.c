@@ -83,6 +83,11 @@ void CommAccount(CommStream s, Slot *sl)
   s->ncollectives++;
   (void)FSDPLogEventAdd_Private(sl->op.event, 1, t, sl->op.bytes);
   if (sl->op.unit_event >= 0) (void)FSDPLogEventAdd_Private(sl->op.unit_event, 1, t, sl->op.bytes);
+  if (FSDPTraceOn_Private()) {
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", CommKindName(sl->op.kind), sl->op.unit ? sl->op.unit : "");
+    FSDPTraceSpan_Private(name, 1, sl->start, sl->end, sl->op.bytes);
+  }
 }
 
 void CommWaitBlocked(CommStream s, bool blocked, double t0)

@@ -145,15 +145,17 @@ template <typename T> __global__ void sgd_k(T *p, const T *g, T *buf, int64_t n,
 
 template <typename T> __global__ void adamw_k(T *p, const T *g, T *m, T *v, int64_t n, FSDPKernelHyper h)
 {
-  const T decay = (T)(1.0 - h.lr * h.weight_decay), b1 = (T)h.beta1, b2 = (T)h.beta2, eps = (T)h.eps;
+  /* As the host kernel (src/optim/optimizer.c): 1 - beta rounded from double,
+     the update in T, in PyTorch's order. */
+  const T decay = (T)(1.0 - h.lr * h.weight_decay), one_b1 = (T)(1.0 - h.beta1), b2 = (T)h.beta2,
+          one_b2 = (T)(1.0 - h.beta2), eps = (T)h.eps;
   const T step_size = (T)h.step_size, bc2_sqrt = (T)h.bc2_sqrt;
   GRID_STRIDE(i, n)
   {
-    p[i] *= decay;
-    m[i] += (1 - b1) * (g[i] - m[i]);
-    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    /* As in C, sqrt is of a double, and the rest of the line follows it. */
-    p[i] -= step_size * m[i] / (sqrt((double)v[i]) / bc2_sqrt + eps);
+    T gi = g[i], mi = m[i] + one_b1 * (gi - m[i]), vi = b2 * v[i] + one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * decay - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));
   }
 }
 

@@ -38,6 +38,13 @@ FSDPErrorCode FSDPLogEventSetKind_Private(FSDPLogEvent event, int kind);
 /* Seconds on a monotonic clock. */
 double FSDPTime_Private(void);
 FSDPErrorCode FSDPLogFinalize_Private(void);
+/* -fsdp_log_trace (trace.c): spans of the compute thread (thread 0: events
+   timed by Begin/End, units' passes) and of the communication stream
+   (thread 1), written as Chrome trace events by FSDPTraceWrite_Private. */
+FSDPErrorCode FSDPTraceStart_Private(const char *path);
+bool FSDPTraceOn_Private(void);
+void FSDPTraceSpan_Private(const char *name, int thread, double start, double end, int64_t bytes);
+FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm);
 
 /* Run view(viewer, ctx); a NULL viewer becomes stdout on comm (the object's
    communicator), or on MPI_COMM_WORLD when comm is MPI_COMM_NULL, for the

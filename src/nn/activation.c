@@ -4,6 +4,33 @@
 #include <string.h>
 
 #include "nnimpl.h"
+#include "simd.h"
+
+/* GELU (the erf form, PyTorch's default) in float, vectorized: one exp per
+   element serves erf and, in backward, the normal density.  Absolute error
+   below 3e-7 against the double-precision formula (tests/test_kernels.c). */
+FSDP_INLINE void gelu_forward_body(int64_t n, const float *restrict x, float *restrict y)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i], e = fsdp_expf(-0.5f * v * v);
+    y[i] = 0.5f * v * (1.0f + fsdp_erf_scaled(v, e));
+  }
+}
+FSDP_SIMD_KERNEL(gelu_forward, (int64_t n, const float *restrict x, float *restrict y), (n, x, y))
+
+/* Phi(x) + x phi(x) */
+FSDP_INLINE void gelu_backward_body(int64_t n, const float *restrict x, const float *restrict dy, float *restrict dx)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i], e = fsdp_expf(-0.5f * v * v);
+    float cdf = 0.5f * (1.0f + fsdp_erf_scaled(v, e)), pdf = e * (float)FSDP_INV_SQRT_2PI;
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+FSDP_SIMD_KERNEL(gelu_backward, (int64_t n, const float *restrict x, const float *restrict dy, float *restrict dx),
+                 (n, x, dy, dx))
 
 static const char *const act_names[] = {"relu", "tanh", "gelu", "identity"};
 
@@ -32,7 +59,14 @@ FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *
     for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
     break;
   case FSDP_ACT_GELU:
-    for (int64_t i = 0; i < n; i++) y[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] * FSDP_SQRT1_2)));
+    if (x == y) { /* in place: the kernel's arguments do not alias */
+      for (int64_t i = 0; i < n; i += 1024) {
+        float t[1024];
+        int64_t m = n - i < 1024 ? n - i : 1024;
+        gelu_forward(m, x + i, t);
+        memcpy(y + i, t, (size_t)m * sizeof *t);
+      }
+    } else gelu_forward(n, x, y);
     break;
   case FSDP_ACT_IDENTITY:
     if (y != x) memmove(y, x, (size_t)n * sizeof *y);
@@ -56,12 +90,15 @@ FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float 
       dx[i] = dy[i] * (1.0f - t * t);
     }
     break;
-  case FSDP_ACT_GELU: /* Phi(x) + x phi(x) */
-    for (int64_t i = 0; i < n; i++) {
-      double v = x[i];
-      double cdf = 0.5 * (1.0 + erf(v * FSDP_SQRT1_2)), pdf = exp(-0.5 * v * v) * FSDP_INV_SQRT_2PI;
-      dx[i] = (float)(dy[i] * (cdf + v * pdf));
-    }
+  case FSDP_ACT_GELU:
+    if (dx == x || dx == dy) {
+      for (int64_t i = 0; i < n; i += 1024) {
+        float t[1024];
+        int64_t m = n - i < 1024 ? n - i : 1024;
+        gelu_backward(m, x + i, dy + i, t);
+        memcpy(dx + i, t, (size_t)m * sizeof *t);
+      }
+    } else gelu_backward(n, x, dy, dx);
     break;
   case FSDP_ACT_IDENTITY:
     if (dx != dy) memmove(dx, dy, (size_t)n * sizeof *dx);

@@ -7,19 +7,64 @@
 #include <string.h>
 
 #include "nnimpl.h"
+#include "simd.h"
+
+/* y[i, :] += bias, row by row. */
+FSDP_INLINE void add_bias_body(int64_t n, int64_t out, const float *restrict bias, float *restrict y)
+{
+  for (int64_t i = 0; i < n; i++) {
+    float *yi = y + i * out;
+    FSDP_SIMD_LOOP
+    for (int64_t j = 0; j < out; j++) yi[j] += bias[j];
+  }
+}
+FSDP_SIMD_KERNEL(add_bias, (int64_t n, int64_t out, const float *restrict bias, float *restrict y), (n, out, bias, y))
+
+/* dbias[j] += sum_i dy[i, j] in double, COLS columns at a time and row after
+   row: each column adds its rows in order, and rows are read contiguously. */
+#define COLS 256
+FSDP_INLINE void bias_grad_body(int64_t n, int64_t out, const float *restrict dy, float *restrict dbias)
+{
+  for (int64_t j0 = 0; j0 < out; j0 += COLS) {
+    int64_t m = out - j0 < COLS ? out - j0 : COLS;
+    double s[COLS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+      const float *d = dy + i * out + j0;
+      FSDP_SIMD_LOOP
+      for (int64_t j = 0; j < m; j++) s[j] += d[j];
+    }
+    for (int64_t j = 0; j < m; j++) dbias[j0 + j] += (float)s[j];
+  }
+}
+FSDP_SIMD_KERNEL(bias_grad, (int64_t n, int64_t out, const float *restrict dy, float *restrict dbias),
+                 (n, out, dy, dbias))
 
 #ifdef FSDP_HAVE_BLAS
 #include <cblas.h>
 #endif
 
+/* The "GEMM" event times every host GEMM while logging is on (-fsdp_log_view),
+   so that benchmarks can compare it with the step.  Looked up by name each
+   time (FSDPFinalize forgets events), and only while logging. */
+static FSDPLogEvent gemm_event(void)
+{
+  bool active = false;
+  FSDPLogEvent ev;
+  if (FSDPLogGetActive(&active) || !active || FSDPLogEventRegister("GEMM", &ev)) return -1;
+  return ev;
+}
+
 /* C[m, n] = alpha op(A) op(B) + beta C, row-major, op = transpose when t*. */
 void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
+  FSDPLogEvent ev = gemm_event();
   if (m == 0 || n == 0) return;
+  if (ev >= 0) (void)FSDPLogEventBegin(ev);
   if (k == 0) { /* BLAS wants leading dimensions of at least 1: an empty product needs no call */
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    if (ev >= 0) (void)FSDPLogEventEnd(ev, 0);
     return;
   }
 #ifdef FSDP_HAVE_BLAS
@@ -35,6 +80,7 @@ void FSDPGemm_Private(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
       c[i * ldc + j] = (float)(alpha * s + (beta == 0 ? 0.0 : (double)beta * c[i * ldc + j]));
     }
 #endif
+  if (ev >= 0) (void)FSDPLogEventEnd(ev, 2 * m * n * k); /* "bytes": the flops */
 }
 
 /* MPI-free kernels still refuse sizes BLAS cannot take. */
@@ -49,9 +95,7 @@ FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float 
   CHECK_BLAS_DIM("out", out);
   CHECK_DIMS((x || !n) && (weight || !out) && (y || !n), "FSDPLinearForward: x, weight and y must not be NULL");
   FSDPGemm_Private(false, true, n, out, in, 1.0f, x, in, weight, in, 0.0f, y, out);
-  if (bias)
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < out; j++) y[i * out + j] += bias[j];
+  if (bias) add_bias(n, out, bias, y);
   return FSDP_SUCCESS;
 }
 
@@ -65,12 +109,7 @@ FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float
   CHECK_DIMS(!dweight || x || !n, "FSDPLinearBackward: x is needed for dweight");
   CHECK_DIMS(!dx || weight || !out, "FSDPLinearBackward: weight is needed for dx");
   if (dweight && n > 0) FSDPGemm_Private(true, false, out, in, n, 1.0f, dy, out, x, in, 1.0f, dweight, in);
-  if (dbias)
-    for (int64_t j = 0; j < out; j++) {
-      double s = 0;
-      for (int64_t i = 0; i < n; i++) s += dy[i * out + j];
-      dbias[j] += (float)s;
-    }
+  if (dbias) bias_grad(n, out, dy, dbias);
   if (dx) {
     if (out == 0) memset(dx, 0, (size_t)(n * in) * sizeof *dx);
     else FSDPGemm_Private(false, false, n, in, out, 1.0f, dy, out, weight, in, 0.0f, dx, in);

@@ -451,8 +451,19 @@ static FSDPErrorCode on_gpu(FSDPModel m, const void *p, size_t bytes, void *copy
   return FSDP_SUCCESS;
 }
 
+/* -fsdp_log_trace: a unit's pass, from its parameters' arrival to its end. */
+static void trace_unit(const char *pass, FlatParam unit, double since)
+{
+  char name[64];
+  const char *uname = NULL;
+  if (!FSDPTraceOn_Private() || FlatParamGetName(unit, &uname)) return;
+  snprintf(name, sizeof name, "%s %s", pass, uname);
+  FSDPTraceSpan_Private(name, 0, since, FSDPTime_Private(), 0);
+}
+
 FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y)
 {
+  double t_unit = 0;
   FlatParam current = NULL;
   const float *h;
   const void *xin;
@@ -469,14 +480,21 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
     if (l->unit >= 0 && model->units[l->unit] != current) {
-      if (current) FSDPCall(FlatParamReshard(current));
+      if (current) {
+        trace_unit("forward", current, t_unit);
+        FSDPCall(FlatParamReshard(current));
+      }
       current = model->units[l->unit];
       FSDPCall(FlatParamUnshard(current));
+      t_unit = FSDPTime_Private();
     }
     FSDPCall(l->ops->forward(model, l, n, h));
     h = l->y;
   }
-  if (current) FSDPCall(FlatParamReshard(current));
+  if (current) {
+    trace_unit("forward", current, t_unit);
+    FSDPCall(FlatParamReshard(current));
+  }
   model->n = n;
   model->x = x;
   model->have_forward = true;
@@ -486,6 +504,7 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
 
 FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
 {
+  double t_unit = 0;
   FlatParam current = NULL;
   const float *g;
   const void *dyin;
@@ -507,15 +526,22 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
     const float *input = i > 0 ? model->layers[i - 1].y : model->x;
     float *dx = i > 0 ? model->scratch[k] : NULL;
     if (l->unit >= 0 && model->units[l->unit] != current) {
-      if (current) FSDPCall(FlatParamReduceGrad(current));
+      if (current) {
+        trace_unit("backward", current, t_unit);
+        FSDPCall(FlatParamReduceGrad(current));
+      }
       current = model->units[l->unit];
       FSDPCall(FlatParamUnshard(current));
+      t_unit = FSDPTime_Private();
     }
     FSDPCall(l->ops->backward(model, l, n, input, g, dx));
     g = dx;
     k = 1 - k;
   }
-  if (current) FSDPCall(FlatParamReduceGrad(current));
+  if (current) {
+    trace_unit("backward", current, t_unit);
+    FSDPCall(FlatParamReduceGrad(current));
+  }
   return FSDP_SUCCESS;
 }
 

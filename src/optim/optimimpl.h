@@ -20,6 +20,7 @@ typedef struct {
 
 struct FSDPOptimizer_s {
   FSDPContext ctx;
+  FSDPLogEvent ev_step; /* "OptimizerStep" */
   FSDPOptimizerType type;
   double lr, weight_decay, momentum, beta1, beta2, eps, max_norm;
   bool nesterov, weight_decay_set;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fsdpimpl.h"
+#include "simd.h"
 
 /* libfsdp's host communication thread issues collectives while the
    application thread may call MPI too. */
@@ -65,7 +66,15 @@ static FSDPErrorCode read_sys_options(void)
                               "on an error: print a traceback and return, return silently, or print and MPI_Abort",
                               on_error, FSDP_ERRORS_PRINT, &mode, &set));
   if (set) FSDPCall(FSDPSetErrorMode((FSDPErrorMode)mode));
+  FSDPCall(FSDPSimdSetFromOptions_Private());
   if (sys.log_view) FSDPCall(FSDPLogSetActive(true));
+  {
+    char path[1024];
+    FSDPCall(FSDPOptionsGetString(
+        "-fsdp_log_trace", "write every timed span as Chrome trace events (Perfetto) to this file at FSDPFinalize", "",
+        path, sizeof path, &set));
+    if (set && path[0]) FSDPCall(FSDPTraceStart_Private(path));
+  }
   return FSDP_SUCCESS;
 }
 
@@ -105,6 +114,7 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
 FSDPErrorCode FSDPFinalize(void)
 {
   FSDPCheck(sys.initialized, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPFinalize() called without FSDPInitialize()");
+  FSDPCall(FSDPTraceWrite_Private(sys.world));
   if (sys.log_view) FSDPCall(FSDPLogView(NULL));
   if (sys.options_left) FSDPCall(FSDPOptionsLeft(NULL, NULL));
   FSDPCall(FSDPOptionsFinalize_Private());

@@ -100,7 +100,11 @@ FSDPErrorCode FSDPLogEventEnd(FSDPLogEvent event, int64_t bytes)
   e = &log_events[event];
   FSDPCheck(e->depth > 0, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPLogEventEnd(%s) without a matching FSDPLogEventBegin",
             e->name);
-  if (--e->depth == 0) e->time += now() - e->begun_at;
+  if (--e->depth == 0) {
+    double t = now();
+    e->time += t - e->begun_at;
+    FSDPTraceSpan_Private(e->name, 0, e->begun_at, t, bytes);
+  }
   e->count++;
   e->bytes += bytes;
   return FSDP_SUCCESS;

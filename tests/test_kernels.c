@@ -1,0 +1,212 @@
+/* The host kernels on every SIMD path this CPU runs (FSDPSetSimd): GELU
+   forward and backward against the double-precision formula, LayerNorm
+   forward and backward against a plain double-precision reference, and, for
+   each path, the same bits as the generic path, for the kernels and for a
+   few AdamW and SGD steps of a model (the optimizers' updates); a level the
+   CPU lacks is refused.
+   mpitest: -n 1 */
+#include <math.h>
+#include <string.h>
+
+#include "fsdp_nn.h"
+#include "fsdptest.h"
+
+#define SPEC "mlp:in=13,hidden=70,depth=3,out=3,act=gelu,norm=layernorm"
+enum { NG = 4099, LN = 7, MAXH = 600, ROWS = 5, IN = 13, OUT = 3, MAXP = 1 << 15 };
+
+typedef struct {
+  float gelu[NG], dgelu[NG];
+  float y[LN * MAXH], mean[LN], rstd[LN], dx[LN * MAXH], dw[MAXH], db[MAXH];
+  float adamw[MAXP], sgd[MAXP];
+  int64_t nparams;
+} Out;
+
+static float gx[NG], gdy[NG], lx[LN * MAXH], lw[MAXH], lb[MAXH], ldy[LN * MAXH];
+static const int64_t widths[] = {1, 7, 8, 37, 256, 300, 600};
+#define NWIDTHS (int)(sizeof widths / sizeof widths[0])
+
+/* GELU's inputs: a grid over [-12, 12], the exp's clamps, zeros and tiny values. */
+static void make_inputs(void)
+{
+  for (int i = 0; i < NG; i++) {
+    gx[i] = -12.0f + 24.0f * (float)i / (NG - 1);
+    gdy[i] = test_value(3, i);
+  }
+  gx[0] = 0.0f;
+  gx[1] = -0.0f;
+  gx[2] = 1e-30f;
+  gx[3] = -1e-30f;
+  gx[4] = 30.0f;
+  gx[5] = -30.0f;
+  gx[6] = 1e4f;
+  gx[7] = -1e4f;
+  for (int i = 0; i < LN * MAXH; i++) {
+    lx[i] = 3.0f + 2.0f * test_value(4, i); /* an offset: the two-pass variance matters */
+    ldy[i] = test_value(5, i);
+  }
+  for (int j = 0; j < MAXH; j++) {
+    lw[j] = 1.0f + 0.5f * test_value(6, j);
+    lb[j] = 0.1f * test_value(7, j);
+  }
+}
+
+static void check_gelu(FSDPSimd level, Out *o)
+{
+  double worst = 0, worst_d = 0;
+  TEST_OK(FSDPActivationForward(FSDP_ACT_GELU, NG, gx, o->gelu));
+  TEST_OK(FSDPActivationBackward(FSDP_ACT_GELU, NG, gx, gdy, o->dgelu));
+  for (int i = 0; i < NG; i++) {
+    double x = gx[i], cdf = 0.5 * (1 + erf(x / sqrt(2.0))), pdf = exp(-0.5 * x * x) / sqrt(2 * 3.14159265358979323846);
+    double e = fabs(o->gelu[i] - x * cdf) / (1 + fabs(x)), ed = fabs(o->dgelu[i] - gdy[i] * (cdf + x * pdf));
+    if (e > worst) worst = e;
+    if (ed > worst_d) worst_d = ed;
+  }
+  TEST_ASSERT(worst < 3e-7, "%s: GELU differs from x Phi(x) by %.3g (x 1 + |x|)", FSDPSimdName(level), worst);
+  TEST_ASSERT(worst_d < 3e-7, "%s: GELU's derivative differs by %.3g", FSDPSimdName(level), worst_d);
+  TEST_ASSERT(o->gelu[0] == 0.0f && o->gelu[6] == 1e4f && o->gelu[7] == 0.0f, "%s: gelu(0, 1e4, -1e4) = %g %g %g",
+              FSDPSimdName(level), o->gelu[0], o->gelu[6], o->gelu[7]);
+  printf("%s: GELU within %.2g (x 1 + |x|) of the double formula, its derivative within %.2g\n", FSDPSimdName(level),
+         worst, worst_d);
+}
+
+static void check_layernorm(FSDPSimd level, int64_t h, Out *o)
+{
+  double worst = 0;
+  memset(o->dw, 0, sizeof o->dw);
+  memset(o->db, 0, sizeof o->db);
+  TEST_OK(FSDPLayerNormForward(LN, h, lx, lw, lb, o->y, o->mean, o->rstd));
+  TEST_OK(FSDPLayerNormBackward(LN, h, lx, lw, o->mean, o->rstd, ldy, o->dx, o->dw, o->db));
+  for (int64_t i = 0; i < LN; i++) {
+    const float *x = lx + i * h, *dy = ldy + i * h;
+    double mu = 0, var = 0, r, sg = 0, sgx = 0;
+    for (int64_t j = 0; j < h; j++) mu += x[j];
+    mu /= (double)h;
+    for (int64_t j = 0; j < h; j++) var += (x[j] - mu) * (x[j] - mu);
+    r = 1 / sqrt(var / (double)h + 1e-5);
+    for (int64_t j = 0; j < h; j++) {
+      double xh = (x[j] - mu) * r, g = dy[j] * (double)lw[j];
+      sg += g;
+      sgx += g * xh;
+    }
+    for (int64_t j = 0; j < h; j++) {
+      double xh = (x[j] - mu) * r, g = dy[j] * (double)lw[j];
+      double y = xh * lw[j] + lb[j], dx = r * (g - sg / (double)h - xh * sgx / (double)h);
+      double e = fmax(fabs(o->y[i * h + j] - y) / (1 + fabs(y)), fabs(o->dx[i * h + j] - dx) / (1 + fabs(dx)));
+      if (e > worst) worst = e;
+    }
+  }
+  for (int64_t j = 0; j < h; j++) {
+    double sw = 0, sb = 0;
+    for (int64_t i = 0; i < LN; i++) {
+      sw += ldy[i * h + j] * ((lx[i * h + j] - (double)o->mean[i]) * o->rstd[i]);
+      sb += ldy[i * h + j];
+    }
+    double e = fmax(fabs(o->dw[j] - sw) / (1 + fabs(sw)), fabs(o->db[j] - sb) / (1 + fabs(sb)));
+    if (e > worst) worst = e;
+  }
+  TEST_ASSERT(worst < 2e-6, "%s: LayerNorm with h = %lld differs from the double reference by %.3g",
+              FSDPSimdName(level), (long long)h, worst);
+}
+
+/* Three steps of an optimizer on a model: its update runs on the chosen path. */
+static void train(FSDPOptimizerType type, float *params, int64_t *nparams)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  FSDPModel model;
+  FSDPOptimizer opt;
+  float x[ROWS * IN], t[ROWS * OUT], dy[ROWS * OUT], *y;
+  int nunits;
+
+  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
+  TEST_OK(FSDPModelSetSeed(model, 5));
+  TEST_OK(FSDPModelSetUp(model));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetType(opt, type));
+  TEST_OK(FSDPOptimizerSetLearningRate(opt, 1e-2));
+  if (type == FSDP_OPTIMIZER_SGD) {
+    TEST_OK(FSDPOptimizerSetMomentum(opt, 0.9, true));
+    TEST_OK(FSDPOptimizerSetWeightDecay(opt, 1e-3));
+  }
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  for (int step = 0; step < 3; step++) {
+    double loss;
+    for (int i = 0; i < ROWS * IN; i++) x[i] = test_value(10 + (uint64_t)step, i);
+    for (int i = 0; i < ROWS * OUT; i++) t[i] = test_value(20 + (uint64_t)step, i);
+    TEST_OK(FSDPContextZeroGrad(ctx));
+    TEST_OK(FSDPModelForward(model, ROWS, x, &y));
+    TEST_OK(FSDPMSELoss(ROWS, OUT, y, t, &loss, dy));
+    TEST_OK(FSDPModelBackward(model, dy));
+    TEST_OK(FSDPOptimizerStep(opt));
+  }
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  *nparams = 0;
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    float *p;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetShard(unit, (void **)&p, &n));
+    TEST_ASSERT(*nparams + n <= MAXP, "the model is too large for the test");
+    memcpy(params + *nparams, p, (size_t)n * sizeof *p);
+    *nparams += n;
+  }
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static Out ref, out;
+
+static void run_level(FSDPSimd level, Out *o)
+{
+  TEST_OK(FSDPSetSimd(level));
+  check_gelu(level, o);
+  train(FSDP_OPTIMIZER_ADAMW, o->adamw, &o->nparams);
+  train(FSDP_OPTIMIZER_SGD, o->sgd, &o->nparams);
+}
+
+int main(int argc, char **argv)
+{
+  FSDPSimd best, level;
+
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  make_inputs();
+  TEST_OK(FSDPGetSimd(&level, &best));
+  TEST_ASSERT(level == best, "by default the kernels take %s, the best is %s", FSDPSimdName(level), FSDPSimdName(best));
+  printf("this CPU runs: %s kernels at best\n", FSDPSimdName(best));
+  run_level(FSDP_SIMD_GENERIC, &ref);
+  for (int l = FSDP_SIMD_GENERIC; l <= (int)best; l++) {
+    Out *o = l == FSDP_SIMD_GENERIC ? &ref : &out;
+    const char *name = FSDPSimdName((FSDPSimd)l);
+    if (l != FSDP_SIMD_GENERIC) {
+      run_level((FSDPSimd)l, o);
+      TEST_ASSERT(!memcmp(o->gelu, ref.gelu, sizeof ref.gelu) && !memcmp(o->dgelu, ref.dgelu, sizeof ref.dgelu),
+                  "%s: GELU is not the generic path's, bit for bit", name);
+      TEST_ASSERT(o->nparams == ref.nparams && !memcmp(o->adamw, ref.adamw, (size_t)ref.nparams * sizeof(float)),
+                  "%s: three AdamW steps end with other parameters than the generic path's", name);
+      TEST_ASSERT(!memcmp(o->sgd, ref.sgd, (size_t)ref.nparams * sizeof(float)),
+                  "%s: three SGD steps (momentum, nesterov, weight decay) end with other parameters", name);
+    }
+    for (int w = 0; w < NWIDTHS; w++) {
+      int64_t h = widths[w];
+      static Out g;
+      TEST_OK(FSDPSetSimd(FSDP_SIMD_GENERIC));
+      check_layernorm(FSDP_SIMD_GENERIC, h, &g);
+      TEST_OK(FSDPSetSimd((FSDPSimd)l));
+      check_layernorm((FSDPSimd)l, h, o);
+      TEST_ASSERT(!memcmp(o->y, g.y, (size_t)(LN * h) * sizeof(float)) && !memcmp(o->dx, g.dx, (size_t)(LN * h) * 4) &&
+                      !memcmp(o->dw, g.dw, (size_t)h * 4) && !memcmp(o->db, g.db, (size_t)h * 4) &&
+                      !memcmp(o->mean, g.mean, sizeof g.mean) && !memcmp(o->rstd, g.rstd, sizeof g.rstd),
+                  "%s: LayerNorm with h = %lld is not the generic path's, bit for bit", name, (long long)h);
+    }
+    printf("%s: GELU, LayerNorm (h = 1 to 600), AdamW and SGD give the generic path's bits\n", name);
+  }
+  if (best < FSDP_SIMD_AVX512) {
+    TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPSetSimd((FSDPSimd)(best + 1)));
+    TEST_MESSAGE_HAS("this CPU (or this build) runs at most");
+  }
+  TEST_CODE(FSDP_ERR_ARG, FSDPSetSimd((FSDPSimd)9));
+  TEST_MESSAGE_HAS("9 is not an FSDPSimd (generic, avx2, avx512)");
+  TEST_OK(FSDPFinalize());
+  return 0;
+}
