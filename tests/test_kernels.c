@@ -2,7 +2,8 @@
    forward and backward against the double-precision formula, LayerNorm
    forward and backward against a plain double-precision reference, and, for
    each path, the same bits as the generic path, for the kernels and for a
-   few AdamW and SGD steps of a model (the optimizers' updates); a level the
+   few AdamW and SGD steps of a model (the optimizers' updates, the gradient
+   norm of clipping); a level the
    CPU lacks is refused.
    mpitest: -n 1 */
 #include <math.h>
@@ -126,6 +127,7 @@ static void train(FSDPOptimizerType type, float *params, int64_t *nparams)
   if (type == FSDP_OPTIMIZER_SGD) {
     TEST_OK(FSDPOptimizerSetMomentum(opt, 0.9, true));
     TEST_OK(FSDPOptimizerSetWeightDecay(opt, 1e-3));
+    TEST_OK(FSDPOptimizerSetClipGradNorm(opt, 0.05)); /* the gradient norm's kernel matters too */
   }
   TEST_OK(FSDPOptimizerSetUp(opt));
   for (int step = 0; step < 3; step++) {
@@ -185,7 +187,7 @@ int main(int argc, char **argv)
       TEST_ASSERT(o->nparams == ref.nparams && !memcmp(o->adamw, ref.adamw, (size_t)ref.nparams * sizeof(float)),
                   "%s: three AdamW steps end with other parameters than the generic path's", name);
       TEST_ASSERT(!memcmp(o->sgd, ref.sgd, (size_t)ref.nparams * sizeof(float)),
-                  "%s: three SGD steps (momentum, nesterov, weight decay) end with other parameters", name);
+                  "%s: three SGD steps (momentum, nesterov, weight decay, clipping) end with other parameters", name);
     }
     for (int w = 0; w < NWIDTHS; w++) {
       int64_t h = widths[w];

@@ -50,6 +50,22 @@ FSDPErrorCode FSDPSimdSetFromOptions_Private(void);
   static void name params { name##_body args; }
 #endif
 
+/* sum_{j < h} term(j) in double, in FSDP_LANES interleaved partial sums
+   added in a fixed order: vectorizes, and gives the same bits on every SIMD
+   path.  term is the name of a function-like macro of the index. */
+#define FSDP_LANES 8
+#define FSDP_LANE_SUM(h, term)                                                                                         \
+  ({                                                                                                                   \
+    double acc_[FSDP_LANES] = {0};                                                                                     \
+    int64_t j = 0;                                                                                                     \
+    for (; j + FSDP_LANES <= (h); j += FSDP_LANES) {                                                                   \
+      FSDP_SIMD_LOOP                                                                                                   \
+      for (int l_ = 0; l_ < FSDP_LANES; l_++) acc_[l_] += term(j + l_);                                                \
+    }                                                                                                                  \
+    for (int l_ = 0; j + l_ < (h); l_++) acc_[l_] += term(j + l_);                                                     \
+    ((acc_[0] + acc_[1]) + (acc_[2] + acc_[3])) + ((acc_[4] + acc_[5]) + (acc_[6] + acc_[7]));                         \
+  })
+
 /* ---- vectorizable float math: basic operations only, so every path rounds alike */
 
 FSDP_INLINE float fsdp_bits_float(uint32_t u)

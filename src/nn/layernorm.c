@@ -8,21 +8,6 @@
 #include "nnimpl.h"
 #include "simd.h"
 
-/* A row's sum in double, in LANES interleaved partial sums added in a fixed
-   order: vectorizes, and gives the same bits on every SIMD path. */
-#define LANES 8
-#define LANE_SUM(h, term)                                                                                              \
-  ({                                                                                                                   \
-    double acc_[LANES] = {0};                                                                                          \
-    int64_t j = 0;                                                                                                     \
-    for (; j + LANES <= (h); j += LANES) {                                                                             \
-      FSDP_SIMD_LOOP                                                                                                   \
-      for (int l_ = 0; l_ < LANES; l_++) acc_[l_] += term(j + l_);                                                     \
-    }                                                                                                                  \
-    for (int l_ = 0; j + l_ < (h); l_++) acc_[l_] += term(j + l_);                                                     \
-    ((acc_[0] + acc_[1]) + (acc_[2] + acc_[3])) + ((acc_[4] + acc_[5]) + (acc_[6] + acc_[7]));                         \
-  })
-
 /* y may be x: each element is read before it is written. */
 FSDP_INLINE void ln_forward_body(int64_t n, int64_t h, const float *x, const float *restrict weight,
                                  const float *restrict bias, float *y, float *restrict mean, float *restrict rstd)
@@ -32,10 +17,10 @@ FSDP_INLINE void ln_forward_body(int64_t n, int64_t h, const float *x, const flo
     float *yi = y + i * h;
     double mu, var, r;
 #define X(k) (double)xi[k]
-    mu = LANE_SUM(h, X) / (double)h;
+    mu = FSDP_LANE_SUM(h, X) / (double)h;
 #undef X
 #define DEV2(k) (((double)xi[k] - mu) * ((double)xi[k] - mu)) /* two passes: no cancellation */
-    var = LANE_SUM(h, DEV2) / (double)h;
+    var = FSDP_LANE_SUM(h, DEV2) / (double)h;
 #undef DEV2
     r = 1.0 / sqrt(var + FSDP_LAYERNORM_EPS);
     if (weight && bias) {
@@ -74,8 +59,8 @@ FSDP_INLINE void ln_backward_body(int64_t n, int64_t h, const float *restrict x,
     double r = rstd[i], mu = mean[i], sum_g, sum_gx;
 #define G(k) ((double)dyi[k] * (weight ? weight[k] : 1.0f))
 #define GX(k) (G(k) * (((double)xi[k] - mu) * r))
-    sum_g = LANE_SUM(h, G) / (double)h;
-    sum_gx = LANE_SUM(h, GX) / (double)h;
+    sum_g = FSDP_LANE_SUM(h, G) / (double)h;
+    sum_gx = FSDP_LANE_SUM(h, GX) / (double)h;
     FSDP_SIMD_LOOP
     for (int64_t j = 0; j < h; j++) dxi[j] = (float)(r * (G(j) - sum_g - ((double)xi[j] - mu) * r * sum_gx));
 #undef GX

@@ -416,6 +416,21 @@ static void update_scale(FSDPOptimizer opt)
 /* The global norm of the gradient shards, the same on every rank (NaN or
    Inf when any element is).  The first replica speaks for its shard:
    replicas hold the same one. */
+/* sum g^2 in double (FSDP_LANE_SUM: the same bits on every SIMD path). */
+FSDP_INLINE void sum_squares_f32_kernel_body(int64_t n, const float *restrict g, double *restrict sum)
+{
+#define SQUARE(k) ((double)g[k] * g[k])
+  *sum = FSDP_LANE_SUM(n, SQUARE);
+#undef SQUARE
+}
+FSDP_SIMD_KERNEL(sum_squares_f32_kernel, (int64_t n, const float *restrict g, double *restrict sum), (n, g, sum))
+static double sum_squares_f32(int64_t n, const float *g)
+{
+  double sum;
+  sum_squares_f32_kernel(n, g, &sum);
+  return sum;
+}
+
 static FSDPErrorCode global_grad_norm(FSDPOptimizer opt, double *norm)
 {
   FSDPContext ctx = opt->ctx;
@@ -437,10 +452,7 @@ static FSDPErrorCode global_grad_norm(FSDPOptimizer opt, double *norm)
         if (ou->unit->dtype == FSDP_FLOAT64) {
           const double *g = (const double *)ou->unit->grad_shard + off;
           for (int64_t i = 0; i < n; i++) sumsq += g[i] * g[i];
-        } else {
-          const float *g = (const float *)ou->unit->grad_shard + off;
-          for (int64_t i = 0; i < n; i++) sumsq += (double)g[i] * g[i];
-        }
+        } else sumsq += sum_squares_f32(n, (const float *)ou->unit->grad_shard + off);
       }
     }
   FSDPCall(allreduce(ctx, &sumsq, MPI_DOUBLE, MPI_SUM));
