@@ -13,15 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsdp.h"
+#include "benchmlp.h"
 
 #define MAXROUNDS 64
-
-static int compare(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* Vectorized as the library's kernels are (this file is built with their
    flags, -fopenmp-simd among them), so that it runs at memory speed. */
@@ -100,7 +94,7 @@ int main(int argc, char **argv)
     }
   }
   FSDPCallAbort(MPI_COMM_WORLD, FSDPGetSimd(&simd, NULL));
-  qsort(t_triad, (size_t)rounds, sizeof(double), compare);
+  qsort(t_triad, (size_t)rounds, sizeof(double), bench_compare_doubles);
   {
     double bw = 12.0 * (double)n / t_triad[rounds / 2] / 1e9;
     printf("bench-optimizer: %lld fp32 parameters, %s kernels, -fsdp_check_finite %s, median of %lld rounds\n",
@@ -108,7 +102,7 @@ int main(int argc, char **argv)
     printf("  %-16s %9.2f ms  %6.1f GB/s  (12 B per element)\n", "triad", t_triad[rounds / 2] * 1e3, bw);
     for (int s = 0; s < NSETTINGS; s++) {
       double t, g;
-      qsort(t_opt[s], (size_t)rounds, sizeof(double), compare);
+      qsort(t_opt[s], (size_t)rounds, sizeof(double), bench_compare_doubles);
       t = t_opt[s][rounds / 2];
       g = settings[s].bytes * (double)n / t / 1e9;
       printf("  %-16s %9.2f ms  %6.1f GB/s  (%d B per parameter)  %.2f of the triad's bandwidth\n", settings[s].name,
