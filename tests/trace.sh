@@ -29,7 +29,7 @@ if grep -q '"dur": -' "$trace"; then echo "FAIL: a span of negative length"; exi
 
 rc=0
 fsdp_run 2 "$train" $args -fsdp_log_trace "$fsdp_tmp/no/such/dir/t.json" >"$fsdp_tmp/bad" 2>&1 || rc=$?
-[ $rc -ne 0 ] || { echo "FAIL: an unwritable trace path was accepted"; exit 1; }
+[ $rc -eq 1 ] || { cat "$fsdp_tmp/bad"; echo "FAIL: an unwritable trace path ended fsdp-train with $rc, not 1"; exit 1; }
 expect_grep "fsdp_log_trace: cannot write '$fsdp_tmp/no/such/dir/t.json'" "$fsdp_tmp/bad"
 echo "trace: $(grep -c '"ph": "X"' "$trace") spans of 2 ranks; an unwritable path fails with its name"
 exit 0

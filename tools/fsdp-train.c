@@ -1151,6 +1151,7 @@ int main(int argc, char **argv)
     if (loss_log_file) fclose(loss_log_file);
     FSDPErrorAbort(MPI_COMM_WORLD, ierr);
   }
-  FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
-  return 0;
+  /* FSDPFinalize finalizes MPI even when it fails (an -fsdp_log_trace file it
+     could not write, which every rank reported): no MPI_Abort after it. */
+  return FSDPFinalize() ? 1 : 0;
 }

@@ -113,8 +113,11 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
 
 FSDPErrorCode FSDPFinalize(void)
 {
+  FSDPErrorCode trace_err;
   FSDPCheck(sys.initialized, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPFinalize() called without FSDPInitialize()");
-  FSDPCall(FSDPTraceWrite_Private(sys.world));
+  /* A trace that cannot be written (the error says why, on every rank) still
+     lets the library and MPI finalize; the error is returned at the end. */
+  trace_err = FSDPTraceWrite_Private(sys.world);
   if (sys.log_view) FSDPCall(FSDPLogView(NULL));
   if (sys.options_left) FSDPCall(FSDPOptionsLeft(NULL, NULL));
   FSDPCall(FSDPOptionsFinalize_Private());
@@ -125,7 +128,7 @@ FSDPErrorCode FSDPFinalize(void)
     sys.initialized_mpi = false;
     FSDPCallMPI(MPI_Finalize());
   }
-  return FSDP_SUCCESS;
+  return trace_err;
 }
 
 FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller)
