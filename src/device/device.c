@@ -5,6 +5,7 @@
 
 #include "deviceimpl.h"
 #include "elementwise.h"
+#include "simd.h"
 
 #ifdef FSDP_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -165,6 +166,28 @@ FSDPErrorCode DeviceConvert_Private(Device dev, FSDPDataType to, void *dst, FSDP
   return FSDP_SUCCESS;
 }
 
+/* The fp32 gradient's averaging after a reduction (every step, over every
+   shard), for each SIMD path: in place (dst == src, which `restrict` rules
+   out below), assigned, or added. */
+FSDP_INLINE void divide_f32_body(int64_t n, float w, float *restrict d)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) d[i] = d[i] / w;
+}
+FSDP_SIMD_KERNEL(divide_f32, (int64_t n, float w, float *restrict d), (n, w, d))
+FSDP_INLINE void assign_divided_f32_body(int64_t n, float w, const float *restrict s, float *restrict d)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) d[i] = s[i] / w;
+}
+FSDP_SIMD_KERNEL(assign_divided_f32, (int64_t n, float w, const float *restrict s, float *restrict d), (n, w, s, d))
+FSDP_INLINE void add_divided_f32_body(int64_t n, float w, const float *restrict s, float *restrict d)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) d[i] = d[i] + s[i] / w;
+}
+FSDP_SIMD_KERNEL(add_divided_f32, (int64_t n, float w, const float *restrict s, float *restrict d), (n, w, s, d))
+
 FSDP_EW_VECTORIZE FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataType to, void *dst, FSDPDataType from,
                                                          const void *src, int64_t n, double divisor, bool assign)
 {
@@ -186,7 +209,11 @@ FSDP_EW_VECTORIZE FSDPErrorCode DeviceAccumulate_Private(Device dev, FSDPDataTyp
   } else if (to == from) {
     float *d = dst, w = (float)divisor;
     const float *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] = assign ? s[i] / w : d[i] + s[i] / w;
+    if (dst == src && assign) divide_f32(n, w, d);
+    else if (dst == src)
+      for (int64_t i = 0; i < n; i++) d[i] = d[i] + d[i] / w;
+    else if (assign) assign_divided_f32(n, w, s, d);
+    else add_divided_f32(n, w, s, d);
   } else {
     /* One loop per type, so that GCC vectorizes each (as in dtype.c). */
     float *d = dst, w = (float)divisor;
