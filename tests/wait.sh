@@ -2,6 +2,8 @@
 # -fsdp_wait: a node with more ranks than CPUs (here two ranks that may only
 # run on CPU 0) makes waits sleep between tests, -fsdp_view says so and why,
 # the option overrides it, and how a rank waits does not change a result.
+# With fewer than 2 CPUs per rank, collectives run on the nonblocking engine
+# instead of a communication thread, unless -fsdp_comm_engine says otherwise.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
 command -v taskset >/dev/null || { echo "SKIP: no taskset (util-linux) to confine the ranks to one CPU"; exit 77; }
@@ -13,21 +15,24 @@ one_cpu 2 "$train" $args -loss_log "$fsdp_tmp/auto.csv" >"$fsdp_tmp/auto.out" 2>
   { cat "$fsdp_tmp/auto.out"; echo "FAIL: two ranks on one CPU"; exit 1; }
 expect_grep "^ *\[0\] waits sleep: 2 ranks on 1 CPU of this node (oversubscribed)" "$fsdp_tmp/auto.out"
 expect_grep "^ *\[1\] waits sleep: 2 ranks on 1 CPU of this node (oversubscribed)" "$fsdp_tmp/auto.out"
+expect_grep "^ *overlap: nonblocking engine (fewer than 2 CPUs per rank on a node)," "$fsdp_tmp/auto.out"
 
-one_cpu 2 "$train" $args -fsdp_wait poll -loss_log "$fsdp_tmp/poll.csv" >"$fsdp_tmp/poll.out" 2>&1 ||
-  { cat "$fsdp_tmp/poll.out"; echo "FAIL: -fsdp_wait poll"; exit 1; }
+one_cpu 2 "$train" $args -fsdp_wait poll -fsdp_comm_engine thread -loss_log "$fsdp_tmp/poll.csv" \
+  >"$fsdp_tmp/poll.out" 2>&1 || { cat "$fsdp_tmp/poll.out"; echo "FAIL: -fsdp_wait poll"; exit 1; }
 expect_grep "^ *\[0\] waits poll: 2 ranks on 1 CPU of this node (oversubscribed)" "$fsdp_tmp/poll.out"
+expect_grep "^ *overlap: thread engine," "$fsdp_tmp/poll.out"
 cmp "$fsdp_tmp/auto.csv" "$fsdp_tmp/poll.csv" ||
-  { echo "FAIL: the loss log of sleeping waits differs from polling's"; exit 1; }
+  { echo "FAIL: the loss log of sleeping waits on the nonblocking engine differs from polling on a thread's"; exit 1; }
 
 # One rank has every CPU of the machine to itself: it polls.
 cpus=$(taskset -c -p $$ | sed 's/.*: //' | awk -F, '{n = 0; for (i = 1; i <= NF; i++) { split($i, r, "-"); n += (r[2] == "" ? 1 : r[2] - r[1] + 1) } print n}')
 fsdp_run 1 "$train" $args >"$fsdp_tmp/one.out" 2>&1 || { cat "$fsdp_tmp/one.out"; echo "FAIL: one rank"; exit 1; }
 expect_grep "^ *\[0\] waits poll: 1 rank on $cpus CPUs\? of this node\$" "$fsdp_tmp/one.out"
+if [ "$cpus" -ge 2 ]; then expect_grep "^ *overlap: thread engine," "$fsdp_tmp/one.out"; fi
 
 rc=0
 fsdp_run 2 "$train" $args -fsdp_wait nap >"$fsdp_tmp/bad.out" 2>&1 || rc=$?
 [ $rc -ne 0 ] || { echo "FAIL: -fsdp_wait nap was accepted"; exit 1; }
 expect_grep "fsdp_wait.*nap" "$fsdp_tmp/bad.out"
-echo "two ranks on one CPU sleep, -fsdp_wait poll overrides it with the same losses, one rank on $cpus CPUs polls"
+echo "two ranks on one CPU sleep on the nonblocking engine, -fsdp_wait poll -fsdp_comm_engine thread override it with the same losses, one rank on $cpus CPUs polls"
 exit 0

@@ -427,8 +427,9 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
   FSDPCall(FSDPOptionsGetBool("-fsdp_view", "print the context and its process layout at SetUp", ctx->view_at_setup,
                               &ctx->view_at_setup, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_comm_engine",
-                              "where collectives run: thread (a communication thread; needs MPI_THREAD_MULTIPLE), "
-                              "nonblocking (MPI_I* collectives), sync (blocking, at the point of call)",
+                              "where collectives run: thread (a communication thread; needs MPI_THREAD_MULTIPLE; the "
+                              "default where every node has 2 CPUs per rank), nonblocking (MPI_I* collectives; the "
+                              "default otherwise), sync (blocking, at the point of call)",
                               engine_names, (int)ctx->engine, &choice, &set));
   if (set) FSDPCall(FSDPContextSetCommEngine(ctx, (FSDPCommEngine)choice));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
@@ -677,6 +678,7 @@ static FSDPErrorCode choose_engine(FSDPContext ctx)
 {
   int provided;
   FSDPCallMPI(MPI_Query_thread(&provided));
+  /* Thread for now; start_stream settles it once the node's load is known. */
   if (!ctx->engine_set)
     ctx->engine = provided == MPI_THREAD_MULTIPLE ? FSDP_COMM_ENGINE_THREAD : FSDP_COMM_ENGINE_NONBLOCKING;
   FSDPCheck(ctx->engine != FSDP_COMM_ENGINE_THREAD || provided == MPI_THREAD_MULTIPLE, MPI_COMM_SELF,
@@ -776,10 +778,23 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
               "table leaves for them; per-unit events are off\n",
               ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  /* A communication thread that polls is worth its CPU only when it has one
+     of its own: with fewer than two CPUs per rank it takes cycles from the
+     ranks' compute and its peers' progress (doc/overlap.md: 3.4 against
+     0.34 ms per step for a small model at 2 ranks on 2 CPUs).  Every rank
+     must choose alike: a nonblocking collective does not match a blocking one. */
+  if (!ctx->engine_set && ctx->engine == FSDP_COMM_ENGINE_THREAD && !ctx->dev) {
+    int crowded = 2 * ctx->node_ranks > ctx->node_cpus;
+    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_LOR, ctx->comm));
+    if (crowded) {
+      ctx->engine = FSDP_COMM_ENGINE_NONBLOCKING;
+      ctx->engine_auto_why = "fewer than 2 CPUs per rank on a node";
+    }
+  }
   FSDPCall(CommStreamCreate(ctx->dev ? "cuda" : engine_names[ctx->engine], ctx->timeout, ctx->comm, ctx->dev, ctx->nccl,
                             &ctx->stream));
   CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
-  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
   if (ctx->wait == FSDP_WAIT_AUTO) ctx->wait = ctx->node_ranks > ctx->node_cpus ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
   CommStreamSetSleep(ctx->stream, ctx->wait == FSDP_WAIT_SLEEP);
   return FSDP_SUCCESS;
@@ -1076,9 +1091,10 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
   }
   FSDPCall(FSDPViewerASCIIPrintf(
       v,
-      "overlap: %s engine, backward prefetch %s, forward prefetch %s, at most %s "
+      "overlap: %s engine%s%s%s, backward prefetch %s, forward prefetch %s, at most %s "
       "unit%s unsharded at once, watchdog %s%s\n",
-      engine_names[ctx->engine], prefetch_names[ctx->backward_prefetch], ctx->forward_prefetch ? "on" : "off",
+      engine_names[ctx->engine], ctx->engine_auto_why ? " (" : "", ctx->engine_auto_why ? ctx->engine_auto_why : "",
+      ctx->engine_auto_why ? ")" : "", prefetch_names[ctx->backward_prefetch], ctx->forward_prefetch ? "on" : "off",
       ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of", ctx->limit == 1 ? "" : "s",
       ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
       ctx->debug_collectives ? ", collectives checked" : ""));

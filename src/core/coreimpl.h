@@ -100,6 +100,7 @@ struct FSDPContext_s {
   /* the overlap engine (doc/overlap.md) */
   FSDPCommEngine engine;
   bool engine_set;
+  const char *engine_auto_why; /* why SetUp chose the engine, when the user did not */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
   int limit;           /* L; 0 = none */
