@@ -108,6 +108,7 @@ int main(int argc, char **argv)
   FSDPCallAbort(MPI_COMM_WORLD, FSDPContextCreate(MPI_COMM_WORLD, &ctx));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPContextSetFromOptions(ctx));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPModelCreate(ctx, spec, &model));
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPModelSetFromOptions(model)); /* -fsdp_fuse, -fsdp_wrap, ... */
   FSDPCallAbort(MPI_COMM_WORLD, FSDPModelSetUp(model));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPOptimizerCreate(ctx, &opt));
   FSDPCallAbort(MPI_COMM_WORLD, FSDPOptimizerSetType(opt, choice ? FSDP_OPTIMIZER_SGD : FSDP_OPTIMIZER_ADAMW));
