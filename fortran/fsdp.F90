@@ -14,7 +14,7 @@
 module fsdp
   use, intrinsic :: iso_c_binding
 #ifdef FSDP_HAVE_MPI_F08
-  use mpi_f08, only: MPI_Comm
+  use mpi_f08, only: MPI_Comm, MPI_Request
 #endif
   implicit none
   private
@@ -42,6 +42,8 @@ module fsdp
   integer, parameter, public :: FSDP_LR_CONSTANT = 0, FSDP_LR_COSINE = 1
   integer, parameter, public :: FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL = 1, FSDP_WRAP_SIZE = 2
   integer, parameter, public :: FSDP_ACT_RELU = 0, FSDP_ACT_TANH = 1, FSDP_ACT_GELU = 2, FSDP_ACT_IDENTITY = 3
+  integer, parameter, public :: FSDP_WAIT_AUTO = 0, FSDP_WAIT_POLL = 1, FSDP_WAIT_SLEEP = 2
+  integer, parameter, public :: FSDP_SIMD_GENERIC = 0, FSDP_SIMD_AVX2 = 1, FSDP_SIMD_AVX512 = 2
   ! Element counts and offsets: parameters can exceed 2^31 elements.
   integer, parameter, public :: fsdp_int64 = c_int64_t
 
@@ -95,7 +97,7 @@ module fsdp
   ! ---------------------------------------------------------------- the procedures
   public :: fsdp_initialize, fsdp_finalize, fsdp_initialized, fsdp_get_version
   public :: fsdp_get_error_string, fsdp_set_error_mode, fsdp_get_last_error, fsdp_error_print_trace, fsdp_error, &
-            fsdp_abort_on_error
+            fsdp_abort_on_error, fsdp_set_simd, fsdp_get_simd
   public :: fsdp_options_get_int, fsdp_options_get_real, fsdp_options_get_bool, fsdp_options_get_string, &
             fsdp_options_set_value, fsdp_options_clear_value, fsdp_options_insert_string
   public :: fsdp_log_view, fsdp_log_event_register, fsdp_log_event_begin, fsdp_log_event_end
@@ -107,6 +109,7 @@ module fsdp
   public :: fsdp_context_create, fsdp_context_set_sharding_strategy, fsdp_context_get_shard_group, &
             fsdp_context_set_unit_init, fsdp_context_set_shard_init, fsdp_context_set_sync_params, &
             fsdp_context_set_mixed_precision, fsdp_context_set_comm_engine, fsdp_context_set_backward_prefetch, &
+            fsdp_context_set_wait_mode, fsdp_context_get_wait_mode, fsdp_context_wait, &
             fsdp_context_set_forward_prefetch, fsdp_context_set_limit_all_gathers, fsdp_context_set_device, &
             fsdp_context_set_checkpoint_keep, fsdp_context_set_check_finite, fsdp_context_set_from_options, &
             fsdp_context_add_unit, fsdp_context_set_up, fsdp_context_begin_forward, fsdp_context_begin_backward, &
@@ -166,6 +169,13 @@ module fsdp
     module procedure shardgroup_get_replicate_comm_int
 #ifdef FSDP_HAVE_MPI_F08
     module procedure shardgroup_get_replicate_comm_f08
+#endif
+  end interface
+  ! Requests, as communicators: an integer handle or a type(MPI_Request).
+  interface fsdp_context_wait
+    module procedure context_wait_int
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure context_wait_f08
 #endif
   end interface
   ! Views of rank 1 (any parameter, flattened in memory order) to 4.
@@ -508,6 +518,30 @@ module fsdp
       import :: c_ptr, c_int
       type(c_ptr), value :: obj
       integer(c_int), value :: v
+    end function
+    integer(c_int) function c_context_set_wait_mode(obj, v) bind(C, name="FSDPContextSetWaitMode")
+      import :: c_ptr, c_int
+      type(c_ptr), value :: obj
+      integer(c_int), value :: v
+    end function
+    integer(c_int) function c_context_get_wait_mode(obj, mode, node_ranks, node_cpus) &
+        bind(C, name="FSDPContextGetWaitMode")
+      import :: c_ptr, c_int
+      type(c_ptr), value :: obj
+      integer(c_int), intent(out) :: mode, node_ranks, node_cpus
+    end function
+    integer(c_int) function c_context_wait(obj, request) bind(C, name="fsdpf_context_wait")
+      import :: c_ptr, c_int
+      type(c_ptr), value :: obj
+      integer(c_int), intent(inout) :: request
+    end function
+    integer(c_int) function c_set_simd(level) bind(C, name="FSDPSetSimd")
+      import :: c_int
+      integer(c_int), value :: level
+    end function
+    integer(c_int) function c_get_simd(level, best) bind(C, name="FSDPGetSimd")
+      import :: c_int
+      integer(c_int), intent(out) :: level, best
     end function
     integer(c_int) function c_context_set_backward_prefetch(obj, v) bind(C, name="FSDPContextSetBackwardPrefetch")
       import :: c_ptr, c_int
@@ -883,6 +917,21 @@ contains
     call fstr(c_get_error_string(int(code, c_int)), string)
   end subroutine
 
+  ! The host kernels' SIMD path (FSDP_SIMD_GENERIC, _AVX2, _AVX512), and the best this CPU runs.
+  subroutine fsdp_set_simd(level, ierr)
+    integer, intent(in) :: level
+    integer, intent(out) :: ierr
+    ierr = c_set_simd(int(level, c_int))
+  end subroutine
+
+  subroutine fsdp_get_simd(level, best, ierr)
+    integer, intent(out) :: level, best, ierr
+    integer(c_int) :: l, b
+    ierr = c_get_simd(l, b)
+    level = int(l)
+    best = int(b)
+  end subroutine
+
   subroutine fsdp_set_error_mode(mode, ierr)
     integer, intent(in) :: mode
     integer, intent(out) :: ierr
@@ -1176,6 +1225,13 @@ contains
     integer, intent(out) :: ierr
     call context_get_comm_int(ctx, comm%MPI_VAL, ierr)
   end subroutine
+
+  subroutine context_wait_f08(ctx, request, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    type(MPI_Request), intent(inout) :: request
+    integer, intent(out) :: ierr
+    call context_wait_int(ctx, request%MPI_VAL, ierr)
+  end subroutine
 #endif
 
   ! ---------------------------------------------------------------- FSDPContext: create and configure
@@ -1239,6 +1295,39 @@ contains
     integer, intent(in) :: engine
     integer, intent(out) :: ierr
     ierr = c_context_set_comm_engine(ctx%ptr, int(engine, c_int))
+  end subroutine
+
+  ! How waits for collectives behave (FSDP_WAIT_AUTO, _POLL, _SLEEP); before set_up.
+  subroutine fsdp_context_set_wait_mode(ctx, mode, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    integer, intent(in) :: mode
+    integer, intent(out) :: ierr
+    ierr = c_context_set_wait_mode(ctx%ptr, int(mode, c_int))
+  end subroutine
+
+  ! After set_up: the mode chosen, and the ranks and CPUs of this node it was chosen from.
+  subroutine fsdp_context_get_wait_mode(ctx, mode, node_ranks, node_cpus, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    integer, intent(out) :: mode, node_ranks, node_cpus
+    integer, intent(out) :: ierr
+    integer(c_int) :: m, r, c
+    ierr = c_context_get_wait_mode(ctx%ptr, m, r, c)
+    mode = int(m)
+    node_ranks = int(r)
+    node_cpus = int(c)
+  end subroutine
+
+  ! Waits for a request of the program's own (an MPI_Iallreduce of a loss,
+  ! say) the way the context waits for its collectives; the request is then
+  ! MPI_REQUEST_NULL.
+  subroutine context_wait_int(ctx, request, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    integer, intent(inout) :: request
+    integer, intent(out) :: ierr
+    integer(c_int) :: r
+    r = int(request, c_int)
+    ierr = c_context_wait(ctx%ptr, r)
+    request = int(r)
   end subroutine
 
   subroutine fsdp_context_set_backward_prefetch(ctx, mode, ierr)

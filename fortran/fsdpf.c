@@ -76,6 +76,15 @@ FSDPF_EXTERN FSDPErrorCode fsdpf_shardgroup_create(const MPI_Fint *comm, ShardGr
   return ShardGroupCreate(MPI_Comm_f2c(*comm), group);
 }
 
+/* A Fortran request handle through FSDPContextWait, and back (MPI_REQUEST_NULL when done). */
+FSDPF_EXTERN FSDPErrorCode fsdpf_context_wait(FSDPContext ctx, MPI_Fint *request)
+{
+  MPI_Request r = MPI_Request_f2c(*request);
+  FSDPErrorCode ierr = FSDPContextWait(ctx, &r);
+  *request = MPI_Request_c2f(r);
+  return ierr;
+}
+
 FSDPF_EXTERN FSDPErrorCode fsdpf_context_get_comm(FSDPContext ctx, MPI_Fint *comm)
 {
   MPI_Comm c;

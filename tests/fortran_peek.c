@@ -70,6 +70,12 @@ static const struct {
     ENUM(FSDP_ACT_TANH),
     ENUM(FSDP_ACT_GELU),
     ENUM(FSDP_ACT_IDENTITY),
+    ENUM(FSDP_WAIT_AUTO),
+    ENUM(FSDP_WAIT_POLL),
+    ENUM(FSDP_WAIT_SLEEP),
+    ENUM(FSDP_SIMD_GENERIC),
+    ENUM(FSDP_SIMD_AVX2),
+    ENUM(FSDP_SIMD_AVX512),
 };
 
 /* The C value of the enum constant `name`, or -1000 when this table lacks it. */

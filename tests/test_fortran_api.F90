@@ -5,7 +5,8 @@
 ! return the right ierr with a message Fortran can read, and abort nothing;
 ! both communicator forms (use mpi's integers and mpi_f08's type(MPI_Comm))
 ! give the context and shard group their communicators; options and the
-! training state cross the interface.
+! training state cross the interface; the wait mode, a program's own request
+! waited for by the context (both handle forms), and the SIMD path.
 ! mpitest: -n 2
 ! mpitest: -n 3
 module fortran_peek
@@ -157,6 +158,23 @@ program test_fortran_api
   call check_enum('FSDP_ACT_TANH', FSDP_ACT_TANH)
   call check_enum('FSDP_ACT_GELU', FSDP_ACT_GELU)
   call check_enum('FSDP_ACT_IDENTITY', FSDP_ACT_IDENTITY)
+  call check_enum('FSDP_WAIT_AUTO', FSDP_WAIT_AUTO)
+  call check_enum('FSDP_WAIT_POLL', FSDP_WAIT_POLL)
+  call check_enum('FSDP_WAIT_SLEEP', FSDP_WAIT_SLEEP)
+  call check_enum('FSDP_SIMD_GENERIC', FSDP_SIMD_GENERIC)
+  call check_enum('FSDP_SIMD_AVX2', FSDP_SIMD_AVX2)
+  call check_enum('FSDP_SIMD_AVX512', FSDP_SIMD_AVX512)
+
+  ! The SIMD path: the best this CPU runs, generic on request, nothing unknown.
+  call fsdp_get_simd(i, j, ierr)
+  call check(ierr == 0 .and. i >= FSDP_SIMD_GENERIC .and. i <= j .and. j <= FSDP_SIMD_AVX512, 'fsdp_get_simd')
+  call fsdp_set_simd(FSDP_SIMD_GENERIC, ierr)
+  call fsdp_get_simd(l, m, ierr)
+  call check(ierr == 0 .and. l == FSDP_SIMD_GENERIC .and. m == j, 'fsdp_set_simd(FSDP_SIMD_GENERIC)')
+  call fsdp_set_simd(9, ierr)
+  call check(ierr == FSDP_ERR_ARG, 'fsdp_set_simd(9) is refused')
+  call fsdp_set_simd(i, ierr)
+  call ok(ierr, 'fsdp_set_simd back')
   call fsdp_sharding_strategy_name(FSDP_HYBRID_SHARD, name)
   call check(name == 'hybrid', 'fsdp_sharding_strategy_name(FSDP_HYBRID_SHARD) is '//trim(name))
 
@@ -188,8 +206,15 @@ program test_fortran_api
   if (size(pshape) == 4) call check(all(pshape == [2, 3, 1, 2]), 'get_param_info: t4''s Fortran shape')
   call fsdp_context_set_shard_init(ctx, shard_init, c_null_ptr, ierr)
   call check(ierr == 0, 'fsdp_context_set_shard_init')
+  call fsdp_context_set_wait_mode(ctx, 7, ierr)
+  call check(ierr == FSDP_ERR_ARG, 'fsdp_context_set_wait_mode(7) is refused')
+  call fsdp_context_set_wait_mode(ctx, FSDP_WAIT_SLEEP, ierr)
+  call ok(ierr, 'fsdp_context_set_wait_mode')
   call fsdp_context_set_up(ctx, ierr)
   call check(ierr == 0, 'fsdp_context_set_up')
+  call fsdp_context_get_wait_mode(ctx, i, j, l, ierr)
+  call check(ierr == 0 .and. i == FSDP_WAIT_SLEEP .and. j >= 1 .and. l >= 1, 'fsdp_context_get_wait_mode')
+  call wait_for_sum_int(ctx)
   call fsdp_context_get_num_units(ctx, nunits, ierr)
   call ok(ierr, 'fsdp_context_get_num_units')
   call check(nunits == 1, 'one unit')
@@ -360,6 +385,20 @@ contains
     call MPI_Comm_rank(comm, rank, ierr)
   end subroutine
 
+  ! An MPI_Iallreduce of the program's, on an integer request, completed by
+  ! fsdp_context_wait: the sum is there and the request is freed.
+  subroutine wait_for_sum_int(ctx)
+    use mpi, only: MPI_COMM_WORLD, MPI_INTEGER, MPI_SUM, MPI_REQUEST_NULL, MPI_Comm_size
+    type(fsdp_context), intent(in) :: ctx
+    integer :: mine, total, request, size, ierr, mpierr
+    call MPI_Comm_size(MPI_COMM_WORLD, size, mpierr)
+    mine = 3
+    call MPI_Iallreduce(mine, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, request, mpierr)
+    call fsdp_context_wait(ctx, request, ierr)
+    call check(ierr == 0 .and. total == 3 * size .and. request == MPI_REQUEST_NULL, &
+               'fsdp_context_wait (integer request)')
+  end subroutine
+
   ! The context's integer communicator and its shard group's are congruent
   ! with what they were made from.
   subroutine check_context_comm_int(ctx)
@@ -388,7 +427,8 @@ subroutine f08_forms(failures)
   type(fsdp_shardgroup) :: group
   type(fsdp_context) :: ctx
   type(MPI_Comm) :: comm
-  integer :: ierr, result, index, factor, size, world_size
+  type(MPI_Request) :: request
+  integer :: ierr, result, index, factor, size, world_size, mine, total
   call MPI_Comm_size(MPI_COMM_WORLD, world_size)
   call fsdp_shardgroup_create(MPI_COMM_WORLD, group, ierr)
   call fsdp_shardgroup_set_sharding_factor(group, 1, ierr)
@@ -413,6 +453,15 @@ subroutine f08_forms(failures)
   if (ierr /= 0 .or. result /= MPI_CONGRUENT) then
     failures = failures + 1
     write (*, '(a)') 'FAIL: fsdp_context_create/get_comm (mpi_f08)'
+  end if
+  ! A type(MPI_Request) of the program's, completed by the context's wait.
+  call fsdp_context_set_up(ctx, ierr)
+  mine = 5
+  call MPI_Iallreduce(mine, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, request)
+  call fsdp_context_wait(ctx, request, ierr)
+  if (ierr /= 0 .or. total /= 5 * world_size .or. request /= MPI_REQUEST_NULL) then
+    failures = failures + 1
+    write (*, '(a)') 'FAIL: fsdp_context_wait (mpi_f08 request)'
   end if
   call fsdp_context_destroy(ctx, ierr)
 end subroutine
