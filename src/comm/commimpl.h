@@ -12,6 +12,10 @@
 
 typedef enum { COMM_ALLGATHER = 0, COMM_REDUCE_SCATTER, COMM_ALLREDUCE, COMM_NUM_KINDS } CommKind;
 
+/* A shard group's gradient buffers in node shared memory (shm.c), through
+   which its fp32 reduce-scatters run when every rank shares the node. */
+typedef struct CommShm_s *CommShm;
+
 /* One collective.  send may be MPI_IN_PLACE for an all-reduce or an all-gather. */
 typedef struct {
   CommKind kind;
@@ -21,6 +25,7 @@ typedef struct {
   MPI_Datatype type;
   MPI_Op op; /* of the reductions: MPI_SUM, or a 16-bit sum */
   MPI_Comm comm;
+  CommShm shm;        /* a reduce-scatter of floats on comm: through this shared memory (NULL: MPI) */
   const char *unit;   /* for diagnostics */
   int64_t bytes;      /* what -fsdp_log_view counts */
   FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */
@@ -66,6 +71,15 @@ void CommStreamSetStep(CommStream stream, int64_t step);
 void CommStreamGetTimes(CommStream stream, double *comm_time, double *exposed_time, int64_t *ncollectives);
 /* Waits for every queued operation, stops the thread. */
 FSDPErrorCode CommStreamDestroy(CommStream *stream);
+
+/* Collective on comm: a window of `bytes` per rank in node shared memory,
+   when every rank of comm wants it (`want`, agreed here) and shares this
+   node with the others; else *shm is NULL. */
+FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm);
+/* This rank's segment of the window: where its gradient buffers go. */
+void *CommShmSegment(CommShm shm);
+/* Collective on comm (MPI_Win_free). */
+FSDPErrorCode CommShmDestroy(CommShm *shm);
 
 /* Collective on comm: NCCL communicators for the shard group (and the
    replicate group when `replicate_nccl`) on dev's GPU.  A group in which two

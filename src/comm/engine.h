@@ -15,6 +15,13 @@
 /* Where a GPU operation on MPI is (NCCL ones go from QUEUED to DONE). */
 typedef enum { DEV_QUEUED = 0, DEV_STAGING, DEV_RUNNING, DEV_LANDING, DEV_DONE } DevPhase;
 
+/* A reduce-scatter through shared memory in flight (shm.c). */
+typedef enum { SHM_POSTED = 0, SHM_SUMMED, SHM_MPI } ShmPhase;
+typedef struct {
+  uint64_t seq;
+  ShmPhase phase;
+} CommShmState;
+
 typedef struct {
   CommOp op;
   uint64_t ticket;
@@ -27,6 +34,7 @@ typedef struct {
   bool done;
   int mpierr;
   MPI_Request request;
+  CommShmState shm; /* op.shm: where it is (a fallback to MPI uses request) */
   double start, end;
 } Slot;
 
@@ -97,6 +105,15 @@ int CommRunBlocking(const CommOp *op);
    stream sleeps, started nonblocking and tested with pauses. */
 int CommRun(CommStream s, const CommOp *op);
 int CommStartNonblocking(const CommOp *op, MPI_Request *req);
+/* Any collective, nonblocking: op->shm's protocol or MPI_I*; then tested. */
+int CommStart(const CommOp *op, MPI_Request *req, CommShmState *st);
+int CommTest(const CommOp *op, MPI_Request *req, CommShmState *st, int *flag);
+/* Shared memory (shm.c): posts this rank's buffer; sums its block once
+   every rank has posted, completes once every rank has summed.  One
+   operation on a CommShm at a time (CommShmBusy). */
+int CommShmStart(const CommOp *op, CommShmState *st);
+int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *flag);
+bool CommShmBusy(CommShm shm);
 /* Timing and logging of a finished operation (once per operation). */
 void CommAccount(CommStream s, Slot *sl);
 /* A wait that blocked from t0 on: its time is exposed communication. */

@@ -12,8 +12,9 @@ static FSDPErrorCode progress(CommStream s)
     if (!sl->started) {
       const Slot *prev = t > 1 ? CommSlot(s, t - 1) : NULL;
       if (sl->op.after_previous && prev && prev->ticket == t - 1 && prev->queued && !prev->done) break;
+      if (sl->op.shm && CommShmBusy(sl->op.shm)) break; /* one at a time, and in order */
       sl->start = FSDPTime_Private();
-      sl->mpierr = CommStartNonblocking(&sl->op, &sl->request);
+      sl->mpierr = CommStart(&sl->op, &sl->request, &sl->shm);
       sl->started = true;
       if (sl->mpierr) {
         sl->done = true;
@@ -22,7 +23,7 @@ static FSDPErrorCode progress(CommStream s)
       }
     }
     int flag = 0;
-    sl->mpierr = MPI_Test(&sl->request, &flag, MPI_STATUS_IGNORE);
+    sl->mpierr = CommTest(&sl->op, &sl->request, &sl->shm, &flag);
     if (flag || sl->mpierr) {
       sl->done = true;
       sl->end = FSDPTime_Private();

@@ -55,14 +55,25 @@ void CommBackoffPause(CommBackoff *b)
 
 int CommRun(CommStream s, const CommOp *op)
 {
-  MPI_Request req;
+  MPI_Request req = MPI_REQUEST_NULL;
+  CommShmState st;
   CommBackoff b = CommBackoffStart(s);
   int flag = 0, err;
 
-  if (!s->sleep) return CommRunBlocking(op);
-  if ((err = CommStartNonblocking(op, &req))) return err;
-  while (!(err = MPI_Test(&req, &flag, MPI_STATUS_IGNORE)) && !flag) CommBackoffPause(&b);
+  if (!s->sleep && !op->shm) return CommRunBlocking(op);
+  if ((err = CommStart(op, &req, &st))) return err;
+  while (!(err = CommTest(op, &req, &st, &flag)) && !flag) CommBackoffPause(&b);
   return err;
+}
+
+int CommStart(const CommOp *op, MPI_Request *req, CommShmState *st)
+{
+  return op->shm ? CommShmStart(op, st) : CommStartNonblocking(op, req);
+}
+
+int CommTest(const CommOp *op, MPI_Request *req, CommShmState *st, int *flag)
+{
+  return op->shm ? CommShmTest(op, st, req, flag) : MPI_Test(req, flag, MPI_STATUS_IGNORE);
 }
 
 int CommStartNonblocking(const CommOp *op, MPI_Request *req)

@@ -95,6 +95,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->checkpoint_keep = 1;
   c->checkpoint_strict = true;
   c->check_finite = true;
+  c->shm_reduce = true;
   c->timeout = 600;
   c->signal_grace = 5;
   if ((ierr = create(comm, c))) {
@@ -123,6 +124,8 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPCall(FSDPFree(&c->units));
   FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
   FSDPCall(BufferPoolDestroy_Private(&c->grads_pool));
+  if (c->shm) FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)c->grads_pool.shared * c->grads_pool.bytes, true);
+  FSDPCall(CommShmDestroy(&c->shm));
   FSDPCall(DeviceFree_Private(c->dev, &c->staging, c->plan.bytes[FSDP_MEM_COMM_STAGING], FSDP_MEM_COMM_STAGING));
   FSDPCall(CommNCCLDestroy(&c->nccl));
   FSDPCall(DeviceDestroy_Private(&c->dev));
@@ -214,6 +217,13 @@ FSDPErrorCode FSDPContextSetCommEngine(FSDPContext ctx, FSDPCommEngine engine)
             "FSDPContextSetCommEngine: %d is not an FSDPCommEngine (thread, nonblocking, sync)", (int)engine);
   ctx->engine = engine;
   ctx->engine_set = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetShmReduce(FSDPContext ctx, bool use)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->shm_reduce = use;
   return FSDP_SUCCESS;
 }
 
@@ -432,6 +442,9 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "default otherwise), sync (blocking, at the point of call)",
                               engine_names, (int)ctx->engine, &choice, &set));
   if (set) FSDPCall(FSDPContextSetCommEngine(ctx, (FSDPCommEngine)choice));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_shm_reduce",
+                              "host: a shard group on one node reduce-scatters fp32 gradients through shared memory",
+                              ctx->shm_reduce, &ctx->shm_reduce, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
                               "when backward issues the next unit's all-gather: pre (before the current unit's "
                               "reduce-scatter), post (after it), none",
@@ -800,6 +813,30 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* The planned gradient buffers move into node shared memory when the shard
+   group can reduce-scatter there (comm/shm.c): host, F > 1, fp32 units and
+   reductions.  Collective on the shard group, which agrees on it. */
+static FSDPErrorCode start_shm(FSDPContext ctx)
+{
+  BufferPool *p = &ctx->grads_pool;
+  bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32;
+  size_t slice = (p->bytes + 63) / 64 * 64; /* slices aligned for the vector loops */
+  char *seg;
+  if (ctx->dev || ctx->factor == 1) return FSDP_SUCCESS;
+  for (int i = 0; i < ctx->nunits; i++)
+    if (ctx->units[i]->dtype != FSDP_FLOAT32) want = false;
+  FSDPCall(CommShmCreate(ctx->shard_comm, want, (size_t)p->n * slice, &ctx->shm));
+  if (!ctx->shm) return FSDP_SUCCESS;
+  seg = CommShmSegment(ctx->shm);
+  for (int i = 0; i < p->n; i++) {
+    FSDPCall(DeviceFree_Private(NULL, &p->bufs[i], p->bytes, p->category));
+    p->bufs[i] = seg + (size_t)i * slice;
+  }
+  p->shared = p->n;
+  FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)p->n * p->bytes, false);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
 {
   int factor = 0, requested, rank;
@@ -821,6 +858,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   ctx->laid_out = true;
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_shm(ctx)));
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_engine(ctx)));
   /* Collective inside: only once every rank has its engine. */
   if (ctx->dev) FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device_comm(ctx)));
@@ -1098,6 +1136,11 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
       ctx->limit ? (snprintf(a, sizeof a, "%d", ctx->limit), a) : "any number of", ctx->limit == 1 ? "" : "s",
       ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
       ctx->debug_collectives ? ", collectives checked" : ""));
+  if (ctx->factor > 1 && !ctx->dev)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "reduce-scatter: %s\n",
+                                   ctx->shm ? "node shared memory (the shard group's ranks share a node; "
+                                              "-fsdp_shm_reduce)"
+                                            : "MPI"));
   FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
                                              wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
                                              ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",

@@ -58,6 +58,7 @@ typedef struct {
   size_t bytes;
   FSDPMemCategory category;
   int64_t growths;
+  int shared; /* the first `shared` buffers are slices of a CommShm window, not the pool's to free */
   Device dev; /* where the buffers are (NULL: host) */
 } BufferPool;
 
@@ -101,6 +102,8 @@ struct FSDPContext_s {
   FSDPCommEngine engine;
   bool engine_set;
   const char *engine_auto_why; /* why SetUp chose the engine, when the user did not */
+  bool shm_reduce;             /* -fsdp_shm_reduce: wanted */
+  CommShm shm;                 /* the gradient buffers' window, when the shard group shares a node (else NULL) */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
   int limit;           /* L; 0 = none */

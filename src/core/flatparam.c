@@ -342,7 +342,7 @@ FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, Device dev, int n, int cap
 
 FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
 {
-  for (int i = 0; i < p->n; i++) FSDPCall(DeviceFree_Private(p->dev, &p->bufs[i], p->bytes, p->category));
+  for (int i = p->shared; i < p->n; i++) FSDPCall(DeviceFree_Private(p->dev, &p->bufs[i], p->bytes, p->category));
   FSDPCall(FSDPFree(&p->bufs));
   FSDPCall(FSDPFree(&p->used));
   return FSDP_SUCCESS;
@@ -469,6 +469,7 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .type = FSDPDataTypeMPI_Private(dtype),
                .op = FSDPDataTypeSize(dtype) == 2 ? ctx->half_sum : MPI_SUM,
                .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
+               .shm = kind == COMM_REDUCE_SCATTER && dtype == FSDP_FLOAT32 ? ctx->shm : NULL,
                .unit = u->name,
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],

@@ -70,6 +70,8 @@ uint64_t FSDPHashBytes_Private(uint64_t h, const void *data, size_t n);
 /* Make room for `need` elements in *array (address of a pointer), capacity *cap. */
 /* Device memory (src/device) counted by category, apart from the host's. */
 void FSDPDeviceMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed);
+/* Host memory that did not come from FSDPMalloc (an MPI shared-memory window), counted the same way. */
+void FSDPMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed);
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
 
 /* What FSDPContext needs of its ShardGroup: the factor asked for (0: none),

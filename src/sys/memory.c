@@ -75,6 +75,17 @@ FSDPErrorCode FSDPMalloc(size_t bytes, FSDPMemCategory category, void *ptr)
   return FSDP_SUCCESS;
 }
 
+void FSDPMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed)
+{
+  if (freed) {
+    atomic_fetch_sub(&mem_current[category], bytes);
+    atomic_fetch_sub(&mem_total_current, bytes);
+    return;
+  }
+  raise_peak(&mem_peak[category], atomic_fetch_add(&mem_current[category], bytes) + bytes);
+  raise_peak(&mem_total_peak, atomic_fetch_add(&mem_total_current, bytes) + bytes);
+}
+
 FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory category, void *ptr)
 {
   void *p;

@@ -1,0 +1,202 @@
+/* The shard group's fp32 reduce-scatter through node shared memory
+   (doc/overlap.md, "Reduce-scatter in shared memory").  When every rank of
+   the group shares a node, the context's unsharded gradient buffers live in
+   one MPI shared-memory window.  A rank posts where its gradient starts in
+   its segment and reads block r of every rank's gradient in place: one pass
+   that reads the F blocks and writes the result, instead of MPI's copies
+   into its own buffers and its reduction pass over them.
+
+   Each rank has a cache line of flags in the window: `arrived` (the last
+   operation whose buffer it posted, and `offset`, where that buffer is) and
+   `done` (the last operation whose block it has summed).  An operation
+   completes on a rank once every rank is done with it: only then may the
+   rank write its gradient buffer again.  Operations on one CommShm run one
+   at a time, in the same order on every rank; a buffer outside the window
+   (a pool grown beyond the plan) makes every rank run that one through MPI. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "engine.h"
+#include "simd.h"
+
+typedef struct {
+  _Atomic uint64_t arrived;
+  _Atomic int64_t offset; /* of the posted buffer in the rank's segment; -1: not in it */
+  _Atomic uint64_t done;
+} ShmFlags;
+
+#define FLAGS_BYTES 128 /* a cache line, or two adjacent, of its own */
+_Static_assert(sizeof(ShmFlags) <= FLAGS_BYTES, "the flags fit their line");
+
+struct CommShm_s {
+  MPI_Win win;
+  int rank, size;
+  size_t bytes;     /* of each rank's data segment */
+  char **segment;   /* [size], as mapped in this process */
+  ShmFlags **flags; /* [size] */
+  uint64_t seq;     /* operations started here */
+  bool active;      /* one started and not completed */
+};
+
+FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm)
+{
+  MPI_Comm node;
+  int size, node_size, all = want;
+  MPI_Info info;
+  CommShm s;
+  char *base;
+
+  *shm = NULL;
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  FSDPCallMPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  FSDPCallMPI(MPI_Comm_size(node, &node_size));
+  FSDPCallMPI(MPI_Comm_free(&node));
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, comm));
+  if (!all || size < 2 || node_size != size) return FSDP_SUCCESS;
+
+  FSDPCall(FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s));
+  FSDPCallMPI(MPI_Comm_rank(comm, &s->rank));
+  s->size = size;
+  s->bytes = bytes;
+  s->win = MPI_WIN_NULL;
+  /* Each rank's segment in memory near it (first touch), not one block. */
+  FSDPCallMPI(MPI_Info_create(&info));
+  FSDPCallMPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+  {
+    int err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + bytes), 1, info, comm, &base, &s->win);
+    MPI_Info_free(&info);
+    if (err != MPI_SUCCESS) {
+      (void)FSDPFree(&s);
+      FSDPCallMPI(err);
+    }
+  }
+  {
+    FSDPErrorCode ierr = FSDPCalloc((size_t)size, sizeof *s->segment, FSDP_MEM_OTHER, &s->segment);
+    if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->flags, FSDP_MEM_OTHER, &s->flags);
+    if (ierr) {
+      (void)CommShmDestroy(&s);
+      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    }
+  }
+  for (int q = 0; q < size; q++) {
+    MPI_Aint qbytes;
+    int unit;
+    char *qbase;
+    FSDPCallMPI(MPI_Win_shared_query(s->win, q, &qbytes, &unit, &qbase));
+    s->flags[q] = (ShmFlags *)qbase;
+    s->segment[q] = qbase + FLAGS_BYTES;
+  }
+  atomic_store(&s->flags[s->rank]->arrived, 0);
+  atomic_store(&s->flags[s->rank]->offset, -1);
+  atomic_store(&s->flags[s->rank]->done, 0);
+  /* Nobody reads a peer's flags before the peer has zeroed them. */
+  FSDPCallMPI(MPI_Barrier(comm));
+  *shm = s;
+  return FSDP_SUCCESS;
+}
+
+void *CommShmSegment(CommShm shm) { return shm->segment[shm->rank]; }
+
+FSDPErrorCode CommShmDestroy(CommShm *shm)
+{
+  CommShm s = *shm;
+  if (!s) return FSDP_SUCCESS;
+  if (s->win != MPI_WIN_NULL) FSDPCallMPI(MPI_Win_free(&s->win));
+  FSDPCall(FSDPFree(&s->segment));
+  FSDPCall(FSDPFree(&s->flags));
+  FSDPCall(FSDPFree(shm));
+  return FSDP_SUCCESS;
+}
+
+bool CommShmBusy(CommShm shm) { return shm->active; }
+
+/* out[j] = a[j] + b[j], and out[j] += a[j]: the sum in rank order. */
+FSDP_INLINE void sum2_body(int64_t n, const float *restrict a, const float *restrict b, float *restrict out)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t j = 0; j < n; j++) out[j] = a[j] + b[j];
+}
+FSDP_SIMD_KERNEL(sum2, (int64_t n, const float *restrict a, const float *restrict b, float *restrict out),
+                 (n, a, b, out))
+FSDP_INLINE void add_body(int64_t n, const float *restrict a, float *restrict out)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t j = 0; j < n; j++) out[j] += a[j];
+}
+FSDP_SIMD_KERNEL(add, (int64_t n, const float *restrict a, float *restrict out), (n, a, out))
+
+/* out = block `rank` of every rank's posted buffer, summed in rank order,
+   a chunk at a time so that the partial sums stay in cache. */
+#define CHUNK 4096
+static void sum_blocks(CommShm s, const CommOp *op)
+{
+  float *out = op->recv;
+  int64_t count = op->count;
+  for (int64_t j0 = 0; j0 < count; j0 += CHUNK) {
+    int64_t m = count - j0 < CHUNK ? count - j0 : CHUNK;
+    const float *src[2];
+    for (int q = 0; q < 2; q++)
+      src[q] = (const float *)(s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed)) +
+               (int64_t)s->rank * count + j0;
+    sum2(m, src[0], src[1], out + j0);
+    for (int q = 2; q < s->size; q++)
+      add(m,
+          (const float *)(s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed)) +
+              (int64_t)s->rank * count + j0,
+          out + j0);
+  }
+}
+
+int CommShmStart(const CommOp *op, CommShmState *st)
+{
+  CommShm s = op->shm;
+  ShmFlags *mine = s->flags[s->rank];
+  const char *send = op->send, *seg = s->segment[s->rank];
+  size_t need = (size_t)op->count * (size_t)s->size * sizeof(float);
+  int64_t offset = send >= seg && send + need <= seg + s->bytes ? (int64_t)(send - seg) : -1;
+
+  st->seq = ++s->seq;
+  st->phase = SHM_POSTED;
+  s->active = true;
+  atomic_store_explicit(&mine->offset, offset, memory_order_relaxed);
+  atomic_store_explicit(&mine->arrived, st->seq, memory_order_release);
+  return MPI_SUCCESS;
+}
+
+static bool all_reached(CommShm s, bool done, uint64_t seq)
+{
+  for (int q = 0; q < s->size; q++) {
+    ShmFlags *f = s->flags[q];
+    if (atomic_load_explicit(done ? &f->done : &f->arrived, memory_order_acquire) < seq) return false;
+  }
+  return true;
+}
+
+int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *flag)
+{
+  CommShm s = op->shm;
+  int err = MPI_SUCCESS;
+  *flag = 0;
+  if (st->phase == SHM_POSTED && all_reached(s, false, st->seq)) {
+    bool in_window = true;
+    for (int q = 0; q < s->size; q++)
+      if (atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed) < 0) in_window = false;
+    if (in_window) {
+      sum_blocks(s, op);
+      st->phase = SHM_SUMMED;
+    } else {
+      /* Every rank sees the same offsets, and so takes this path too. */
+      err = MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type, op->op, op->comm, fallback);
+      st->phase = SHM_MPI;
+    }
+    atomic_store_explicit(&s->flags[s->rank]->done, st->seq, memory_order_release);
+    if (err) {
+      s->active = false;
+      return err;
+    }
+  }
+  if (st->phase == SHM_SUMMED && all_reached(s, true, st->seq)) *flag = 1;
+  if (st->phase == SHM_MPI) err = MPI_Test(fallback, flag, MPI_STATUS_IGNORE);
+  if (*flag || err) s->active = false;
+  return err;
+}

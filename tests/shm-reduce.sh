@@ -1,0 +1,49 @@
+#!/bin/sh
+# The shard group's reduce-scatter through node shared memory
+# (-fsdp_shm_reduce, doc/overlap.md): on by default when the shard group
+# shares a node, as -fsdp_view says, and the same training as MPI's
+# reduce-scatter.  With two ranks per shard group a sum is a + b either way,
+# so the loss logs are byte-identical: W = 2 on each engine, W = 4 in hybrid
+# groups of 2, and with -grad_accum 3, whose accumulating units hold more
+# gradient buffers than planned and reduce those through MPI.  With four the
+# order of the sums differs from MPICH's: the losses agree within 1e-6.
+. "${srcdir:-.}/tests/testlib.sh"
+train="$top_builddir/tools/fsdp-train"
+common="-model mlp:in=8,hidden=48,depth=3,out=2,act=gelu,norm=layernorm -data synthetic:n=512 -steps 20 -batch 32 -log_every 0"
+
+# run NAME NP ARGS...: train, the loss log in $fsdp_tmp/NAME.csv
+run() {
+  name=$1 np=$2
+  shift 2
+  fsdp_run "$np" "$train" $common -loss_log "$fsdp_tmp/$name.csv" "$@" >"$fsdp_tmp/$name.out" 2>&1 ||
+    { cat "$fsdp_tmp/$name.out"; echo "FAIL: fsdp-train $name exited with an error"; exit 1; }
+}
+same() {
+  cmp "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" ||
+    { paste -d' ' "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" | head; echo "FAIL: $1 and $2 trained differently"; exit 1; }
+}
+
+run w2 2 -fsdp_view
+expect_grep "^ *reduce-scatter: node shared memory" "$fsdp_tmp/w2.out"
+run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
+expect_grep "^ *reduce-scatter: MPI\$" "$fsdp_tmp/w2-mpi.out"
+same w2 w2-mpi
+for engine in thread sync; do
+  run "w2-$engine" 2 -fsdp_comm_engine $engine
+  same w2 "w2-$engine"
+done
+run accum 2 -grad_accum 3
+run accum-mpi 2 -grad_accum 3 -fsdp_shm_reduce false
+same accum accum-mpi
+run hybrid 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_view
+expect_grep "^ *reduce-scatter: node shared memory" "$fsdp_tmp/hybrid.out"
+run hybrid-mpi 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_shm_reduce false
+same hybrid hybrid-mpi
+run w4 4
+run w4-mpi 4 -fsdp_shm_reduce false
+awk -F, 'NR == FNR { if (FNR > 1) want[$1] = $2; next }
+  FNR > 1 { n++; d = $2 - want[$1]; if (d < 0) d = -d; if (d > 1e-6 * want[$1]) bad++ }
+  END { if (n != 20 || bad) { printf "FAIL: W = 4: %d of %d steps differ by more than 1e-6\n", bad, n; exit 1 } }' \
+  "$fsdp_tmp/w4-mpi.csv" "$fsdp_tmp/w4.csv" || exit 1
+echo "shared-memory reduce-scatter: W = 2 (three engines, -grad_accum 3) and hybrid groups of 2 train as MPI's, W = 4 within 1e-6"
+exit 0
