@@ -498,10 +498,10 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetWaitMode(FSDPContext ctx, FSDPWaitMode *
    when the wait mode is SLEEP.  A blocking MPI call would poll instead. */
 FSDP_EXTERN FSDPErrorCode FSDPContextWait(FSDPContext ctx, MPI_Request *request);
 /* On the host, a shard group whose ranks share a node reduce-scatters fp32
-   gradients through node shared memory: the unsharded gradient buffers sit
-   in an MPI shared-memory window and each rank sums its block straight from
-   its peers' buffers (default true; doc/overlap.md).  false: MPI's
-   reduce-scatter.  Set before FSDPContextSetUp. */
+   gradients and all-gathers fp32 shards through node shared memory: the
+   unsharded gradient buffers and the shards sit in an MPI shared-memory
+   window, and each rank reads its peers' data where it lies (default true;
+   doc/overlap.md).  false: MPI's collectives.  Set before FSDPContextSetUp. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShmReduce(FSDPContext ctx, bool use); /* -fsdp_shm_reduce */
 
 /* Where the context computes (doc/cuda.md). */

@@ -1,11 +1,13 @@
 #!/bin/sh
-# The shard group's reduce-scatter through node shared memory
+# The shard group's reduce-scatter and all-gather through node shared memory
 # (-fsdp_shm_reduce, doc/overlap.md): on by default when the shard group
 # shares a node, as -fsdp_view says, and the same training as MPI's
-# reduce-scatter.  With two ranks per shard group a sum is a + b either way,
-# so the loss logs are byte-identical: W = 2 on each engine, W = 4 in hybrid
-# groups of 2, and with -grad_accum 3, whose accumulating units hold more
-# gradient buffers than planned and reduce those through MPI.  With four the
+# collectives.  An all-gather is a copy either way, and with two ranks per
+# shard group a sum is a + b either way, so the loss logs are byte-identical:
+# W = 2 on each engine, W = 4 in hybrid groups of 2, and with -grad_accum 3,
+# whose accumulating units hold more gradient buffers than planned and
+# reduce those through MPI.  In bf16 the parameters travel in place through
+# MPI while the gradients still take shared memory.  With four ranks the
 # order of the sums differs from MPICH's: the losses agree within 1e-6.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -24,9 +26,9 @@ same() {
 }
 
 run w2 2 -fsdp_view
-expect_grep "^ *reduce-scatter: node shared memory" "$fsdp_tmp/w2.out"
+expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: node shared memory\$" "$fsdp_tmp/w2.out"
 run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
-expect_grep "^ *reduce-scatter: MPI\$" "$fsdp_tmp/w2-mpi.out"
+expect_grep "^ *reduce-scatter: MPI; all-gather: MPI\$" "$fsdp_tmp/w2-mpi.out"
 same w2 w2-mpi
 for engine in thread sync; do
   run "w2-$engine" 2 -fsdp_comm_engine $engine
@@ -35,6 +37,10 @@ done
 run accum 2 -grad_accum 3
 run accum-mpi 2 -grad_accum 3 -fsdp_shm_reduce false
 same accum accum-mpi
+run bf16 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_view
+expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: MPI\$" "$fsdp_tmp/bf16.out"
+run bf16-mpi 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_shm_reduce false
+same bf16 bf16-mpi
 run hybrid 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory" "$fsdp_tmp/hybrid.out"
 run hybrid-mpi 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_shm_reduce false
@@ -45,5 +51,5 @@ awk -F, 'NR == FNR { if (FNR > 1) want[$1] = $2; next }
   FNR > 1 { n++; d = $2 - want[$1]; if (d < 0) d = -d; if (d > 1e-6 * want[$1]) bad++ }
   END { if (n != 20 || bad) { printf "FAIL: W = 4: %d of %d steps differ by more than 1e-6\n", bad, n; exit 1 } }' \
   "$fsdp_tmp/w4-mpi.csv" "$fsdp_tmp/w4.csv" || exit 1
-echo "shared-memory reduce-scatter: W = 2 (three engines, -grad_accum 3) and hybrid groups of 2 train as MPI's, W = 4 within 1e-6"
+echo "shared-memory collectives: W = 2 (three engines, -grad_accum 3, bf16) and hybrid groups of 2 train as MPI's, W = 4 within 1e-6"
 exit 0

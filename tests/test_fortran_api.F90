@@ -210,6 +210,8 @@ program test_fortran_api
   call check(ierr == FSDP_ERR_ARG, 'fsdp_context_set_wait_mode(7) is refused')
   call fsdp_context_set_wait_mode(ctx, FSDP_WAIT_SLEEP, ierr)
   call ok(ierr, 'fsdp_context_set_wait_mode')
+  call fsdp_context_set_shm_reduce(ctx, .false., ierr)
+  call ok(ierr, 'fsdp_context_set_shm_reduce')
   call fsdp_context_set_up(ctx, ierr)
   call check(ierr == 0, 'fsdp_context_set_up')
   call fsdp_context_get_wait_mode(ctx, i, j, l, ierr)

@@ -1,10 +1,12 @@
-/* The shard group's fp32 reduce-scatter through node shared memory
-   (doc/overlap.md, "Reduce-scatter in shared memory").  When every rank of
-   the group shares a node, the context's unsharded gradient buffers live in
-   one MPI shared-memory window.  A rank posts where its gradient starts in
-   its segment and reads block r of every rank's gradient in place: one pass
-   that reads the F blocks and writes the result, instead of MPI's copies
-   into its own buffers and its reduction pass over them.
+/* The shard group's fp32 reduce-scatter and all-gather through node shared
+   memory (doc/overlap.md, "Collectives in shared memory").  When every rank
+   of the group shares a node, the context's unsharded gradient buffers and
+   its parameter shards live in one MPI shared-memory window.  For a
+   reduce-scatter a rank posts where its gradient starts in its segment and
+   reads block r of every rank's gradient in place: one pass that reads the
+   F blocks and writes the result, instead of MPI's copies into its own
+   buffers and its reduction pass over them.  For an all-gather it posts its
+   shard and copies every rank's shard from where it lies.
 
    Each rank has a cache line of flags in the window: `arrived` (the last
    operation whose buffer it posted, and `offset`, where that buffer is) and
@@ -12,7 +14,10 @@
    completes on a rank once every rank is done with it: only then may the
    rank write its gradient buffer again.  Operations on one CommShm run one
    at a time, in the same order on every rank; a buffer outside the window
-   (a pool grown beyond the plan) makes every rank run that one through MPI. */
+   (a pool grown beyond the plan) makes every rank run that one through MPI.
+   A peer's shard stays as posted until the all-gather completes everywhere,
+   so a rank's optimizer step, which comes after its all-gathers, cannot
+   change a shard a peer is still copying. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -22,7 +27,7 @@
 typedef struct {
   _Atomic uint64_t arrived;
   _Atomic int64_t offset; /* of the posted buffer in the rank's segment; -1: not in it */
-  _Atomic uint64_t done;
+  _Atomic uint64_t done; /* the last operation whose blocks this rank has read */
 } ShmFlags;
 
 #define FLAGS_BYTES 128 /* a cache line, or two adjacent, of its own */
@@ -147,12 +152,22 @@ static void sum_blocks(CommShm s, const CommOp *op)
   }
 }
 
+/* recv = every rank's posted block, in rank order. */
+static void gather_blocks(CommShm s, const CommOp *op)
+{
+  size_t bytes = (size_t)op->count * sizeof(float);
+  for (int q = 0; q < s->size; q++)
+    memcpy((char *)op->recv + (size_t)q * bytes,
+           s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed), bytes);
+}
+
 int CommShmStart(const CommOp *op, CommShmState *st)
 {
   CommShm s = op->shm;
   ShmFlags *mine = s->flags[s->rank];
   const char *send = op->send, *seg = s->segment[s->rank];
-  size_t need = (size_t)op->count * (size_t)s->size * sizeof(float);
+  /* A reduce-scatter posts the whole gradient, an all-gather its block. */
+  size_t need = (size_t)op->count * (op->kind == COMM_REDUCE_SCATTER ? (size_t)s->size : 1) * sizeof(float);
   int64_t offset = send >= seg && send + need <= seg + s->bytes ? (int64_t)(send - seg) : -1;
 
   st->seq = ++s->seq;
@@ -182,11 +197,12 @@ int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *
     for (int q = 0; q < s->size; q++)
       if (atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed) < 0) in_window = false;
     if (in_window) {
-      sum_blocks(s, op);
-      st->phase = SHM_SUMMED;
+      if (op->kind == COMM_REDUCE_SCATTER) sum_blocks(s, op);
+      else gather_blocks(s, op);
+      st->phase = SHM_READ;
     } else {
       /* Every rank sees the same offsets, and so takes this path too. */
-      err = MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type, op->op, op->comm, fallback);
+      err = CommStartNonblocking(op, fallback);
       st->phase = SHM_MPI;
     }
     atomic_store_explicit(&s->flags[s->rank]->done, st->seq, memory_order_release);
@@ -195,7 +211,7 @@ int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *
       return err;
     }
   }
-  if (st->phase == SHM_SUMMED && all_reached(s, true, st->seq)) *flag = 1;
+  if (st->phase == SHM_READ && all_reached(s, true, st->seq)) *flag = 1;
   if (st->phase == SHM_MPI) err = MPI_Test(fallback, flag, MPI_STATUS_IGNORE);
   if (*flag || err) s->active = false;
   return err;

@@ -443,7 +443,7 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               engine_names, (int)ctx->engine, &choice, &set));
   if (set) FSDPCall(FSDPContextSetCommEngine(ctx, (FSDPCommEngine)choice));
   FSDPCall(FSDPOptionsGetBool("-fsdp_shm_reduce",
-                              "host: a shard group on one node reduce-scatters fp32 gradients through shared memory",
+                              "host: a shard group on one node reduce-scatters and all-gathers fp32 data through shared memory",
                               ctx->shm_reduce, &ctx->shm_reduce, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
                               "when backward issues the next unit's all-gather: pre (before the current unit's "
@@ -813,19 +813,26 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
-/* The planned gradient buffers move into node shared memory when the shard
-   group can reduce-scatter there (comm/shm.c): host, F > 1, fp32 units and
-   reductions.  Collective on the shard group, which agrees on it. */
+/* The planned gradient buffers, and the parameter shards, move into node
+   shared memory when the shard group can reduce-scatter and all-gather there
+   (comm/shm.c): host, F > 1, fp32 units and reductions (and fp32 parameters
+   for the shards).  Before the initializers run, so that nothing holds the
+   shards' old addresses.  Collective on the shard group, which agrees on it. */
+static size_t round_up64(size_t n) { return (n + 63) / 64 * 64; } /* slices aligned for the vector loops */
+
 static FSDPErrorCode start_shm(FSDPContext ctx)
 {
   BufferPool *p = &ctx->grads_pool;
-  bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32;
-  size_t slice = (p->bytes + 63) / 64 * 64; /* slices aligned for the vector loops */
+  bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32, shards;
+  size_t slice = round_up64(p->bytes), gbytes = (size_t)p->n * slice, sbytes = 0;
   char *seg;
   if (ctx->dev || ctx->factor == 1) return FSDP_SUCCESS;
-  for (int i = 0; i < ctx->nunits; i++)
+  for (int i = 0; i < ctx->nunits; i++) {
     if (ctx->units[i]->dtype != FSDP_FLOAT32) want = false;
-  FSDPCall(CommShmCreate(ctx->shard_comm, want, (size_t)p->n * slice, &ctx->shm));
+    sbytes += round_up64((size_t)ctx->units[i]->shard_numel * sizeof(float));
+  }
+  shards = ctx->param_dtype == FSDP_FLOAT32;
+  FSDPCall(CommShmCreate(ctx->shard_comm, want, gbytes + (shards ? sbytes : 0), &ctx->shm));
   if (!ctx->shm) return FSDP_SUCCESS;
   seg = CommShmSegment(ctx->shm);
   for (int i = 0; i < p->n; i++) {
@@ -834,6 +841,17 @@ static FSDPErrorCode start_shm(FSDPContext ctx)
   }
   p->shared = p->n;
   FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)p->n * p->bytes, false);
+  for (int i = 0; shards && i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t bytes = (size_t)u->shard_numel * sizeof(float);
+    char *at = seg + gbytes;
+    memcpy(at, u->shard, bytes);
+    FSDPCall(DeviceFree_Private(NULL, &u->shard, bytes, FSDP_MEM_PARAMS));
+    u->shard = at;
+    u->shard_shared = true;
+    FSDPMemoryCount_Private(FSDP_MEM_PARAMS, bytes, false);
+    gbytes += round_up64(bytes);
+  }
   return FSDP_SUCCESS;
 }
 
@@ -1137,10 +1155,10 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
       ctx->timeout > 0 ? (snprintf(b, sizeof b, "%g s", ctx->timeout), b) : "off",
       ctx->debug_collectives ? ", collectives checked" : ""));
   if (ctx->factor > 1 && !ctx->dev)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "reduce-scatter: %s\n",
-                                   ctx->shm ? "node shared memory (the shard group's ranks share a node; "
-                                              "-fsdp_shm_reduce)"
-                                            : "MPI"));
+    FSDPCall(FSDPViewerASCIIPrintf(
+        v, "reduce-scatter: %s; all-gather: %s\n",
+        ctx->shm ? "node shared memory (the shard group's ranks share a node; -fsdp_shm_reduce)" : "MPI",
+        ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory" : "MPI"));
   FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
                                              wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
                                              ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",

@@ -32,6 +32,7 @@ struct FlatParam_s {
   int64_t numel, padded, shard_numel;
   /* buffers */
   void *shard, *grad_shard; /* FSDP_MEM_PARAMS, FSDP_MEM_GRADS */
+  bool shard_shared;        /* the shard is in the context's CommShm window (not this unit's to free) */
   void *unsharded;          /* NULL when released; the shard itself when the context's `direct` */
   void *ugrad;              /* unsharded gradient, from the context's gradient buffers; NULL when none */
   FlatParamState state;

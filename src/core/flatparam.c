@@ -185,7 +185,8 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit)
   FSDPCall(FSDPFree(&u->params));
   /* pool buffers are the context's */
   FSDPCall(DeviceFree_Private(u->ctx->dev, &u->own, own_bytes(u), FSDP_MEM_UNSHARDED));
-  FSDPCall(DeviceFree_Private(u->ctx->dev, &u->shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_PARAMS));
+  if (u->shard_shared) FSDPMemoryCount_Private(FSDP_MEM_PARAMS, (size_t)u->shard_numel * esize(u), true);
+  else FSDPCall(DeviceFree_Private(u->ctx->dev, &u->shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_PARAMS));
   FSDPCall(DeviceFree_Private(u->ctx->dev, &u->grad_shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_GRADS));
   FSDPCall(FSDPFree(&u->name));
   FSDPCall(FSDPFree(unit));
@@ -469,7 +470,7 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .type = FSDPDataTypeMPI_Private(dtype),
                .op = FSDPDataTypeSize(dtype) == 2 ? ctx->half_sum : MPI_SUM,
                .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
-               .shm = kind == COMM_REDUCE_SCATTER && dtype == FSDP_FLOAT32 ? ctx->shm : NULL,
+               .shm = kind != COMM_ALLREDUCE && shard && dtype == FSDP_FLOAT32 && send != MPI_IN_PLACE ? ctx->shm : NULL,
                .unit = u->name,
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
