@@ -10,13 +10,6 @@ h5data="$top_builddir/tests/h5data"
 model="mlp:in=6,hidden=16,depth=3,out=2,act=tanh,norm=layernorm"
 common="-model $model -steps 8 -lr 0.01 -log_every 0"
 
-# run NAME NP ARGS...: train, the loss log in $fsdp_tmp/NAME.csv
-run() {
-  name=$1 np=$2
-  shift 2
-  fsdp_run "$np" "$train" $common -loss_log "$fsdp_tmp/$name.csv" "$@" >"$fsdp_tmp/$name.out" 2>&1 ||
-    { cat "$fsdp_tmp/$name.out"; echo "FAIL: fsdp-train $name exited with an error"; exit 1; }
-}
 
 # same REF NAME: both logs have 8 steps whose losses agree within 1e-5 relative.
 same() {
@@ -31,21 +24,21 @@ same() {
 
 # ------------------------------------------------------------------ loss curves
 data="-data synthetic:n=256,seed=3 -batch 16"
-run w1 1 $data
+train_run w1 1 $data
 for s in full grad_op none; do
-  run "w2_$s" 2 $data -fsdp_sharding_strategy $s
+  train_run "w2_$s" 2 $data -fsdp_sharding_strategy $s
   same w1 "w2_$s"
 done
 for s in full grad_op none; do
-  run "w4_$s" 4 $data -fsdp_sharding_strategy $s
+  train_run "w4_$s" 4 $data -fsdp_sharding_strategy $s
   same w1 "w4_$s"
 done
 for s in hybrid hybrid_zero2; do # 2 emulated nodes of 2 ranks
-  run "w4_$s" 4 $data -fsdp_sharding_strategy $s -fsdp_ranks_per_node 2
+  train_run "w4_$s" 4 $data -fsdp_sharding_strategy $s -fsdp_ranks_per_node 2
   same w1 "w4_$s"
 done
 # PyTorch's names select the same strategies; the progress header says the canonical one.
-run w4_pytorch_name 4 $data -fsdp_sharding_strategy HYBRID_SHARD -fsdp_ranks_per_node 2 -log_every 8
+train_run w4_pytorch_name 4 $data -fsdp_sharding_strategy HYBRID_SHARD -fsdp_ranks_per_node 2 -log_every 8
 same w4_hybrid w4_pytorch_name
 expect_grep '^fsdp-train: 4 ranks, hybrid sharding, F = 2, 2 replicas' "$fsdp_tmp/w4_pytorch_name.out"
 # A job's configuration in an options file: the program's options and libfsdp's.
@@ -54,23 +47,23 @@ cat >"$fsdp_tmp/job.opts" <<EOF
 -data synthetic:n=256,seed=3 -batch 16
 -fsdp_sharding_strategy hybrid_shard  -fsdp_ranks_per_node 2
 EOF
-run w4_options_file 4 -options_file "$fsdp_tmp/job.opts" -log_every 8
+train_run w4_options_file 4 -options_file "$fsdp_tmp/job.opts" -log_every 8
 same w4_hybrid w4_options_file
 expect_grep '^fsdp-train: 4 ranks, hybrid sharding, F = 2, 2 replicas; synthetic (n=256, seed=3)' "$fsdp_tmp/w4_options_file.out"
 fsdp_run 1 "$train" -help >"$fsdp_tmp/help.out" 2>&1 || { cat "$fsdp_tmp/help.out"; echo "FAIL: fsdp-train -help"; exit 1; }
 expect_grep "^  -fsdp_sharding_strategy <full> (one of full grad_op none hybrid hybrid_zero2): .*PyTorch's names full_shard, shard_grad_op, no_shard, hybrid_shard and hybrid_shard_zero2 (any case) are aliases" "$fsdp_tmp/help.out"
-run w4_model 4 $data -fsdp_wrap model
+train_run w4_model 4 $data -fsdp_wrap model
 same w1 w4_model
-run w2_size 2 $data -fsdp_wrap size:300
+train_run w2_size 2 $data -fsdp_wrap size:300
 same w1 w2_size
 # Two micro-batches of 8 rows are the batch of 16.
-run w2_accum 2 -data synthetic:n=256,seed=3 -batch 8 -grad_accum 2
+train_run w2_accum 2 -data synthetic:n=256,seed=3 -batch 8 -grad_accum 2
 same w1 w2_accum
-run w4_accum 4 -data synthetic:n=256,seed=3 -batch 4 -grad_accum 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
+train_run w4_accum 4 -data synthetic:n=256,seed=3 -batch 4 -grad_accum 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
 same w1 w4_accum
 # The loss log is real: the curve goes down, and another seed is another curve.
 awk -F, 'NR == 2 { first = $2 } END { if (!($2 < first)) { print "FAIL: loss went from " first " to " $2; exit 1 } }' "$fsdp_tmp/w1.csv" || exit 1
-run seed2 1 $data -seed 2
+train_run seed2 1 $data -seed 2
 if cmp -s "$fsdp_tmp/w1.csv" "$fsdp_tmp/seed2.csv"; then echo "FAIL: -seed changed nothing"; exit 1; fi
 
 # ------------------------------------------------------------------ progress and summary
@@ -120,8 +113,8 @@ nonorm="mlp:in=6,hidden=16,depth=3,out=2,act=relu"
 "$h5data" init "$fsdp_tmp/init-omit.h5" 6 16 3 2 omit=blocks.1.fc.bias || exit 1
 "$h5data" init "$fsdp_tmp/init-shape.h5" 6 16 3 2 reshape=head.weight || exit 1
 
-run reg1 1 -data "$fsdp_tmp/reg.h5" -batch 16
-run reg4 4 -data "$fsdp_tmp/reg.h5" -batch 16 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
+train_run reg1 1 -data "$fsdp_tmp/reg.h5" -batch 16
+train_run reg4 4 -data "$fsdp_tmp/reg.h5" -batch 16 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
 same reg1 reg4
 # Classification: integer labels, cross-entropy; SGD with nesterov, cosine schedule, clipping.
 sgd="-optimizer sgd -momentum 0.9 -nesterov -lr_schedule cosine -warmup_steps 2 -clip_grad_norm 0.5"
@@ -131,10 +124,10 @@ fsdp_run 2 "$train" -model mlp:in=6,hidden=16,depth=2,out=3 -data "$fsdp_tmp/cls
   -log_every 0 -loss_log "$fsdp_tmp/cls2.csv" -fsdp_sharding_strategy grad_op || { echo "FAIL: classification at W = 2"; exit 1; }
 same cls1 cls2
 # -init replaces the initialization: the seed no longer matters, and W does not either.
-run init_a 1 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -init "$fsdp_tmp/init.h5" -seed 1
-run init_b 2 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -init "$fsdp_tmp/init.h5" -seed 2
+train_run init_a 1 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -init "$fsdp_tmp/init.h5" -seed 1
+train_run init_b 2 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -init "$fsdp_tmp/init.h5" -seed 2
 same init_a init_b
-run noinit 1 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -seed 1
+train_run noinit 1 -model $nonorm -data "$fsdp_tmp/reg.h5" -batch 16 -seed 1
 if cmp -s "$fsdp_tmp/init_a.csv" "$fsdp_tmp/noinit.csv"; then echo "FAIL: -init changed nothing"; exit 1; fi
 
 fail shape "/x must be float \[N, 6\] for a model with in=6, not float \[64, 7\]" 2 -model $model -data "$fsdp_tmp/wide.h5"

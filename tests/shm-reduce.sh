@@ -13,40 +13,33 @@
 train="$top_builddir/tools/fsdp-train"
 common="-model mlp:in=8,hidden=48,depth=3,out=2,act=gelu,norm=layernorm -data synthetic:n=512 -steps 20 -batch 32 -log_every 0"
 
-# run NAME NP ARGS...: train, the loss log in $fsdp_tmp/NAME.csv
-run() {
-  name=$1 np=$2
-  shift 2
-  fsdp_run "$np" "$train" $common -loss_log "$fsdp_tmp/$name.csv" "$@" >"$fsdp_tmp/$name.out" 2>&1 ||
-    { cat "$fsdp_tmp/$name.out"; echo "FAIL: fsdp-train $name exited with an error"; exit 1; }
-}
 same() {
   cmp "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" ||
     { paste -d' ' "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" | head; echo "FAIL: $1 and $2 trained differently"; exit 1; }
 }
 
-run w2 2 -fsdp_view
+train_run w2 2 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: node shared memory\$" "$fsdp_tmp/w2.out"
-run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
+train_run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
 expect_grep "^ *reduce-scatter: MPI; all-gather: MPI\$" "$fsdp_tmp/w2-mpi.out"
 same w2 w2-mpi
 for engine in thread sync; do
-  run "w2-$engine" 2 -fsdp_comm_engine $engine
+  train_run "w2-$engine" 2 -fsdp_comm_engine $engine
   same w2 "w2-$engine"
 done
-run accum 2 -grad_accum 3
-run accum-mpi 2 -grad_accum 3 -fsdp_shm_reduce false
+train_run accum 2 -grad_accum 3
+train_run accum-mpi 2 -grad_accum 3 -fsdp_shm_reduce false
 same accum accum-mpi
-run bf16 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_view
+train_run bf16 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: MPI\$" "$fsdp_tmp/bf16.out"
-run bf16-mpi 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_shm_reduce false
+train_run bf16-mpi 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_shm_reduce false
 same bf16 bf16-mpi
-run hybrid 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_view
+train_run hybrid 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory" "$fsdp_tmp/hybrid.out"
-run hybrid-mpi 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_shm_reduce false
+train_run hybrid-mpi 4 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -fsdp_shm_reduce false
 same hybrid hybrid-mpi
-run w4 4
-run w4-mpi 4 -fsdp_shm_reduce false
+train_run w4 4
+train_run w4-mpi 4 -fsdp_shm_reduce false
 awk -F, 'NR == FNR { if (FNR > 1) want[$1] = $2; next }
   FNR > 1 { n++; d = $2 - want[$1]; if (d < 0) d = -d; if (d > 1e-6 * want[$1]) bad++ }
   END { if (n != 20 || bad) { printf "FAIL: W = 4: %d of %d steps differ by more than 1e-6\n", bad, n; exit 1 } }' \

@@ -40,5 +40,16 @@ rank_pid() {
   done
 }
 
+# train_run NAME NP ARGS...: fsdp-train ($train, with the script's $common
+# options) on NP ranks, its loss log in $fsdp_tmp/NAME.csv and its output in
+# $fsdp_tmp/NAME.out; an error fails the test and shows the output.
+train_run() {
+  name=$1 np=$2
+  shift 2
+  fsdp_run "$np" "$train" $common -loss_log "$fsdp_tmp/$name.csv" "$@" >"$fsdp_tmp/$name.out" 2>&1 ||
+    { cat "$fsdp_tmp/$name.out"; echo "FAIL: fsdp-train $name exited with an error"; exit 1; }
+}
+
 fsdp_tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-test.XXXXXX") || exit 99
 trap 'rm -rf "$fsdp_tmp"' EXIT
+
