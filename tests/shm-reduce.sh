@@ -6,30 +6,51 @@
 # shard group a sum is a + b either way, so the loss logs are byte-identical:
 # W = 2 on each engine, W = 4 in hybrid groups of 2, and with -grad_accum 3,
 # whose accumulating units hold more gradient buffers than planned and
-# reduce those through MPI.  In bf16 the parameters travel in place through
+# reduce those through MPI (fsdp-train's summary counts both kinds), also
+# between bf16 all-gathers, which MPI runs.  In bf16 the parameters travel in place through
 # MPI while the gradients still take shared memory.  With four ranks the
 # order of the sums differs from MPICH's: the losses agree within 1e-6.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
-common="-model mlp:in=8,hidden=48,depth=3,out=2,act=gelu,norm=layernorm -data synthetic:n=512 -steps 20 -batch 32 -log_every 0"
+common="-model mlp:in=8,hidden=48,depth=3,out=2,act=gelu,norm=layernorm -data synthetic:n=512 -steps 20 -batch 32 -log_every 20"
 
 same() {
   cmp "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" ||
     { paste -d' ' "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" | head; echo "FAIL: $1 and $2 trained differently"; exit 1; }
 }
 
+# used NAME: fsdp-train's summary says every collective of rank 0 ran in
+# shared memory (W = 2: they are all the shard group's); none: none did.
+used() { expect_grep "^fsdp-train: rank 0 ran \([1-9][0-9]*\) of \1 collectives in node shared memory\$" "$fsdp_tmp/$1.out"; }
+none() { expect_count 0 "in node shared memory" "$fsdp_tmp/$1.out"; }
+
 train_run w2 2 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: node shared memory\$" "$fsdp_tmp/w2.out"
+used w2
 train_run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
 expect_grep "^ *reduce-scatter: MPI; all-gather: MPI\$" "$fsdp_tmp/w2-mpi.out"
+none w2-mpi
 same w2 w2-mpi
-for engine in thread sync; do
+for engine in thread nonblocking sync; do
   train_run "w2-$engine" 2 -fsdp_comm_engine $engine
+  used "w2-$engine"
   same w2 "w2-$engine"
 done
+# Units holding gradients without sync grow the pool beyond the window:
+# those reduce-scatters go through MPI, on every rank alike.
 train_run accum 2 -grad_accum 3
+expect_grep "^fsdp-train: rank 0 ran [1-9][0-9]* of [0-9]* collectives in node shared memory, and [1-9][0-9]* through MPI instead" "$fsdp_tmp/accum.out"
 train_run accum-mpi 2 -grad_accum 3 -fsdp_shm_reduce false
 same accum accum-mpi
+# MPI's in-place bf16 all-gathers between the shared-memory reduce-scatters
+# and their MPI fallbacks: every rank must start them in the same order.
+for prefetch in pre post; do
+  train_run "mixed-$prefetch" 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -grad_accum 3 \
+    -fsdp_comm_engine nonblocking -fsdp_backward_prefetch $prefetch
+  train_run "mixed-$prefetch-mpi" 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -grad_accum 3 \
+    -fsdp_comm_engine nonblocking -fsdp_backward_prefetch $prefetch -fsdp_shm_reduce false
+  same "mixed-$prefetch" "mixed-$prefetch-mpi"
+done
 train_run bf16 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_view
 expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: MPI\$" "$fsdp_tmp/bf16.out"
 train_run bf16-mpi 2 -fsdp_param_dtype bf16 -fsdp_reduce_dtype fp32 -fsdp_shm_reduce false

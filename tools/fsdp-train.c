@@ -627,6 +627,13 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   if (cs.comm_time > 0)
     printf("fsdp-train: rank 0 waited %.3f s of %.3f s in collectives: overlap %.1f%%, %lld prefetches\n",
            cs.exposed_time, cs.comm_time, 100.0 * (1.0 - cs.exposed_time / cs.comm_time), (long long)cs.prefetches);
+  if (cs.shm_collectives) {
+    printf("fsdp-train: rank 0 ran %lld of %lld collectives in node shared memory",
+           (long long)(cs.shm_collectives - cs.shm_fallbacks), (long long)cs.collectives);
+    if (cs.shm_fallbacks)
+      printf(", and %lld through MPI instead (a gradient buffer beyond the plan)", (long long)cs.shm_fallbacks);
+    printf("\n");
+  }
   printf("fsdp-train: peak %smemory per rank (largest over ranks)   FSDP formula\n", gpu ? "GPU " : "");
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) {
     FSDPFormatBytes(b1, sizeof b1, peak[c]);

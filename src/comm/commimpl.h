@@ -78,6 +78,8 @@ FSDPErrorCode CommStreamDestroy(CommStream *stream);
 FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm);
 /* This rank's segment of the window: where its gradient buffers go. */
 void *CommShmSegment(CommShm shm);
+/* Operations run through it so far, and those of them that went through MPI. */
+void CommShmGetCounts(CommShm shm, int64_t *ops, int64_t *fallbacks);
 /* Collective on comm (MPI_Win_free). */
 FSDPErrorCode CommShmDestroy(CommShm *shm);
 

@@ -108,12 +108,13 @@ int CommStartNonblocking(const CommOp *op, MPI_Request *req);
 /* Any collective, nonblocking: op->shm's protocol or MPI_I*; then tested. */
 int CommStart(const CommOp *op, MPI_Request *req, CommShmState *st);
 int CommTest(const CommOp *op, MPI_Request *req, CommShmState *st, int *flag);
-/* Shared memory (shm.c): posts this rank's buffer; sums its block once
-   every rank has posted, completes once every rank has summed.  One
-   operation on a CommShm at a time (CommShmBusy). */
+/* Shared memory (shm.c): posts this rank's buffer; reads its blocks once
+   every rank has posted, completes once every rank has read.  While one is
+   under way nothing else may start on its communicator: its MPI fallback
+   starts at a moment that depends on timing, and every rank must start the
+   communicator's collectives in the same order. */
 int CommShmStart(const CommOp *op, CommShmState *st);
 int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *flag);
-bool CommShmBusy(CommShm shm);
 /* Timing and logging of a finished operation (once per operation). */
 void CommAccount(CommStream s, Slot *sl);
 /* A wait that blocked from t0 on: its time is exposed communication. */

@@ -13,7 +13,8 @@
    `done` (the last operation whose block it has summed).  An operation
    completes on a rank once every rank is done with it: only then may the
    rank write its gradient buffer again.  Operations on one CommShm run one
-   at a time, in the same order on every rank; a buffer outside the window
+   at a time, in the same order on every rank, and nothing else starts on
+   its communicator meanwhile (engine.h); a buffer outside the window
    (a pool grown beyond the plan) makes every rank run that one through MPI.
    A peer's shard stays as posted until the all-gather completes everywhere,
    so a rank's optimizer step, which comes after its all-gathers, cannot
@@ -39,27 +40,51 @@ struct CommShm_s {
   size_t bytes;     /* of each rank's data segment */
   char **segment;   /* [size], as mapped in this process */
   ShmFlags **flags; /* [size] */
-  uint64_t seq;     /* operations started here */
-  bool active;      /* one started and not completed */
+  _Atomic uint64_t seq;      /* operations started here (read by other threads) */
+  _Atomic int64_t fallbacks; /* of those, the ones run through MPI (read by other threads) */
 };
+
+/* Frees what CommShmCreate allocated on this rank; the window is freed by
+   the caller, collectively. */
+static void free_local(CommShm *s)
+{
+  if (!*s) return;
+  (void)FSDPFree(&(*s)->segment);
+  (void)FSDPFree(&(*s)->flags);
+  (void)FSDPFree(s);
+}
 
 FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm)
 {
   MPI_Comm node;
-  int size, node_size, all = want;
+  int size, node_size, go[2], err = MPI_SUCCESS;
   MPI_Info info;
-  CommShm s;
+  CommShm s = NULL;
   char *base;
+  FSDPErrorCode ierr;
+  _Atomic uint64_t probe;
 
   *shm = NULL;
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   FSDPCallMPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   FSDPCallMPI(MPI_Comm_size(node, &node_size));
   FSDPCallMPI(MPI_Comm_free(&node));
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, comm));
-  if (!all || size < 2 || node_size != size) return FSDP_SUCCESS;
-
-  FSDPCall(FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s));
+  /* What this rank allocates comes first: every rank then agrees, in one
+     collective, on whether all want a window and could prepare for it. */
+  ierr = FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s);
+  if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->segment, FSDP_MEM_OTHER, &s->segment);
+  if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->flags, FSDP_MEM_OTHER, &s->flags);
+  /* The flags are shared between processes: only lock-free atomics are address-free. */
+  go[0] = want && size > 1 && node_size == size && atomic_is_lock_free(&probe);
+  go[1] = ierr == FSDP_SUCCESS;
+  err = MPI_Allreduce(MPI_IN_PLACE, go, 2, MPI_INT, MPI_LAND, comm);
+  if (ierr || err || !go[0] || !go[1]) {
+    free_local(&s);
+    if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    FSDPCallMPI(err);
+    FSDPCheck(go[1], MPI_COMM_SELF, FSDP_ERR_MEM, "another rank of the shard group could not allocate for the shared-memory window");
+    return FSDP_SUCCESS;
+  }
   FSDPCallMPI(MPI_Comm_rank(comm, &s->rank));
   s->size = size;
   s->bytes = bytes;
@@ -67,35 +92,35 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   /* Each rank's segment in memory near it (first touch), not one block. */
   FSDPCallMPI(MPI_Info_create(&info));
   FSDPCallMPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
-  {
-    int err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + bytes), 1, info, comm, &base, &s->win);
-    MPI_Info_free(&info);
-    if (err != MPI_SUCCESS) {
-      (void)FSDPFree(&s);
-      FSDPCallMPI(err);
-    }
+  err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + bytes), 1, info, comm, &base, &s->win);
+  MPI_Info_free(&info);
+  if (err) {
+    free_local(&s);
+    FSDPCallMPI(err);
   }
-  {
-    FSDPErrorCode ierr = FSDPCalloc((size_t)size, sizeof *s->segment, FSDP_MEM_OTHER, &s->segment);
-    if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->flags, FSDP_MEM_OTHER, &s->flags);
-    if (ierr) {
-      (void)CommShmDestroy(&s);
-      return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
-    }
-  }
-  for (int q = 0; q < size; q++) {
+  for (int q = 0; q < size && !err; q++) {
     MPI_Aint qbytes;
     int unit;
-    char *qbase;
-    FSDPCallMPI(MPI_Win_shared_query(s->win, q, &qbytes, &unit, &qbase));
+    char *qbase = NULL;
+    err = MPI_Win_shared_query(s->win, q, &qbytes, &unit, &qbase);
     s->flags[q] = (ShmFlags *)qbase;
     s->segment[q] = qbase + FLAGS_BYTES;
   }
-  atomic_store(&s->flags[s->rank]->arrived, 0);
-  atomic_store(&s->flags[s->rank]->offset, -1);
-  atomic_store(&s->flags[s->rank]->done, 0);
-  /* Nobody reads a peer's flags before the peer has zeroed them. */
-  FSDPCallMPI(MPI_Barrier(comm));
+  if (!err) {
+    atomic_store(&s->flags[s->rank]->arrived, 0);
+    atomic_store(&s->flags[s->rank]->offset, -1);
+    atomic_store(&s->flags[s->rank]->done, 0);
+  }
+  /* Agreed, and nobody reads a peer's flags before the peer has zeroed them. */
+  go[0] = err == MPI_SUCCESS;
+  {
+    int e = MPI_Allreduce(MPI_IN_PLACE, go, 1, MPI_INT, MPI_LAND, comm);
+    if (!go[0] || e) {
+      (void)CommShmDestroy(&s);
+      FSDPCallMPI(err ? err : e);
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_MPI, "another rank of the shard group could not map the shared-memory window");
+    }
+  }
   *shm = s;
   return FSDP_SUCCESS;
 }
@@ -113,7 +138,11 @@ FSDPErrorCode CommShmDestroy(CommShm *shm)
   return FSDP_SUCCESS;
 }
 
-bool CommShmBusy(CommShm shm) { return shm->active; }
+void CommShmGetCounts(CommShm shm, int64_t *ops, int64_t *fallbacks)
+{
+  *ops = (int64_t)atomic_load(&shm->seq);
+  *fallbacks = atomic_load(&shm->fallbacks);
+}
 
 /* out[j] = a[j] + b[j], and out[j] += a[j]: the sum in rank order. */
 FSDP_INLINE void sum2_body(int64_t n, const float *restrict a, const float *restrict b, float *restrict out)
@@ -172,7 +201,6 @@ int CommShmStart(const CommOp *op, CommShmState *st)
 
   st->seq = ++s->seq;
   st->phase = SHM_POSTED;
-  s->active = true;
   atomic_store_explicit(&mine->offset, offset, memory_order_relaxed);
   atomic_store_explicit(&mine->arrived, st->seq, memory_order_release);
   return MPI_SUCCESS;
@@ -204,15 +232,12 @@ int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *
       /* Every rank sees the same offsets, and so takes this path too. */
       err = CommStartNonblocking(op, fallback);
       st->phase = SHM_MPI;
+      atomic_fetch_add(&s->fallbacks, 1);
     }
     atomic_store_explicit(&s->flags[s->rank]->done, st->seq, memory_order_release);
-    if (err) {
-      s->active = false;
-      return err;
-    }
+    if (err) return err;
   }
   if (st->phase == SHM_READ && all_reached(s, true, st->seq)) *flag = 1;
   if (st->phase == SHM_MPI) err = MPI_Test(fallback, flag, MPI_STATUS_IGNORE);
-  if (*flag || err) s->active = false;
   return err;
 }

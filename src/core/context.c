@@ -686,6 +686,27 @@ static FSDPErrorCode lay_out(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* How this node's load shapes the engine and the waits.  A communication
+   thread that polls is worth its CPU only when it has one of its own: with
+   fewer than two CPUs per rank it takes cycles from the ranks' compute and
+   its peers' progress (doc/overlap.md: 3.4 against 0.34 ms per step for a
+   small model at 2 ranks on 2 CPUs).  Every rank must choose alike, since a
+   nonblocking collective does not match a blocking one: collective, and
+   called where every rank gets to it. */
+static FSDPErrorCode fit_to_node(FSDPContext ctx)
+{
+  int crowded;
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  crowded = 2 * ctx->node_ranks > ctx->node_cpus;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_LOR, ctx->comm));
+  if (crowded && !ctx->engine_set && ctx->engine == FSDP_COMM_ENGINE_THREAD && ctx->device == FSDP_DEVICE_HOST) {
+    ctx->engine = FSDP_COMM_ENGINE_NONBLOCKING;
+    ctx->engine_auto_why = "fewer than 2 CPUs per rank on a node";
+  }
+  if (ctx->wait == FSDP_WAIT_AUTO) ctx->wait = ctx->node_ranks > ctx->node_cpus ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
+  return FSDP_SUCCESS;
+}
+
 /* Which engine runs collectives: a thread needs MPI_THREAD_MULTIPLE. */
 static FSDPErrorCode choose_engine(FSDPContext ctx)
 {
@@ -791,24 +812,9 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
               "table leaves for them; per-unit events are off\n",
               ctx->nunits, ctx->nunits * COMM_NUM_KINDS);
   }
-  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
-  /* A communication thread that polls is worth its CPU only when it has one
-     of its own: with fewer than two CPUs per rank it takes cycles from the
-     ranks' compute and its peers' progress (doc/overlap.md: 3.4 against
-     0.34 ms per step for a small model at 2 ranks on 2 CPUs).  Every rank
-     must choose alike: a nonblocking collective does not match a blocking one. */
-  if (!ctx->engine_set && ctx->engine == FSDP_COMM_ENGINE_THREAD && !ctx->dev) {
-    int crowded = 2 * ctx->node_ranks > ctx->node_cpus;
-    FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_LOR, ctx->comm));
-    if (crowded) {
-      ctx->engine = FSDP_COMM_ENGINE_NONBLOCKING;
-      ctx->engine_auto_why = "fewer than 2 CPUs per rank on a node";
-    }
-  }
   FSDPCall(CommStreamCreate(ctx->dev ? "cuda" : engine_names[ctx->engine], ctx->timeout, ctx->comm, ctx->dev, ctx->nccl,
                             &ctx->stream));
   CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
-  if (ctx->wait == FSDP_WAIT_AUTO) ctx->wait = ctx->node_ranks > ctx->node_cpus ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
   CommStreamSetSleep(ctx->stream, ctx->wait == FSDP_WAIT_SLEEP);
   return FSDP_SUCCESS;
 }
@@ -838,9 +844,9 @@ static FSDPErrorCode start_shm(FSDPContext ctx)
   for (int i = 0; i < p->n; i++) {
     FSDPCall(DeviceFree_Private(NULL, &p->bufs[i], p->bytes, p->category));
     p->bufs[i] = seg + (size_t)i * slice;
+    p->shared = i + 1; /* the pool frees the others: an error here leaves it consistent */
+    FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, p->bytes, false);
   }
-  p->shared = p->n;
-  FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)p->n * p->bytes, false);
   for (int i = 0; shards && i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t bytes = (size_t)u->shard_numel * sizeof(float);
@@ -871,6 +877,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &rank));
   FSDPCheck(rank == ctx->shard_index, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "shard index %d is rank %d of the shard comm",
             ctx->shard_index, rank);
+  FSDPCall(fit_to_node(ctx));
   /* A rank without a usable GPU says why; the others learn that it failed. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device(ctx)));
   ctx->laid_out = true;
@@ -957,6 +964,8 @@ FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats *stats)
   *stats = ctx->stats;
   CommStreamGetTimes(ctx->stream, &stats->comm_time, &stats->exposed_time, &stats->collectives);
   stats->buffer_growths = ctx->params_pool.growths + ctx->grads_pool.growths;
+  stats->shm_collectives = stats->shm_fallbacks = 0;
+  if (ctx->shm) CommShmGetCounts(ctx->shm, &stats->shm_collectives, &stats->shm_fallbacks);
   stats->params_in_use = ctx->params_pool.in_use;
   stats->grads_in_use = ctx->grads_pool.in_use;
   for (int i = 0; i < ctx->nunits; i++) {
