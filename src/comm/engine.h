@@ -109,10 +109,10 @@ int CommStartNonblocking(const CommOp *op, MPI_Request *req);
 int CommStart(const CommOp *op, MPI_Request *req, CommShmState *st);
 int CommTest(const CommOp *op, MPI_Request *req, CommShmState *st, int *flag);
 /* Shared memory (shm.c): posts this rank's buffer; reads its blocks once
-   every rank has posted, completes once every rank has read.  While one is
-   under way nothing else may start on its communicator: its MPI fallback
-   starts at a moment that depends on timing, and every rank must start the
-   communicator's collectives in the same order. */
+   every rank has posted, completes once every rank has read.  One at a time
+   per CommShm.  Its MPI fallback starts at a moment that depends on timing,
+   so it runs on a communicator of the CommShm's own, where nothing else
+   runs: collectives on the op's communicator keep their order. */
 int CommShmStart(const CommOp *op, CommShmState *st);
 int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *flag);
 /* Timing and logging of a finished operation (once per operation). */

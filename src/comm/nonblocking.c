@@ -6,15 +6,15 @@
 /* Starts queued operations whose predecessor allows, and tests the started ones. */
 static FSDPErrorCode progress(CommStream s)
 {
-  MPI_Comm shm_busy = MPI_COMM_NULL; /* the communicator of a shared-memory operation under way */
+  CommShm shm_busy = NULL; /* the window of a shared-memory operation under way */
   for (uint64_t t = CommFirstTicket(s); t <= s->submitted; t++) {
     Slot *sl = CommSlot(s, t);
     if (!sl->queued || sl->done) continue;
     if (!sl->started) {
       const Slot *prev = t > 1 ? CommSlot(s, t - 1) : NULL;
       if (sl->op.after_previous && prev && prev->ticket == t - 1 && prev->queued && !prev->done) break;
-      /* Nothing starts behind it on its communicator (engine.h), nor, to keep the order, after. */
-      if (shm_busy != MPI_COMM_NULL && sl->op.comm == shm_busy) break;
+      /* One shared-memory operation at a time per window (engine.h), and the order kept. */
+      if (shm_busy && sl->op.shm == shm_busy) break;
       sl->start = FSDPTime_Private();
       sl->mpierr = CommStart(&sl->op, &sl->request, &sl->shm);
       sl->started = true;
@@ -30,7 +30,7 @@ static FSDPErrorCode progress(CommStream s)
       sl->done = true;
       sl->end = FSDPTime_Private();
       CommAccount(s, sl);
-    } else if (sl->op.shm) shm_busy = sl->op.comm;
+    } else if (sl->op.shm) shm_busy = sl->op.shm;
   }
   return FSDP_SUCCESS;
 }

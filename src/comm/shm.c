@@ -13,9 +13,9 @@
    `done` (the last operation whose block it has summed).  An operation
    completes on a rank once every rank is done with it: only then may the
    rank write its gradient buffer again.  Operations on one CommShm run one
-   at a time, in the same order on every rank, and nothing else starts on
-   its communicator meanwhile (engine.h); a buffer outside the window
-   (a pool grown beyond the plan) makes every rank run that one through MPI.
+   at a time, in the same order on every rank; a buffer outside the window
+   (a pool grown beyond the plan) makes every rank run that one through MPI,
+   on a communicator of its own (engine.h).
    A peer's shard stays as posted until the all-gather completes everywhere,
    so a rank's optimizer step, which comes after its all-gathers, cannot
    change a shard a peer is still copying. */
@@ -36,6 +36,7 @@ _Static_assert(sizeof(ShmFlags) <= FLAGS_BYTES, "the flags fit their line");
 
 struct CommShm_s {
   MPI_Win win;
+  MPI_Comm fallback_comm; /* the MPI fallbacks' own duplicate of the group's communicator */
   int rank, size;
   size_t bytes;     /* of each rank's data segment */
   char **segment;   /* [size], as mapped in this process */
@@ -89,12 +90,21 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   s->size = size;
   s->bytes = bytes;
   s->win = MPI_WIN_NULL;
+  s->fallback_comm = MPI_COMM_NULL;
+  err = MPI_Comm_dup(comm, &s->fallback_comm);
+  if (!err) err = MPI_Comm_set_errhandler(s->fallback_comm, MPI_ERRORS_RETURN);
+  if (err) {
+    if (s->fallback_comm != MPI_COMM_NULL) MPI_Comm_free(&s->fallback_comm);
+    free_local(&s);
+    FSDPCallMPI(err);
+  }
   /* Each rank's segment in memory near it (first touch), not one block. */
   FSDPCallMPI(MPI_Info_create(&info));
   FSDPCallMPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
   err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + bytes), 1, info, comm, &base, &s->win);
   MPI_Info_free(&info);
   if (err) {
+    MPI_Comm_free(&s->fallback_comm);
     free_local(&s);
     FSDPCallMPI(err);
   }
@@ -132,6 +142,7 @@ FSDPErrorCode CommShmDestroy(CommShm *shm)
   CommShm s = *shm;
   if (!s) return FSDP_SUCCESS;
   if (s->win != MPI_WIN_NULL) FSDPCallMPI(MPI_Win_free(&s->win));
+  if (s->fallback_comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&s->fallback_comm));
   FSDPCall(FSDPFree(&s->segment));
   FSDPCall(FSDPFree(&s->flags));
   FSDPCall(FSDPFree(shm));
@@ -229,8 +240,11 @@ int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *
       else gather_blocks(s, op);
       st->phase = SHM_READ;
     } else {
-      /* Every rank sees the same offsets, and so takes this path too. */
-      err = CommStartNonblocking(op, fallback);
+      /* Every rank sees the same offsets, and so takes this path too; on
+         the CommShm's own communicator, as its moment depends on timing. */
+      CommOp mpi = *op;
+      mpi.comm = s->fallback_comm;
+      err = CommStartNonblocking(&mpi, fallback);
       st->phase = SHM_MPI;
       atomic_fetch_add(&s->fallbacks, 1);
     }
