@@ -437,19 +437,19 @@ typedef struct {
 
 /* What the runtime did, since SetUp, on this rank. */
 typedef struct {
-  int64_t collectives;    /* collectives issued */
-  int64_t prefetches;     /* all-gathers issued before their FlatParamUnshard */
-  int64_t prefetch_hits;  /* FlatParamUnshard calls that found the all-gather under way or done */
-  int64_t cache_hits;     /* FlatParamUnshard calls that found the unit still unsharded from forward */
-  int64_t deferred;       /* prefetches the limiter held back until a buffer was released */
-  int64_t buffer_growths; /* buffers allocated beyond the plan (more units held unsharded than planned) */
-  int64_t shm_collectives; /* of the collectives, those of the shard group run in node shared memory (-fsdp_shm_reduce) */
+  int64_t collectives;     /* collectives issued */
+  int64_t prefetches;      /* all-gathers issued before their FlatParamUnshard */
+  int64_t prefetch_hits;   /* FlatParamUnshard calls that found the all-gather under way or done */
+  int64_t cache_hits;      /* FlatParamUnshard calls that found the unit still unsharded from forward */
+  int64_t deferred;        /* prefetches the limiter held back until a buffer was released */
+  int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
+  int64_t shm_collectives; /* of them, the shard group's run in node shared memory (-fsdp_shm_reduce) */
   int64_t shm_fallbacks;   /* of those, run through MPI after all: a buffer outside the window */
-  int max_unsharded;      /* most units unsharded, being gathered, or cached at once */
-  int params_in_use;      /* unsharded parameter buffers held now (the plan's or a unit's own) */
-  int grads_in_use;       /* unsharded gradient buffers held now */
-  double comm_time;       /* seconds in collectives */
-  double exposed_time;    /* seconds the calling thread waited for collectives */
+  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
+  int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
+  int grads_in_use;        /* unsharded gradient buffers held now */
+  double comm_time;        /* seconds in collectives */
+  double exposed_time;     /* seconds the calling thread waited for collectives */
 } FSDPCommStats;
 
 /* ------------------------------------------------------------------ FSDPContext: create and configure, before SetUp */

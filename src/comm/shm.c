@@ -28,7 +28,7 @@
 typedef struct {
   _Atomic uint64_t arrived;
   _Atomic int64_t offset; /* of the posted buffer in the rank's segment; -1: not in it */
-  _Atomic uint64_t done; /* the last operation whose blocks this rank has read */
+  _Atomic uint64_t done;  /* the last operation whose blocks this rank has read */
 } ShmFlags;
 
 #define FLAGS_BYTES 128 /* a cache line, or two adjacent, of its own */
@@ -38,9 +38,9 @@ struct CommShm_s {
   MPI_Win win;
   MPI_Comm fallback_comm; /* the MPI fallbacks' own duplicate of the group's communicator */
   int rank, size;
-  size_t bytes;     /* of each rank's data segment */
-  char **segment;   /* [size], as mapped in this process */
-  ShmFlags **flags; /* [size] */
+  size_t bytes;              /* of each rank's data segment */
+  char **segment;            /* [size], as mapped in this process */
+  ShmFlags **flags;          /* [size] */
   _Atomic uint64_t seq;      /* operations started here (read by other threads) */
   _Atomic int64_t fallbacks; /* of those, the ones run through MPI (read by other threads) */
 };
@@ -83,7 +83,8 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
     free_local(&s);
     if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
     FSDPCallMPI(err);
-    FSDPCheck(go[1], MPI_COMM_SELF, FSDP_ERR_MEM, "another rank of the shard group could not allocate for the shared-memory window");
+    FSDPCheck(go[1], MPI_COMM_SELF, FSDP_ERR_MEM,
+              "another rank of the shard group could not allocate for the shared-memory window");
     return FSDP_SUCCESS;
   }
   FSDPCallMPI(MPI_Comm_rank(comm, &s->rank));
@@ -128,7 +129,8 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
     if (!go[0] || e) {
       (void)CommShmDestroy(&s);
       FSDPCallMPI(err ? err : e);
-      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_MPI, "another rank of the shard group could not map the shared-memory window");
+      FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_MPI,
+                "another rank of the shard group could not map the shared-memory window");
     }
   }
   *shm = s;

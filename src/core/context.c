@@ -442,9 +442,10 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                               "default otherwise), sync (blocking, at the point of call)",
                               engine_names, (int)ctx->engine, &choice, &set));
   if (set) FSDPCall(FSDPContextSetCommEngine(ctx, (FSDPCommEngine)choice));
-  FSDPCall(FSDPOptionsGetBool("-fsdp_shm_reduce",
-                              "host: a shard group on one node reduce-scatters and all-gathers fp32 data through shared memory",
-                              ctx->shm_reduce, &ctx->shm_reduce, NULL));
+  FSDPCall(FSDPOptionsGetBool(
+      "-fsdp_shm_reduce",
+      "host: a shard group on one node reduce-scatters and all-gathers fp32 data through shared memory",
+      ctx->shm_reduce, &ctx->shm_reduce, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
                               "when backward issues the next unit's all-gather: pre (before the current unit's "
                               "reduce-scatter), post (after it), none",

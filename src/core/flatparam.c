@@ -470,7 +470,8 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .type = FSDPDataTypeMPI_Private(dtype),
                .op = FSDPDataTypeSize(dtype) == 2 ? ctx->half_sum : MPI_SUM,
                .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
-               .shm = kind != COMM_ALLREDUCE && shard && dtype == FSDP_FLOAT32 && send != MPI_IN_PLACE ? ctx->shm : NULL,
+               .shm =
+                   kind != COMM_ALLREDUCE && shard && dtype == FSDP_FLOAT32 && send != MPI_IN_PLACE ? ctx->shm : NULL,
                .unit = u->name,
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
