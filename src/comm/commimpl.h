@@ -26,6 +26,7 @@ typedef struct {
   MPI_Op op; /* of the reductions: MPI_SUM, or a 16-bit sum */
   MPI_Comm comm;
   CommShm shm;        /* a reduce-scatter of floats on comm: through this shared memory (NULL: MPI) */
+  bool *zeroed;       /* a reduce-scatter sets it when shared memory leaves send all zeros (may be NULL) */
   const char *unit;   /* for diagnostics */
   int64_t bytes;      /* what -fsdp_log_view counts */
   FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */

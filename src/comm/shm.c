@@ -31,7 +31,8 @@ typedef struct {
   _Atomic uint64_t done;  /* the last operation whose blocks this rank has read */
 } ShmFlags;
 
-#define FLAGS_BYTES 128 /* a cache line, or two adjacent, of its own */
+#define FLAGS_BYTES 128         /* a cache line, or two adjacent, of its own */
+#define FSDP_SHM_MAX_RANKS 1024 /* a node's ranks in one group, at most (more: MPI) */
 _Static_assert(sizeof(ShmFlags) <= FLAGS_BYTES, "the flags fit their line");
 
 struct CommShm_s {
@@ -76,7 +77,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->segment, FSDP_MEM_OTHER, &s->segment);
   if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->flags, FSDP_MEM_OTHER, &s->flags);
   /* The flags are shared between processes: only lock-free atomics are address-free. */
-  go[0] = want && size > 1 && node_size == size && atomic_is_lock_free(&probe);
+  go[0] = want && size > 1 && size <= FSDP_SHM_MAX_RANKS && node_size == size && atomic_is_lock_free(&probe);
   go[1] = ierr == FSDP_SUCCESS;
   err = MPI_Allreduce(MPI_IN_PLACE, go, 2, MPI_INT, MPI_LAND, comm);
   if (ierr || err || !go[0] || !go[1]) {
@@ -173,7 +174,10 @@ FSDP_INLINE void add_body(int64_t n, const float *restrict a, float *restrict ou
 FSDP_SIMD_KERNEL(add, (int64_t n, const float *restrict a, float *restrict out), (n, a, out))
 
 /* out = block `rank` of every rank's posted buffer, summed in rank order,
-   a chunk at a time so that the partial sums stay in cache. */
+   a chunk at a time so that the partial sums stay in cache.  Each chunk read
+   is then zeroed while it is in cache: once every rank has summed, every
+   posted gradient buffer holds zeros, and its owner need not zero it again
+   before its next use (a pass over the buffer saved). */
 #define CHUNK 4096
 static void sum_blocks(CommShm s, const CommOp *op)
 {
@@ -181,16 +185,13 @@ static void sum_blocks(CommShm s, const CommOp *op)
   int64_t count = op->count;
   for (int64_t j0 = 0; j0 < count; j0 += CHUNK) {
     int64_t m = count - j0 < CHUNK ? count - j0 : CHUNK;
-    const float *src[2];
-    for (int q = 0; q < 2; q++)
-      src[q] = (const float *)(s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed)) +
+    float *src[FSDP_SHM_MAX_RANKS];
+    for (int q = 0; q < s->size; q++)
+      src[q] = (float *)(s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed)) +
                (int64_t)s->rank * count + j0;
     sum2(m, src[0], src[1], out + j0);
-    for (int q = 2; q < s->size; q++)
-      add(m,
-          (const float *)(s->segment[q] + atomic_load_explicit(&s->flags[q]->offset, memory_order_relaxed)) +
-              (int64_t)s->rank * count + j0,
-          out + j0);
+    for (int q = 2; q < s->size; q++) add(m, src[q], out + j0);
+    for (int q = 0; q < s->size; q++) memset(src[q], 0, (size_t)m * sizeof(float));
   }
 }
 
@@ -253,7 +254,10 @@ int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *
     atomic_store_explicit(&s->flags[s->rank]->done, st->seq, memory_order_release);
     if (err) return err;
   }
-  if (st->phase == SHM_READ && all_reached(s, true, st->seq)) *flag = 1;
+  if (st->phase == SHM_READ && all_reached(s, true, st->seq)) {
+    *flag = 1;
+    if (op->kind == COMM_REDUCE_SCATTER && op->zeroed) *op->zeroed = true; /* every reader zeroed its block */
+  }
   if (st->phase == SHM_MPI) err = MPI_Test(fallback, flag, MPI_STATUS_IGNORE);
   return err;
 }

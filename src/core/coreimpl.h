@@ -48,6 +48,7 @@ struct FlatParam_s {
   void *target;                  /* where the first collective writes: grad_shard or staging */
   bool replicate_now;            /* an all-reduce across replicas follows the reduce-scatter */
   bool reduced_all;              /* the first collective already reduced over all W ranks */
+  bool ugrad_zeroed;             /* the reduce-scatter in shared memory left ugrad all zeros */
 };
 
 /* Equal buffers of one size, allocated at SetUp and handed out and back
@@ -55,6 +56,7 @@ struct FlatParam_s {
 typedef struct {
   void **bufs;
   bool *used;
+  bool *zero; /* known to hold zeros (a reduce-scatter in shared memory zeroed it): no need to zero it again */
   int n, cap, in_use;
   size_t bytes;
   FSDPMemCategory category;

@@ -337,6 +337,7 @@ FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, Device dev, int n, int cap
   if (p->cap == 0) return FSDP_SUCCESS;
   FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->bufs, FSDP_MEM_OTHER, &p->bufs));
   FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->used, FSDP_MEM_OTHER, &p->used));
+  FSDPCall(FSDPCalloc((size_t)p->cap, sizeof *p->zero, FSDP_MEM_OTHER, &p->zero));
   for (; p->n < n; p->n++) FSDPCall(DeviceAlloc_Private(dev, bytes, category, &p->bufs[p->n]));
   return FSDP_SUCCESS;
 }
@@ -346,6 +347,7 @@ FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
   for (int i = p->shared; i < p->n; i++) FSDPCall(DeviceFree_Private(p->dev, &p->bufs[i], p->bytes, p->category));
   FSDPCall(FSDPFree(&p->bufs));
   FSDPCall(FSDPFree(&p->used));
+  FSDPCall(FSDPFree(&p->zero));
   return FSDP_SUCCESS;
 }
 
@@ -369,14 +371,28 @@ static FSDPErrorCode pool_get(BufferPool *p, void **buf)
   return FSDP_SUCCESS;
 }
 
-static void pool_put(BufferPool *p, void *buf)
+/* zero: the buffer comes back holding zeros. */
+static void pool_put(BufferPool *p, void *buf, bool zero)
 {
   for (int i = 0; i < p->n; i++)
     if (p->bufs[i] == buf && p->used[i]) {
       p->used[i] = false;
+      p->zero[i] = zero;
       p->in_use--;
       return;
     }
+}
+
+/* Whether a buffer just taken holds zeros; it is the taker's now, so it does not any more. */
+static bool pool_took_zero(BufferPool *p, void *buf)
+{
+  for (int i = 0; i < p->n; i++)
+    if (p->bufs[i] == buf) {
+      bool z = p->zero[i];
+      p->zero[i] = false;
+      return z;
+    }
+  return false;
 }
 
 /* ------------------------------------------------------------------ unshard and reshard */
@@ -402,7 +418,7 @@ static void note_in_flight(FSDPContext ctx)
 /* Gives a parameter buffer back (F > 1). */
 static void put_params(FlatParam u)
 {
-  if (!u->own) pool_put(&u->ctx->params_pool, u->unsharded);
+  if (!u->own) pool_put(&u->ctx->params_pool, u->unsharded, false);
   u->unsharded = NULL;
 }
 
@@ -472,6 +488,7 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .comm = shard ? ctx->stream_shard_comm : ctx->stream_replicate_comm,
                .shm =
                    kind != COMM_ALLREDUCE && shard && dtype == FSDP_FLOAT32 && send != MPI_IN_PLACE ? ctx->shm : NULL,
+               .zeroed = kind == COMM_REDUCE_SCATTER ? &u->ugrad_zeroed : NULL,
                .unit = u->name,
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
@@ -697,14 +714,18 @@ static FSDPErrorCode take_grad(FlatParam u)
 {
   if (u->ugrad) return FSDP_SUCCESS;
   FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad));
-  FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
+  u->ugrad_zeroed = false;
+  /* A reduce-scatter in shared memory zeroed the whole buffer (comm/shm.c). */
+  if (!pool_took_zero(&u->ctx->grads_pool, u->ugrad))
+    FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FlatParamPutGrad_Private(FlatParam u)
 {
-  if (u->ugrad) pool_put(&u->ctx->grads_pool, u->ugrad);
+  if (u->ugrad) pool_put(&u->ctx->grads_pool, u->ugrad, u->ugrad_zeroed);
   u->ugrad = NULL;
+  u->ugrad_zeroed = false;
   return FSDP_SUCCESS;
 }
 
@@ -912,7 +933,7 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   if (!ierr && unit->unsharded != unit->shard)
     memcpy(unit->shard, at(unit, unit->unsharded, (int64_t)unit->ctx->shard_index * unit->shard_numel),
            (size_t)unit->shard_numel * es);
-  if (low) pool_put(&unit->ctx->grads_pool, unit->unsharded);
+  if (low) pool_put(&unit->ctx->grads_pool, unit->unsharded, false);
   else if (!unit->ctx->direct) put_params(unit);
   unit->unsharded = NULL;
   unit->state = FSDP_FLATPARAM_SHARDED;
