@@ -15,7 +15,7 @@
 /* Where a GPU operation on MPI is (NCCL ones go from QUEUED to DONE). */
 typedef enum { DEV_QUEUED = 0, DEV_STAGING, DEV_RUNNING, DEV_LANDING, DEV_DONE } DevPhase;
 
-/* A reduce-scatter through shared memory in flight (shm.c). */
+/* A collective through shared memory in flight (shm.c). */
 typedef enum { SHM_POSTED = 0, SHM_READ, SHM_MPI } ShmPhase;
 typedef struct {
   uint64_t seq;

@@ -124,7 +124,6 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPCall(FSDPFree(&c->units));
   FSDPCall(BufferPoolDestroy_Private(&c->params_pool));
   FSDPCall(BufferPoolDestroy_Private(&c->grads_pool));
-  if (c->shm) FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)c->grads_pool.shared * c->grads_pool.bytes, true);
   FSDPCall(CommShmDestroy(&c->shm));
   FSDPCall(DeviceFree_Private(c->dev, &c->staging, c->plan.bytes[FSDP_MEM_COMM_STAGING], FSDP_MEM_COMM_STAGING));
   FSDPCall(CommNCCLDestroy(&c->nccl));
@@ -713,7 +712,7 @@ static FSDPErrorCode choose_engine(FSDPContext ctx)
 {
   int provided;
   FSDPCallMPI(MPI_Query_thread(&provided));
-  /* Thread for now; start_stream settles it once the node's load is known. */
+  /* Thread for now; fit_to_node settles it once the node's load is known. */
   if (!ctx->engine_set)
     ctx->engine = provided == MPI_THREAD_MULTIPLE ? FSDP_COMM_ENGINE_THREAD : FSDP_COMM_ENGINE_NONBLOCKING;
   FSDPCheck(ctx->engine != FSDP_COMM_ENGINE_THREAD || provided == MPI_THREAD_MULTIPLE, MPI_COMM_SELF,

@@ -106,7 +106,7 @@ struct FSDPContext_s {
   bool engine_set;
   const char *engine_auto_why; /* why SetUp chose the engine, when the user did not */
   bool shm_reduce;             /* -fsdp_shm_reduce: wanted */
-  CommShm shm;                 /* the gradient buffers' window, when the shard group shares a node (else NULL) */
+  CommShm shm;                 /* the gradient buffers' and shards' window on one node, or NULL */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
   int limit;           /* L; 0 = none */

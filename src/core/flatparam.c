@@ -345,6 +345,7 @@ FSDPErrorCode BufferPoolCreate_Private(BufferPool *p, Device dev, int n, int cap
 FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
 {
   for (int i = p->shared; i < p->n; i++) FSDPCall(DeviceFree_Private(p->dev, &p->bufs[i], p->bytes, p->category));
+  FSDPMemoryCount_Private(p->category, (size_t)p->shared * p->bytes, true); /* the window's, counted at start_shm */
   FSDPCall(FSDPFree(&p->bufs));
   FSDPCall(FSDPFree(&p->used));
   FSDPCall(FSDPFree(&p->zero));
@@ -352,13 +353,16 @@ FSDPErrorCode BufferPoolDestroy_Private(BufferPool *p)
 }
 
 /* A free buffer; a new one when every planned one is held (counted). */
-static FSDPErrorCode pool_get(BufferPool *p, void **buf)
+/* *zero (may be NULL): whether the buffer holds zeros (pool_put's `zero`). */
+static FSDPErrorCode pool_get(BufferPool *p, void **buf, bool *zero)
 {
+  if (zero) *zero = false;
   for (int i = 0; i < p->n; i++)
     if (!p->used[i]) {
       p->used[i] = true;
       p->in_use++;
       *buf = p->bufs[i];
+      if (zero) *zero = p->zero[i];
       return FSDP_SUCCESS;
     }
   /* Each unit holds at most one buffer of a pool, so cap (the number of units) is never passed. */
@@ -381,18 +385,6 @@ static void pool_put(BufferPool *p, void *buf, bool zero)
       p->in_use--;
       return;
     }
-}
-
-/* Whether a buffer just taken holds zeros; it is the taker's now, so it does not any more. */
-static bool pool_took_zero(BufferPool *p, void *buf)
-{
-  for (int i = 0; i < p->n; i++)
-    if (p->bufs[i] == buf) {
-      bool z = p->zero[i];
-      p->zero[i] = false;
-      return z;
-    }
-  return false;
 }
 
 /* ------------------------------------------------------------------ unshard and reshard */
@@ -558,7 +550,7 @@ static FSDPErrorCode take_params(FlatParam u, bool drop_prefetches)
     FlatParam v = ctx->units[i];
     if (v != u && v->state == FSDP_FLATPARAM_GATHERING && !v->own) FSDPCall(FlatParamDropKept_Private(v));
   }
-  FSDPCall(pool_get(p, &u->unsharded));
+  FSDPCall(pool_get(p, &u->unsharded, NULL));
   return FSDP_SUCCESS;
 }
 
@@ -712,12 +704,12 @@ static FSDPErrorCode land(FlatParam u, double divisor)
 /* The unsharded gradient, zeroed, from the plan's gradient buffers. */
 static FSDPErrorCode take_grad(FlatParam u)
 {
+  bool zero;
   if (u->ugrad) return FSDP_SUCCESS;
-  FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad));
+  FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad, &zero));
   u->ugrad_zeroed = false;
   /* A reduce-scatter in shared memory zeroed the whole buffer (comm/shm.c). */
-  if (!pool_took_zero(&u->ctx->grads_pool, u->ugrad))
-    FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
+  if (!zero) FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
   return FSDP_SUCCESS;
 }
 
@@ -925,7 +917,7 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
      parameter buffers are too small for it, a gradient buffer is not. */
   bool low = unit->pdtype != unit->dtype;
   if (unit->ctx->direct) unit->unsharded = unit->shard;
-  else if (low) FSDPCall(pool_get(&unit->ctx->grads_pool, &unit->unsharded));
+  else if (low) FSDPCall(pool_get(&unit->ctx->grads_pool, &unit->unsharded, NULL));
   else FSDPCall(take_params(unit, true));
   if (unit->unsharded != unit->shard) memset(unit->unsharded, 0, (size_t)unit->padded * es);
   unit->state = FSDP_FLATPARAM_UNSHARDED;
