@@ -9,8 +9,9 @@
 #   - pre-emption: scancel --signal=USR1 while it trains makes it save at the
 #     next step and exit 0, the script requeues the job, and the restarted
 #     run resumes and ends with the uninterrupted loss log;
-#   - a job killed by scancel (no signal option) while it saves leaves the
-#     previous checkpoint loadable, and the next run resumes from it.
+#   - a job whose ranks are killed while it saves (SIGSTOP inside the save,
+#     then SIGKILL: scancel's SIGCONT and SIGTERM would let the save finish)
+#     leaves the previous checkpoint loadable, and the next run resumes from it.
 # SKIP (77) only when Slurm is not installed.  Every daemon stops at exit.
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/slurmlib.sh"
