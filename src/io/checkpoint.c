@@ -635,9 +635,11 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
 
   for (int s = 0; s < nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
   for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
-  FSDPCall(FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *crc, FSDP_MEM_OTHER, &crc));
-  FSDPCall(FSDPMalloc((size_t)maxp * sizeof *pieces, FSDP_MEM_OTHER, &pieces));
-  ierr = FSDPErrorAgree_Private(ctx->comm, sources_get(ctx, opt, &src));
+  /* Agreed before the first collective: a rank whose allocation failed must not leave the others waiting. */
+  ierr = FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *crc, FSDP_MEM_OTHER, &crc);
+  if (!ierr) ierr = FSDPMalloc((size_t)maxp * sizeof *pieces, FSDP_MEM_OTHER, &pieces);
+  if (!ierr) ierr = sources_get(ctx, opt, &src);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
 
   /* The checksums first, from memory: one reduction for the whole file. */
   for (int k = 0; k < nitems && !ierr; k++) {
