@@ -72,14 +72,20 @@ typedef struct FSDPModel_s *FSDPModel;
    at least min_numel elements in model order, the rest in the root unit. */
 typedef enum { FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL, FSDP_WRAP_SIZE } FSDPWrapPolicy;
 
-/* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]".
+/* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]",
+   or "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]": a GPT-style
+   decoder (token and position embeddings, L pre-LayerNorm transformer blocks
+   with causal self-attention and a GELU MLP, a final LayerNorm, a head, its
+   weight optionally the token embedding's), host and fp32 only.  A GPT's
+   row is a sequence: x[n, T] holds token ids (as floats), its output is
+   logits [n, T, V], and its cross-entropy labels are int64 [n, T].
    Parsed now; an unknown key or a bad value is FSDP_ERR_ARG.  The model adds
    its units to ctx at FSDPModelSetUp; destroy it before the context. */
 FSDP_EXTERN FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *model);
 FSDP_EXTERN FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy policy, int64_t min_numel);
 /* Seed of the default initialization (default 0). */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
-/* -fsdp_wrap block|model|size:N, -fsdp_seed S. */
+/* -fsdp_wrap block|model|size:N, -fsdp_seed S, -fsdp_tf32, -fsdp_activation_checkpointing. */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
 /* Collective: adds the units and parameters to the context, installs the
    default initialization (PyTorch's, from FSDPRandomUniform: a parameter's
@@ -87,6 +93,19 @@ FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
    and sets the context up. */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetUp(FSDPModel model);
 FSDP_EXTERN FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+/* A GPT's context length T and vocabulary V (x is [n, T] token ids, the
+   output [n, T * V]); 0 and 0 for an MLP. */
+FSDP_EXTERN FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int64_t *vocab);
+/* Activation checkpointing (-fsdp_activation_checkpointing): forward keeps
+   only each transformer block's input, and backward runs the block's
+   forward again, with the parameters backward gathers anyway, before its
+   backward.  Bit-identical results; the saved state of one block instead of
+   every block's, for one more forward pass of the blocks. */
+FSDP_EXTERN FSDPErrorCode FSDPModelSetActivationCheckpointing(FSDPModel model, bool on);
+FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationCheckpointing(FSDPModel model, bool *on);
+/* Bytes of the model's activation, saved-state and scratch buffers for a
+   batch of n rows, with or without activation checkpointing. */
+FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationBytes(FSDPModel model, int64_t n, bool checkpointing, size_t *bytes);
 /* The context the model's units belong to. */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetContext(FSDPModel model, FSDPContext *ctx);
 /* On a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor

@@ -51,9 +51,11 @@ typedef struct {
 
 static ArgSpec arg_specs[] = {
     ARG("-model", ARG_STRING, model,
-        "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]"),
+        "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm] or "
+        "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]"),
     ARG("-data", ARG_STRING, data,
-        "HDF5 file with /x [N,in] and /y [N,out] (float) or [N] (integer labels); or synthetic[:n=N,seed=S]"),
+        "HDF5 file with /x [N,in] and /y [N,out] (float) or [N] (integer labels); or synthetic[:n=N,seed=S]; for a "
+        "gpt: text:FILE (a byte per token) or tokens:FILE (uint16 tokens, llm.c's .bin, or HDF5 /tokens)"),
     ARG("-steps", ARG_INT, steps, "optimizer steps"),
     ARG("-batch", ARG_INT, batch, "global batch size B (rows per micro-batch, all ranks together; B % W == 0)"),
     ARG("-optimizer", ARG_STRING, optimizer, "sgd or adamw"),
@@ -332,6 +334,8 @@ typedef struct {
   int64_t n, in, out; /* rows, input width, output width (classes for labels) */
   float *x, *y;       /* [n, in], [n, out] for regression */
   int64_t *labels;    /* [n] for classification */
+  uint16_t *tokens;   /* or a token stream [n] for a GPT: windows of in + 1 tokens */
+  uint64_t seed;      /* where a token window starts */
   char description[128];
 } Dataset;
 
@@ -340,7 +344,147 @@ static FSDPErrorCode dataset_free(Dataset *d)
   FSDPCall(FSDPFree(&d->x));
   FSDPCall(FSDPFree(&d->y));
   FSDPCall(FSDPFree(&d->labels));
+  FSDPCall(FSDPFree(&d->tokens));
   return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ token data (a GPT's) */
+
+/* llm.c's token files start with 256 int32: this magic, a version, the count. */
+#define LLMC_MAGIC 20240520
+#define LLMC_HEADER 1024
+
+/* The whole of a file, or an error naming it. */
+static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char **bytes, int64_t *size)
+{
+  FILE *f = fopen(path, "rb");
+  long len = -1;
+  size_t got = 0;
+  FSDPCheck(f, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s': %s", spec, path, strerror(errno));
+  if (!fseek(f, 0, SEEK_END)) len = ftell(f);
+  if (len >= 0 && !fseek(f, 0, SEEK_SET) && !FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, bytes))
+    got = fread(*bytes, 1, (size_t)len, f);
+  fclose(f);
+  FSDPCheck(len >= 0 && *bytes && got == (size_t)len, MPI_COMM_SELF, FSDP_ERR_IO,
+            "fsdp-train: -data %s: cannot read '%s'", spec, path);
+  *size = len;
+  return FSDP_SUCCESS;
+}
+
+#if FSDP_WITH_HDF5
+/* An HDF5 file's /tokens, any integer type, 1-dimensional. */
+static FSDPErrorCode h5_tokens(const char *spec, const char *path, Dataset *d)
+{
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds = -1, space = -1;
+  hsize_t n = 0;
+  int64_t *all = NULL;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s' as HDF5", spec, path);
+  if (H5Lexists(file, "tokens", H5P_DEFAULT) <= 0 || (ds = H5Dopen2(file, "tokens", H5P_DEFAULT)) < 0)
+    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: '%s' has no dataset /tokens", spec, path);
+  if (!ierr) {
+    hid_t type = H5Dget_type(ds);
+    space = H5Dget_space(ds);
+    if (H5Tget_class(type) != H5T_INTEGER || H5Sget_simple_extent_ndims(space) != 1)
+      ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens in '%s' must be a 1-dimensional integer dataset",
+                       spec, path);
+    H5Tclose(type);
+  }
+  if (!ierr) H5Sget_simple_extent_dims(space, &n, NULL);
+  if (!ierr) ierr = FSDPMalloc((size_t)(n ? n : 1) * sizeof *all, FSDP_MEM_OTHER, &all);
+  if (!ierr && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) < 0)
+    ierr = TRAIN_ERR(FSDP_ERR_HDF5, "fsdp-train: -data %s: cannot read /tokens of '%s'", spec, path);
+  if (!ierr) ierr = FSDPMalloc((size_t)(n ? n : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
+  for (hsize_t i = 0; !ierr && i < n; i++) {
+    if (all[i] < 0 || all[i] > UINT16_MAX)
+      ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens[%llu] = %lld is not a token id in [0, 65536)", spec,
+                       (unsigned long long)i, (long long)all[i]);
+    else d->tokens[i] = (uint16_t)all[i];
+  }
+  d->n = (int64_t)n;
+  if (space >= 0) H5Sclose(space);
+  if (ds >= 0) H5Dclose(ds);
+  H5Fclose(file);
+  FSDPCall(FSDPFree(&all));
+  return ierr;
+}
+#endif
+
+/* text:FILE (a byte per token, vocabulary 256) or tokens:FILE (uint16
+   tokens: a flat little-endian file, llm.c's .bin with its header, or an
+   HDF5 file's /tokens), checked against the model's context and vocabulary. */
+static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, uint64_t seed, Dataset *d)
+{
+  bool text = !strncmp(spec, "text:", 5);
+  const char *path = spec + (text ? 5 : 7);
+  unsigned char *bytes = NULL;
+  int64_t size = 0;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+
+  d->in = ctx;
+  d->out = ctx * vocab;
+  d->seed = seed;
+#if FSDP_WITH_HDF5
+  if (!text && H5Fis_hdf5(path) > 0) {
+    H5E_auto2_t func;
+    void *data;
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    ierr = h5_tokens(spec, path, d);
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+    FSDPCall(ierr);
+  } else
+#endif
+  {
+    int64_t skip = 0;
+    FSDPCall(read_file(spec, path, &bytes, &size));
+    if (!text && size >= LLMC_HEADER) {
+      int32_t header[3];
+      memcpy(header, bytes, sizeof header);
+      if (header[0] == LLMC_MAGIC) skip = LLMC_HEADER;
+    }
+    if (!text && (size - skip) % 2)
+      ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                       "fsdp-train: -data %s: '%s' has an odd number of bytes (%lld) after its header: "
+                       "not uint16 tokens",
+                       spec, path, (long long)(size - skip));
+    d->n = text ? size : (size - skip) / 2;
+    if (!ierr) ierr = FSDPMalloc((size_t)(d->n ? d->n : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
+    for (int64_t i = 0; !ierr && i < d->n; i++)
+      d->tokens[i] = text ? bytes[i] : (uint16_t)(bytes[skip + 2 * i] | bytes[skip + 2 * i + 1] << 8);
+    FSDPCall(FSDPFree(&bytes));
+    FSDPCall(ierr);
+  }
+  FSDPCheck(d->n >= ctx + 1, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: -data %s: %lld tokens are fewer than one window of ctx + 1 = %lld (the model's context and "
+            "the next token)",
+            spec, (long long)d->n, (long long)(ctx + 1));
+  for (int64_t i = 0; i < d->n; i++)
+    FSDPCheck(d->tokens[i] < vocab, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "fsdp-train: -data %s: token %lld at position %lld is not below the model's vocab=%lld", spec,
+              (long long)d->tokens[i], (long long)i, (long long)vocab);
+  snprintf(d->description, sizeof d->description, "%.80s (%lld tokens)", path, (long long)d->n);
+  return FSDP_SUCCESS;
+}
+
+/* splitmix64: the start of window g depends on the seed and g alone. */
+static uint64_t mix64(uint64_t z)
+{
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Window g of the run (global batch b's row j is g = b * B + j): x its ctx
+   tokens, labels the ctx tokens after each, from a start drawn by seed and g. */
+static void take_window(const Dataset *d, uint64_t g, float *x, int64_t *labels)
+{
+  uint64_t start = mix64(mix64(d->seed) ^ g) % (uint64_t)(d->n - d->in);
+  for (int64_t t = 0; t < d->in; t++) {
+    x[t] = (float)d->tokens[start + (uint64_t)t];
+    labels[t] = d->tokens[start + (uint64_t)t + 1];
+  }
 }
 
 /* synthetic[:n=N,seed=S]: x uniform in [-1, 1]^in, and each output
@@ -481,9 +625,18 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
 }
 #endif
 
-static FSDPErrorCode load_data(const char *spec, int64_t in, int64_t out, Dataset *d)
+static FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Dataset *d)
 {
+  int64_t in, out, ctx, vocab;
+  bool tokens = !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7);
   memset(d, 0, sizeof *d);
+  FSDPCall(FSDPModelGetSizes(model, &in, &out, NULL));
+  FSDPCall(FSDPModelGetTokens(model, &ctx, &vocab));
+  FSDPCheck(!tokens || ctx, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -data %s: token data needs a gpt: model, not %s", spec, "an mlp: model");
+  FSDPCheck(tokens || !ctx, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -data %s: a gpt: model trains on token data (-data text:FILE or tokens:FILE)", spec);
+  if (tokens) return load_tokens(spec, ctx, vocab, seed, d);
   if (!strcmp(spec, "synthetic") || !strncmp(spec, "synthetic:", 10)) return synthetic(spec, in, out, d);
 #if FSDP_WITH_HDF5
   {
@@ -518,11 +671,13 @@ static FSDPErrorCode check_data_finite(const Dataset *d, const char *spec)
   return FSDP_SUCCESS;
 }
 
-/* Rows (b*B + j) mod N for this rank's j in [r*B/W, (r+1)*B/W). */
+/* Rows (b*B + j) mod N for this rank's j in [r*B/W, (r+1)*B/W); or token windows b*B + j. */
 static void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels)
 {
   int64_t per = B / size;
-  for (int64_t j = 0; j < per; j++) {
+  for (int64_t j = 0; j < per && d->tokens; j++)
+    take_window(d, (uint64_t)b * (uint64_t)B + (uint64_t)(rank * per + j), x + j * d->in, labels + j * d->in);
+  for (int64_t j = 0; j < per && !d->tokens; j++) {
     int64_t row = (int64_t)(((uint64_t)b * (uint64_t)B + (uint64_t)(rank * per + j)) % (uint64_t)d->n);
     memcpy(x + j * d->in, d->x + row * d->in, (size_t)d->in * sizeof *x);
     if (d->labels) labels[j] = d->labels[row];
@@ -856,7 +1011,7 @@ static FSDPErrorCode set_up(Run *r, const Args *a)
   FSDPCall(FSDPModelSetSeed(r->model, (uint64_t)a->seed));
   FSDPCall(FSDPModelSetFromOptions(r->model));
   FSDPCall(FSDPModelGetSizes(r->model, &r->in, &r->out, &r->numel));
-  FSDPCall(load_data(a->data, r->in, r->out, &r->data));
+  FSDPCall(load_data(a->data, r->model, (uint64_t)a->seed, &r->data));
   if (check_finite) FSDPCall(check_data_finite(&r->data, a->data));
   FSDPCall(FSDPModelSetUp(r->model));
   if (a->init[0]) FSDPCall(FSDPContextLoad(r->ctx, NULL, a->init));
@@ -1073,7 +1228,8 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(print_banner(&r, a));
   FSDPCall(open_loss_log(&r, a));
   FSDPCall(FSDPMalloc((size_t)(r.per * r.in) * sizeof(float), FSDP_MEM_OTHER, &r.x));
-  if (r.data.labels) FSDPCall(FSDPMalloc((size_t)r.per * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
+  if (r.data.tokens) FSDPCall(FSDPMalloc((size_t)(r.per * r.in) * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
+  else if (r.data.labels) FSDPCall(FSDPMalloc((size_t)r.per * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
   else FSDPCall(FSDPMalloc((size_t)(r.per * r.out) * sizeof(float), FSDP_MEM_OTHER, &r.yt));
   /* The context's own events, by name; timed only when a progress line will use them. */
   if (a->log_every > 0) FSDPCall(FSDPLogSetActive(true));

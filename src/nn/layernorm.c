@@ -2,7 +2,8 @@
    variance, eps 1e-5, affine weight and bias), its kernels (the statistics
    and the parameter gradients summed in double, so that results barely
    depend on the batch split across ranks), and the layer in a model, which
-   keeps each row's mean and 1/std for backward. */
+   keeps each row's mean and 1/std for backward.  In a GPT a row holds seq
+   positions, each normalized on its own over out / seq features. */
 #include <math.h>
 
 #include "nnimpl.h"
@@ -116,11 +117,14 @@ FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const 
 enum { WEIGHT = 0, BIAS = 1 };
 static const char *const param_names[] = {"weight", "bias"};
 
+/* Features normalized together: a row, or one position of a GPT's row. */
+static int64_t features(const Layer *l) { return l->out / l->seq; }
+
 static void layernorm_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
 {
   (void)p;
   *ndim = 1;
-  shape[0] = l->out;
+  shape[0] = features(l);
   shape[1] = 0;
 }
 
@@ -135,26 +139,30 @@ static FSDPErrorCode layernorm_init(const Layer *l, int p, uint64_t seed, const 
   return FSDP_SUCCESS;
 }
 
-/* l->saved holds the rows' means, then their 1/std: [2, n]. */
+static int64_t layernorm_saved(const Layer *l) { return 2 * l->seq; }
+
+/* l->saved holds the means, then the 1/std, of the n * seq normalized rows. */
 static FSDPErrorCode layernorm_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
-  float *w, *b, *mean = l->saved, *rstd = l->saved + n;
+  int64_t rows = n * l->seq;
+  float *w, *b, *mean = l->saved, *rstd = l->saved + rows;
   FSDPCall(FSDPModelParam_Private(m, l, WEIGHT, &w));
   FSDPCall(FSDPModelParam_Private(m, l, BIAS, &b));
-  if (m->dev) FSDPCall(DeviceLayerNormForward_Private(m->dev, n, l->out, x, w, b, l->y, mean, rstd));
-  else FSDPCall(FSDPLayerNormForward(n, l->out, x, w, b, l->y, mean, rstd));
+  if (m->dev) FSDPCall(DeviceLayerNormForward_Private(m->dev, rows, features(l), x, w, b, l->y, mean, rstd));
+  else FSDPCall(FSDPLayerNormForward(rows, features(l), x, w, b, l->y, mean, rstd));
   return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode layernorm_backward(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
                                         float *dx)
 {
-  float *w, *dw, *db, *mean = l->saved, *rstd = l->saved + n;
+  int64_t rows = n * l->seq;
+  float *w, *dw, *db, *mean = l->saved, *rstd = l->saved + rows;
   FSDPCall(FSDPModelParam_Private(m, l, WEIGHT, &w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));
   FSDPCall(FSDPModelGrad_Private(m, l, BIAS, &db));
-  if (m->dev) FSDPCall(DeviceLayerNormBackward_Private(m->dev, n, l->out, x, w, mean, rstd, dy, dx, dw, db));
-  else FSDPCall(FSDPLayerNormBackward(n, l->out, x, w, mean, rstd, dy, dx, dw, db));
+  if (m->dev) FSDPCall(DeviceLayerNormBackward_Private(m->dev, rows, features(l), x, w, mean, rstd, dy, dx, dw, db));
+  else FSDPCall(FSDPLayerNormBackward(rows, features(l), x, w, mean, rstd, dy, dx, dw, db));
   return FSDP_SUCCESS;
 }
 
@@ -164,7 +172,7 @@ const LayerOps LayerOps_layernorm_Private = {
     .param_names = param_names,
     .param_shape = layernorm_param_shape,
     .init = layernorm_init,
-    .saved_per_row = 2,
+    .saved = layernorm_saved,
     .forward = layernorm_forward,
     .backward = layernorm_backward,
 };

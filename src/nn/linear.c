@@ -267,7 +267,6 @@ const LayerOps LayerOps_linear_Private = {
     .param_names = param_names,
     .param_shape = linear_param_shape,
     .init = linear_init,
-    .saved_per_row = 0,
     .forward = linear_forward,
     .backward = linear_backward,
 };

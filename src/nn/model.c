@@ -28,6 +28,7 @@ const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS] = {FSDP_LAYER_KINDS(FS
 /* ------------------------------------------------------------------ the spec */
 
 static const char *const spec_keys = "in, hidden, depth, out, act, norm";
+static const char *const gpt_keys = "vocab, ctx, dim, heads, layers, tied";
 
 static FSDPErrorCode parse_positive(const char *spec, const char *key, const char *value, int64_t *v)
 {
@@ -41,20 +42,81 @@ static FSDPErrorCode parse_positive(const char *spec, const char *key, const cha
   return FSDP_SUCCESS;
 }
 
+/* One key=value of an mlp: spec. */
+static FSDPErrorCode mlp_key(FSDPModel m, const char *spec, const char *key, const char *value)
+{
+  if (!strcmp(key, "in")) FSDPCall(parse_positive(spec, key, value, &m->in));
+  else if (!strcmp(key, "hidden")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
+  else if (!strcmp(key, "depth")) FSDPCall(parse_positive(spec, key, value, &m->depth));
+  else if (!strcmp(key, "out")) FSDPCall(parse_positive(spec, key, value, &m->out));
+  else if (!strcmp(key, "act")) {
+    if (!strcmp(value, "relu")) m->act = FSDP_ACT_RELU;
+    else if (!strcmp(value, "tanh")) m->act = FSDP_ACT_TANH;
+    else if (!strcmp(value, "gelu")) m->act = FSDP_ACT_GELU;
+    else
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
+  } else if (!strcmp(key, "norm")) {
+    if (!strcmp(value, "none")) m->layernorm = false;
+    else if (!strcmp(value, "layernorm")) m->layernorm = true;
+    else
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': norm=%s is not none or layernorm", spec, value);
+  } else
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, spec_keys);
+  return FSDP_SUCCESS;
+}
+
+/* One key=value of a gpt: spec. */
+static FSDPErrorCode gpt_key(FSDPModel m, const char *spec, const char *key, const char *value)
+{
+  if (!strcmp(key, "vocab")) FSDPCall(parse_positive(spec, key, value, &m->vocab));
+  else if (!strcmp(key, "ctx")) FSDPCall(parse_positive(spec, key, value, &m->seq));
+  else if (!strcmp(key, "dim")) FSDPCall(parse_positive(spec, key, value, &m->dim));
+  else if (!strcmp(key, "heads")) FSDPCall(parse_positive(spec, key, value, &m->heads));
+  else if (!strcmp(key, "layers")) FSDPCall(parse_positive(spec, key, value, &m->depth));
+  else if (!strcmp(key, "tied")) {
+    FSDPCheck(!strcmp(value, "0") || !strcmp(value, "1"), MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': tied=%s is not 0 or 1", spec, value);
+    m->tied = value[0] == '1';
+  } else
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, gpt_keys);
+  return FSDP_SUCCESS;
+}
+
+/* The sizes a gpt: spec needs, and what they must satisfy. */
+static FSDPErrorCode check_gpt(FSDPModel m, const char *spec)
+{
+  FSDPCheck(m->vocab && m->seq && m->dim && m->heads && m->depth, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s' lacks %s%s%s%s%s(vocab, ctx, dim, heads and layers are required)", spec,
+            m->vocab ? "" : "vocab= ", m->seq ? "" : "ctx= ", m->dim ? "" : "dim= ", m->heads ? "" : "heads= ",
+            m->depth ? "" : "layers= ");
+  FSDPCheck(m->dim % m->heads == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': heads=%lld does not divide dim=%lld (each head takes dim / heads features)", spec,
+            (long long)m->heads, (long long)m->dim);
+  FSDPCheck(m->vocab <= (1 << 24), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': vocab=%lld is above 2^24: token ids travel as floats, exact only up to 2^24", spec,
+            (long long)m->vocab);
+  /* The widest row (logits) must stay addressable by the kernels' int32 sizes. */
+  FSDPCheck(m->seq * m->vocab <= INT32_MAX && m->seq * 4 * m->dim <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': ctx * vocab = %lld is too large", spec, (long long)(m->seq * m->vocab));
+  m->in = m->seq;
+  m->out = m->seq * m->vocab;
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
 {
   char buf[512], *save = NULL, *item;
-  const char *body, *seen[16][2]; /* the keys so far and their values */
+  const char *seen[16][2]; /* the keys so far and their values */
   int nseen = 0;
 
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
-  FSDPCheck(strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "model spec '%s': unknown model type (the one known is 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
-            "gelu,norm=none|layernorm')",
+  m->gpt = strncmp(spec, "gpt:", 4) == 0;
+  FSDPCheck(m->gpt || strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': unknown model type (the ones known are 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
+            "gelu,norm=none|layernorm' and 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1')",
             spec);
-  body = spec + 4;
-  strcpy(buf, body);
-  m->act = FSDP_ACT_RELU;
+  strcpy(buf, spec + 4);
+  m->act = m->gpt ? FSDP_ACT_GELU : FSDP_ACT_RELU;
   for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(item, '=');
     const char *key = item, *value;
@@ -69,32 +131,18 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
       seen[nseen][0] = key;
       seen[nseen++][1] = value;
     }
-    if (!strcmp(key, "in")) FSDPCall(parse_positive(spec, key, value, &m->in));
-    else if (!strcmp(key, "hidden")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
-    else if (!strcmp(key, "depth")) FSDPCall(parse_positive(spec, key, value, &m->depth));
-    else if (!strcmp(key, "out")) FSDPCall(parse_positive(spec, key, value, &m->out));
-    else if (!strcmp(key, "act")) {
-      if (!strcmp(value, "relu")) m->act = FSDP_ACT_RELU;
-      else if (!strcmp(value, "tanh")) m->act = FSDP_ACT_TANH;
-      else if (!strcmp(value, "gelu")) m->act = FSDP_ACT_GELU;
-      else
-        FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
-    } else if (!strcmp(key, "norm")) {
-      if (!strcmp(value, "none")) m->layernorm = false;
-      else if (!strcmp(value, "layernorm")) m->layernorm = true;
-      else
-        FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': norm=%s is not none or layernorm", spec, value);
-    } else
-      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key,
-                spec_keys);
+    FSDPCall(m->gpt ? gpt_key(m, spec, key, value) : mlp_key(m, spec, key, value));
   }
+  if (m->gpt) return check_gpt(m, spec);
   FSDPCheck(m->in && m->hidden && m->depth && m->out, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec,
             m->in ? "" : "in= ", m->hidden ? "" : "hidden= ", m->depth ? "" : "depth= ", m->out ? "" : "out= ");
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, int64_t in, int64_t out)
+/* A layer of `block` (its unit under block wrapping); GPT layers see rows as m->seq positions. */
+static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, const char *block, int64_t in,
+                               int64_t out)
 {
   Layer *l;
   FSDPCall(FSDPGrowArray_Private(&m->layers, sizeof *m->layers, m->nlayers + 1, &m->layer_capacity, FSDP_MEM_OTHER));
@@ -103,11 +151,60 @@ static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, in
   l->ops = LayerKinds_Private[kind];
   l->act = m->act;
   snprintf(l->name, sizeof l->name, "%s", name);
+  snprintf(l->block, sizeof l->block, "%s", block);
   l->in = in;
   l->out = out;
+  l->seq = m->gpt ? m->seq : 1;
+  l->dim = m->dim;
+  l->heads = m->heads;
+  l->vocab = m->vocab;
+  l->nblocks = m->depth;
+  l->nparams = l->ops->nparams;
+  l->tie = -1;
   l->unit = -1;
   if (out > m->width) m->width = out;
   if (in > m->width) m->width = in;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode build_mlp(FSDPModel m)
+{
+  char name[48], block[32];
+  for (int64_t i = 0; i < m->depth; i++) {
+    int64_t in = i == 0 ? m->in : m->hidden;
+    snprintf(block, sizeof block, "blocks.%lld", (long long)i);
+    snprintf(name, sizeof name, "%s.fc", block);
+    FSDPCall(add_layer(m, LAYER_linear, name, block, in, m->hidden));
+    if (m->layernorm) {
+      snprintf(name, sizeof name, "%s.norm", block);
+      FSDPCall(add_layer(m, LAYER_layernorm, name, block, m->hidden, m->hidden));
+    }
+    snprintf(name, sizeof name, "%s.act", block);
+    FSDPCall(add_layer(m, LAYER_activation, name, block, m->hidden, m->hidden));
+  }
+  FSDPCall(add_layer(m, LAYER_linear, "head", "root", m->hidden, m->out));
+  return FSDP_SUCCESS;
+}
+
+/* Embedding (unit "embed"), the blocks (one unit each), the final LayerNorm
+   and the head (unit "head").  Tied, the head has no weight of its own: it
+   uses the embedding's wte, in the embedding's unit. */
+static FSDPErrorCode build_gpt(FSDPModel m)
+{
+  char name[48];
+  int64_t tc = m->seq * m->dim;
+  FSDPCall(add_layer(m, LAYER_embedding, "", "embed", m->seq, tc));
+  for (int64_t i = 0; i < m->depth; i++) {
+    snprintf(name, sizeof name, "blocks.%lld", (long long)i);
+    FSDPCall(add_layer(m, LAYER_transformer, name, name, tc, tc));
+  }
+  FSDPCall(add_layer(m, LAYER_layernorm, "ln_f", "head", tc, tc));
+  FSDPCall(add_layer(m, LAYER_lmhead, "lm_head", "head", tc, m->seq * m->vocab));
+  if (m->tied) {
+    Layer *head = &m->layers[m->nlayers - 1];
+    head->tie = 0;
+    head->nparams = 0;
+  }
   return FSDP_SUCCESS;
 }
 
@@ -115,7 +212,6 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
 {
   FSDPModel m;
   FSDPErrorCode ierr;
-  char name[48];
 
   FSDPCheck(model, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelCreate: model must not be NULL");
   *model = NULL;
@@ -126,18 +222,7 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
   if (!ierr) ierr = parse_spec(m, spec);
-  for (int64_t i = 0; !ierr && i < m->depth; i++) {
-    int64_t in = i == 0 ? m->in : m->hidden;
-    snprintf(name, sizeof name, "blocks.%lld.fc", (long long)i);
-    ierr = add_layer(m, LAYER_linear, name, in, m->hidden);
-    if (!ierr && m->layernorm) {
-      snprintf(name, sizeof name, "blocks.%lld.norm", (long long)i);
-      ierr = add_layer(m, LAYER_layernorm, name, m->hidden, m->hidden);
-    }
-    snprintf(name, sizeof name, "blocks.%lld.act", (long long)i);
-    if (!ierr) ierr = add_layer(m, LAYER_activation, name, m->hidden, m->hidden);
-  }
-  if (!ierr) ierr = add_layer(m, LAYER_linear, "head", m->hidden, m->out);
+  if (!ierr) ierr = m->gpt ? build_gpt(m) : build_mlp(m);
   if (ierr) {
     FSDPCall(FSDPModelDestroy(&m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -208,6 +293,11 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
   FSDPCall(
       FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_activation_checkpointing",
+                              "keep only each transformer block's input in forward and recompute the block in "
+                              "backward",
+                              model->checkpointing, &tf32, &set));
+  if (set) FSDPCall(FSDPModelSetActivationCheckpointing(model, tf32));
   return FSDP_SUCCESS;
 }
 
@@ -220,7 +310,7 @@ static size_t wide_bytes(FSDPModel m) { return (size_t)(m->wide_rows + LAYER_MAX
 static int64_t layer_numel(const Layer *l)
 {
   int64_t numel = 0;
-  for (int p = 0; p < l->ops->nparams; p++) {
+  for (int p = 0; p < l->nparams; p++) {
     int ndim;
     int64_t shape[2], e = 1;
     l->ops->param_shape(l, p, &ndim, shape);
@@ -239,31 +329,26 @@ static FSDPErrorCode new_unit(FSDPModel m, const char *name)
 }
 
 /* The units of the wrapping policy, in execution order; each layer with
-   parameters joins one.  Units are runs of consecutive layers. */
+   parameters joins one.  Units are runs of consecutive layers; a tied head
+   then joins its embedding's unit, which it uses again at the end. */
 static FSDPErrorCode build_units(FSDPModel m)
 {
   int64_t in_unit = 0;
   bool open = false;
-  char name[64], block[64] = "";
+  char name[96], block[64] = "";
 
   for (int i = 0; i < m->nlayers; i++) {
     Layer *l = &m->layers[i];
-    bool head = !strcmp(l->name, "head");
-    if (l->ops->nparams == 0) continue;
+    if (l->nparams == 0) continue;
     switch (m->wrap) {
     case FSDP_WRAP_MODEL:
       if (!open) FSDPCall(new_unit(m, "root"));
       open = true;
       break;
-    case FSDP_WRAP_BLOCK: /* the layers of block i ("blocks.<i>.*") share its unit; the head is the root unit */
-      if (head) snprintf(name, sizeof name, "root");
-      else {
-        const char *dot = strrchr(l->name, '.');
-        snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - l->name) : (int)strlen(l->name), l->name);
-      }
-      if (m->nunits == 0 || strcmp(name, block)) {
-        FSDPCall(new_unit(m, name));
-        snprintf(block, sizeof block, "%s", name);
+    case FSDP_WRAP_BLOCK: /* the layers of a block ("blocks.<i>") share its unit */
+      if (m->nunits == 0 || strcmp(l->block, block)) {
+        FSDPCall(new_unit(m, l->block));
+        snprintf(block, sizeof block, "%s", l->block);
       }
       break;
     case FSDP_WRAP_SIZE:
@@ -280,16 +365,22 @@ static FSDPErrorCode build_units(FSDPModel m)
       break;
     }
     l->unit = m->nunits - 1;
-    for (int p = 0; p < l->ops->nparams; p++) {
+    for (int p = 0; p < l->nparams; p++) {
       int ndim;
       int64_t shape[2];
       l->ops->param_shape(l, p, &ndim, shape);
-      snprintf(name, sizeof name, "%s.%s", l->name, l->ops->param_names[p]);
+      snprintf(name, sizeof name, "%s%s%s", l->name, l->name[0] ? "." : "", l->ops->param_names[p]);
       FSDPCall(FlatParamAddParam(m->units[l->unit], name, ndim, shape, &l->param[p]));
     }
     in_unit += layer_numel(l);
     if (m->wrap == FSDP_WRAP_SIZE && in_unit >= m->min_numel) open = false;
   }
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].tie >= 0) {
+      const Layer *e = &m->layers[m->layers[i].tie];
+      m->layers[i].unit = e->unit;
+      m->layers[i].param[0] = e->param[EMBEDDING_WTE];
+    }
   return FSDP_SUCCESS;
 }
 
@@ -303,7 +394,7 @@ static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
   for (int i = 0; i < m->nlayers; i++) {
     Layer *l = &m->layers[i];
     if (l->unit < 0 || m->units[l->unit] != unit) continue;
-    for (int p = 0; p < l->ops->nparams; p++) {
+    for (int p = 0; p < l->nparams; p++) {
       if (id != l->param[p]) continue;
       FSDPCall(FlatParamGetParamInfo(unit, id, &name, NULL, NULL, NULL));
       FSDPCall(l->ops->init(l, p, m->seed, name, begin, end, values));
@@ -323,6 +414,18 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   model->dev = model->ctx->dev;
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
+  if (model->gpt) { /* every rank sees the same context: each says so */
+    FSDPCheck(!model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+              "FSDPModelSetUp: model '%s': the transformer layers (embedding, attention, lm_head) run on the host "
+              "only; there are no CUDA kernels for them (use -fsdp_device host)",
+              model->spec);
+    FSDPCheck(model->view_dtype == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+              "FSDPModelSetUp: model '%s': the transformer layers take fp32 parameters only, not %s "
+              "(-fsdp_param_dtype fp32)",
+              model->spec, FSDPDataTypeName(model->view_dtype));
+    if (model->tied)
+      FSDPCall(FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float), FSDP_MEM_OTHER, &model->tied_grad));
+  }
   if (model->view_dtype != FSDP_FLOAT32) {
     /* The host kernels compute in fp32: a low-precision weight is widened
        just before use, WIDE_ROWS rows at a time, so that the scratch stays
@@ -332,6 +435,7 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
   model->setup = true;
+  if (model->ctx->view_at_setup) FSDPCall(FSDPModelView(model, NULL)); /* -fsdp_view: the model after its context */
   return FSDP_SUCCESS;
 }
 
@@ -358,16 +462,35 @@ typedef struct {
   size_t size;
 } Buffer;
 
-static int num_buffers(FSDPModel m) { return 2 * m->nlayers + 7; }
+static int num_buffers(FSDPModel m) { return 2 * m->nlayers + 9; }
+
+/* Whether activation checkpointing drops l's saved state after forward: it then shares m->shared_saved. */
+static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpointing && l->ops->checkpointable; }
+
+static int64_t saved_per_row(const Layer *l) { return l->ops->saved ? l->ops->saved(l) : 0; }
+
+/* The largest per-row need of backward's scratch, and of a recomputed layer's saved state. */
+static void largest_needs(FSDPModel m, int64_t *work, int64_t *shared)
+{
+  *work = *shared = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const Layer *l = &m->layers[i];
+    int64_t w = l->ops->work ? l->ops->work(l) : 0, sv = recomputed(m, l) ? saved_per_row(l) : 0;
+    *work = w > *work ? w : *work;
+    *shared = sv > *shared ? sv : *shared;
+  }
+}
 
 static Buffer buffer_at(FSDPModel m, int64_t n, int k)
 {
   bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
+  int64_t work, shared;
   if (k < 2 * m->nlayers) { /* each layer's output, and what it saves for backward (a LayerNorm's statistics) */
     Layer *l = &m->layers[k / 2];
     if (k % 2 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
-    return (Buffer){&l->saved, n * l->ops->saved_per_row, sizeof(float)};
+    return (Buffer){&l->saved, recomputed(m, l) ? 0 : n * saved_per_row(l), sizeof(float)};
   }
+  largest_needs(m, &work, &shared);
   switch (k - 2 * m->nlayers) {
   case 0: return (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
   case 1: return (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
@@ -376,13 +499,28 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   /* labels are 8 bytes, regression targets out floats: room for either */
   case 4: return (Buffer){&m->target, gpu ? n * (m->out > 2 ? m->out : 2) : 0, sizeof(float)};
   case 5: return (Buffer){&m->low[0], low ? n * m->width : 0, 2};
-  default: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
+  case 6: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
+  case 7: return (Buffer){&m->work, n * work, sizeof(float)};
+  default: return (Buffer){&m->shared_saved, n * shared, sizeof(float)};
   }
+}
+
+/* Bytes of the buffers for n rows: activations, saved state and scratch. */
+static size_t buffer_bytes(FSDPModel m, int64_t n)
+{
+  size_t bytes = 0;
+  for (int k = 0; k < num_buffers(m); k++) {
+    Buffer b = buffer_at(m, n, k);
+    bytes += (size_t)b.elems * b.size;
+  }
+  return bytes;
 }
 
 static FSDPErrorCode free_buffers(FSDPModel m)
 {
   FSDPErrorCode ierr = FSDP_SUCCESS;
+  for (int i = 0; i < m->nlayers; i++) /* not theirs to free */
+    if (recomputed(m, &m->layers[i])) m->layers[i].saved = NULL;
   for (int k = 0; k < num_buffers(m); k++) {
     Buffer b = buffer_at(m, m->capacity, k);
     FSDPErrorCode e = DeviceFree_Private(m->dev, b.ptr, (size_t)b.elems * b.size, FSDP_MEM_OTHER);
@@ -407,6 +545,47 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
     FSDPCall(free_buffers(m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
+  for (int i = 0; i < m->nlayers; i++)
+    if (recomputed(m, &m->layers[i])) m->layers[i].saved = m->shared_saved;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelSetActivationCheckpointing(FSDPModel model, bool on)
+{
+  CHECK_MODEL(model);
+  if (on == model->checkpointing) return FSDP_SUCCESS;
+  FSDPCall(free_buffers(model)); /* the saved state changes shape: the next forward allocates it anew */
+  model->checkpointing = on;
+  model->have_forward = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelGetActivationCheckpointing(FSDPModel model, bool *on)
+{
+  CHECK_MODEL(model);
+  FSDPCheck(on, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelGetActivationCheckpointing: on must not be NULL");
+  *on = model->checkpointing;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelGetActivationBytes(FSDPModel model, int64_t n, bool checkpointing, size_t *bytes)
+{
+  bool was;
+  CHECK_MODEL(model);
+  FSDPCheck(n >= 0 && bytes, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPModelGetActivationBytes: n is %lld (must be >= 0) or bytes is NULL", (long long)n);
+  was = model->checkpointing;
+  model->checkpointing = checkpointing; /* what buffer_at sizes; nothing is allocated */
+  *bytes = buffer_bytes(model, n);
+  model->checkpointing = was;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int64_t *vocab)
+{
+  CHECK_MODEL(model);
+  if (ctx) *ctx = model->gpt ? model->seq : 0;
+  if (vocab) *vocab = model->gpt ? model->vocab : 0;
   return FSDP_SUCCESS;
 }
 
@@ -427,7 +606,7 @@ FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float *
     return FSDP_SUCCESS;
   }
   *v = m->wide + m->wide_rows + p * l->out;
-  FSDPCall(DeviceConvert_Private(m->dev, FSDP_FLOAT32, *v, m->view_dtype, view, l->out, 1.0));
+  FSDPCall(DeviceConvert_Private(m->dev, FSDP_FLOAT32, *v, m->view_dtype, view, l->out / l->seq, 1.0));
   return FSDP_SUCCESS;
 }
 
@@ -438,6 +617,18 @@ FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **
   FSDPCall(FlatParamGetTrainable(m->units[l->unit], l->param[p], &trainable));
   *g = NULL;
   if (trainable) FSDPCall(FlatParamGetGrad(m->units[l->unit], l->param[p], (void **)g));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g)
+{
+  const Layer *e = &m->layers[l->tie];
+  FSDPCall(FSDPModelParam_Private(m, e, EMBEDDING_WTE, w));
+  if (g) {
+    bool trainable;
+    FSDPCall(FlatParamGetTrainable(m->units[e->unit], e->param[EMBEDDING_WTE], &trainable));
+    *g = trainable ? m->tied_grad : NULL;
+  }
   return FSDP_SUCCESS;
 }
 
@@ -473,6 +664,7 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   FSDPCheck(x && y, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: x and y must not be NULL");
   FSDPCall(reserve(model, n));
   model->have_forward = false;
+  if (model->layers[0].ops->check_input) FSDPCall(model->layers[0].ops->check_input(&model->layers[0], n, x));
   FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
   x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));
@@ -502,6 +694,20 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   return FSDP_SUCCESS;
 }
 
+/* Backward leaves `unit` for layer i: it reduces the unit's gradient, or,
+   when a layer before i uses the unit too (the embedding a tied head
+   shares), reshards it until that layer comes. */
+static FSDPErrorCode leave_unit(FSDPModel m, FlatParam unit, int i)
+{
+  for (int j = 0; j <= i; j++)
+    if (m->layers[j].unit >= 0 && m->units[m->layers[j].unit] == unit) {
+      FSDPCall(FlatParamReshard(unit));
+      return FSDP_SUCCESS;
+    }
+  FSDPCall(FlatParamReduceGrad(unit));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
 {
   double t_unit = 0;
@@ -528,12 +734,14 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
     if (l->unit >= 0 && model->units[l->unit] != current) {
       if (current) {
         trace_unit("backward", current, t_unit);
-        FSDPCall(FlatParamReduceGrad(current));
+        FSDPCall(leave_unit(model, current, i));
       }
       current = model->units[l->unit];
       FSDPCall(FlatParamUnshard(current));
       t_unit = FSDPTime_Private();
     }
+    /* Activation checkpointing: the layer's saved state comes back from its input. */
+    if (recomputed(model, l)) FSDPCall(l->ops->forward(model, l, n, input));
     FSDPCall(l->ops->backward(model, l, n, input, g, dx));
     g = dx;
     k = 1 - k;
@@ -559,8 +767,9 @@ FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *targ
   FSDPCheck(isfinite(scale), MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelLoss: scale %g is not finite", scale);
   FSDPCheck(model->have_forward, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPModelLoss: model '%s' has no output to compare: call FSDPModelForward first", model->spec);
-  n = model->n;
-  out = model->out;
+  /* A GPT's rows hold seq positions of vocab logits, and its labels are per position. */
+  n = model->n * model->layers[model->nlayers - 1].seq;
+  out = model->out / model->layers[model->nlayers - 1].seq;
   y = model->layers[model->nlayers - 1].y;
   if (!model->dev) {
     if (ce) {
@@ -598,9 +807,28 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
   FSDPCall(FSDPModelGetSizes(m, NULL, NULL, &numel));
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "FSDPModel %s\n", m->spec));
   FSDPCall(FSDPViewerASCIIPushTab(viewer));
-  FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
-                                 (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",
-                                 (unsigned long long)m->seed));
+  if (m->gpt) {
+    size_t full, ckpt;
+    char b1[32], b2[32];
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   "parameters: %lld; GPT: %lld blocks, %lld heads of %lld, context %lld, vocabulary "
+                                   "%lld, %s head; seed %llu\n",
+                                   (long long)numel, (long long)m->depth, (long long)m->heads,
+                                   (long long)(m->dim / m->heads), (long long)m->seq, (long long)m->vocab,
+                                   m->tied ? "tied" : "untied", (unsigned long long)m->seed));
+    /* Per sequence: what forward keeps, with and without recomputing the blocks (doc/nn.md gives the formula). */
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, false, &full));
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, true, &ckpt));
+    FSDPFormatBytes(b1, sizeof b1, (double)full);
+    FSDPFormatBytes(b2, sizeof b2, (double)ckpt);
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   "activation checkpointing: %s; activations per sequence %s without, %s with "
+                                   "(%.2fx less)\n",
+                                   m->checkpointing ? "on" : "off", b1, b2, (double)full / (double)ckpt));
+  } else
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
+                                   (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",
+                                   (unsigned long long)m->seed));
   if (m->setup && m->dev)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),
                                    m->view_dtype == FSDP_BFLOAT16  ? "bf16 with fp32 accumulation"
@@ -642,6 +870,7 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   (void)DeviceEnter_Private(m->dev); /* its buffers are freed on its GPU, error or not */
   FSDPCall(free_buffers(m));
   if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
+  FSDPCall(FSDPFree(&m->tied_grad));
   FSDPCall(FSDPFree(&m->layers));
   FSDPCall(FSDPFree(&m->units));
   FSDPCall(FSDPFree(&m->spec));

@@ -1,7 +1,8 @@
 /* nnimpl.h: what the layer library's files share: the model and its layers,
    the table of operations every layer kind fills in (one file per kind:
-   linear.c, layernorm.c, activation.c; doc/nn.md, "Adding a layer"), the
-   GEMM and the losses. */
+   linear.c, layernorm.c, activation.c, and the GPT's embedding.c,
+   transformer.c, lmhead.c; doc/nn.md, "Adding a layer"), the GEMM and the
+   losses. */
 #ifndef FSDP_NNIMPL_H
 #define FSDP_NNIMPL_H
 
@@ -27,23 +28,30 @@ FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t cla
 
 /* ------------------------------------------------------------------ layers */
 
-/* Parameters of one layer at most; each vector parameter has `out` elements. */
-#define LAYER_MAX_PARAMS 2
+/* Parameters of one layer at most (a transformer block's twelve). */
+#define LAYER_MAX_PARAMS 12
 /* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
 #define WIDE_ROWS 64
 
 typedef struct LayerOps LayerOps;
 
-/* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters. */
+/* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters.
+   A GPT's layers see a row as a sequence of `seq` positions of `dim`
+   features each (in and out are then multiples of seq). */
 typedef struct {
   const LayerOps *ops;
-  char name[48]; /* module name: "blocks.3.fc", "head", ... */
+  char name[48];  /* module name: "blocks.3.fc", "head", ...; "" for a GPT's embedding and head */
+  char block[48]; /* the unit it joins under block wrapping */
   int64_t in, out;
   FSDPActivation act;                  /* activation layers: which function */
+  int64_t seq, dim, heads, vocab;      /* GPT layers: positions per row, width, attention heads, tokens */
+  int64_t nblocks;                     /* GPT layers: transformer blocks in the model */
+  int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
+  int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
   FSDPParamId param[LAYER_MAX_PARAMS]; /* in ops->param_names' order */
   float *y;                            /* output [n, out], kept for backward */
-  float *saved;                        /* ops->saved_per_row floats per row, kept for backward */
+  float *saved;                        /* ops->saved(l) floats per row, kept for backward */
 } Layer;
 
 /* What a layer kind does; model.c calls nothing else of a layer.  Forward
@@ -59,7 +67,15 @@ struct LayerOps {
   /* Elements [begin, end) of parameter p, whose name (the random stream) is `name`. */
   FSDPErrorCode (*init)(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin, int64_t end,
                         float *values);
-  int saved_per_row; /* floats per row that forward keeps in l->saved for backward */
+  /* Floats per row that forward keeps in l->saved for backward (NULL: none),
+     and that backward needs as scratch in m->work (NULL: none). */
+  int64_t (*saved)(const Layer *l);
+  int64_t (*work)(const Layer *l);
+  /* Activation checkpointing drops l->saved after forward: backward runs forward again first. */
+  bool checkpointable;
+  /* The first layer's check of the model's input x[n, in] (NULL: none),
+     before any unit is unsharded. */
+  FSDPErrorCode (*check_input)(const Layer *l, int64_t n, const float *x);
   /* l->y[n, out] from x[n, in], and l->saved. */
   FSDPErrorCode (*forward)(FSDPModel m, const Layer *l, int64_t n, const float *x);
   /* Adds the parameters' gradients (trainable ones only) from dy[n, out] and
@@ -70,7 +86,7 @@ struct LayerOps {
 /* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
    defined in <kind>.c.  It makes the declarations, the LayerKind enum
    (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
-#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation)
+#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead)
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -86,6 +102,13 @@ struct FSDPModel_s {
   FSDPContext ctx;
   char *spec;
   int64_t in, hidden, depth, out;
+  bool gpt;                       /* gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=1] */
+  int64_t vocab, seq, dim, heads; /* (depth holds L) */
+  bool tied;                      /* the head's weight is the token embedding's */
+  bool checkpointing;             /* activation checkpointing of the transformer blocks */
+  float *work;                    /* backward's scratch: the largest ops->work(l), [capacity, ...] */
+  float *shared_saved;            /* checkpointing: the one l->saved all checkpointed layers share */
+  float *tied_grad;               /* a tied head's weight gradient until the embedding's backward adds it */
   FSDPActivation act;
   bool layernorm;
   FSDPWrapPolicy wrap;
@@ -120,5 +143,14 @@ FSDPErrorCode FSDPModelParamView_Private(FSDPModel m, const Layer *l, int p, voi
 FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float **v);
 /* The gradient of parameter p, to add into; NULL for a frozen parameter. */
 FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **g);
+/* A tied head's weight and its gradient (the embedding's wte and the model's scratch). */
+FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g);
+
+/* The embedding's parameter a tied head uses as its weight. */
+#define EMBEDDING_WTE 0
+
+/* A GPT weight's initialization: uniform, mean 0, standard deviation std. */
+FSDPErrorCode FSDPInitStd_Private(uint64_t seed, const char *name, int64_t begin, int64_t end, double std,
+                                  float *values);
 
 #endif
