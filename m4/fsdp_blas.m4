@@ -27,6 +27,9 @@ AS_IF([test "x$with_blas" != xno], [
   AC_DEFINE([FSDP_HAVE_BLAS], [1], [Define to 1 when a CBLAS is available])
   FSDP_DEP_TRY([BLAS], [[char *openblas_get_config(void);]], [[return openblas_get_config() == 0;]],
     [AC_DEFINE([FSDP_HAVE_OPENBLAS_GET_CONFIG], [1], [Define to 1 when the BLAS is OpenBLAS])])
+  FSDP_DEP_TRY([BLAS], [[void openblas_set_num_threads(int); int openblas_get_num_threads(void);]],
+    [[openblas_set_num_threads(1); return openblas_get_num_threads() != 1;]],
+    [AC_DEFINE([FSDP_HAVE_OPENBLAS_THREADS], [1], [Define to 1 when the BLAS is OpenBLAS with a thread count to set])])
   fsdp_blas_summary="yes ($BLAS_CFLAGS $BLAS_LIBS)"
 ])
 AM_CONDITIONAL([FSDP_HAVE_BLAS], [test $fsdp_have_blas = yes])

@@ -34,5 +34,21 @@ rc=0
 fsdp_run 2 "$train" $args -fsdp_wait nap >"$fsdp_tmp/bad.out" 2>&1 || rc=$?
 [ $rc -ne 0 ] || { echo "FAIL: -fsdp_wait nap was accepted"; exit 1; }
 expect_grep "fsdp_wait.*nap" "$fsdp_tmp/bad.out"
-echo "two ranks on one CPU sleep on the nonblocking engine, -fsdp_wait poll -fsdp_comm_engine thread override it with the same losses, one rank on $cpus CPUs polls"
+# OpenBLAS threads: each rank's share of its node's CPUs unless the
+# environment or -fsdp_blas_threads says (mpitest sets OPENBLAS_NUM_THREADS=1).
+(unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS && one_cpu 2 "$train" $args) >"$fsdp_tmp/blas.out" 2>&1 ||
+  { cat "$fsdp_tmp/blas.out"; echo "FAIL: BLAS threads fitted to the node"; exit 1; }
+expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the CPUs per rank on this node)" "$fsdp_tmp/blas.out"
+(unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS && fsdp_run 1 "$train" $args) >"$fsdp_tmp/blas1.out" 2>&1 ||
+  { cat "$fsdp_tmp/blas1.out"; echo "FAIL: BLAS threads of one rank"; exit 1; }
+if [ "$cpus" -gt 1 ]; then
+  expect_grep "^ *host GEMMs: $cpus BLAS threads per rank (the CPUs per rank on this node)" "$fsdp_tmp/blas1.out"
+fi
+(OPENBLAS_NUM_THREADS=1 && export OPENBLAS_NUM_THREADS && fsdp_run 1 "$train" $args) >"$fsdp_tmp/blasenv.out" 2>&1 ||
+  { cat "$fsdp_tmp/blasenv.out"; echo "FAIL: OPENBLAS_NUM_THREADS=1"; exit 1; }
+expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the environment's)" "$fsdp_tmp/blasenv.out"
+fsdp_run 1 "$train" $args -fsdp_blas_threads 3 >"$fsdp_tmp/blasopt.out" 2>&1 ||
+  { cat "$fsdp_tmp/blasopt.out"; echo "FAIL: -fsdp_blas_threads 3"; exit 1; }
+expect_grep "^ *host GEMMs: 3 BLAS threads per rank (-fsdp_blas_threads)" "$fsdp_tmp/blasopt.out"
+echo "two ranks on one CPU sleep on the nonblocking engine, -fsdp_wait poll -fsdp_comm_engine thread override it with the same losses, one rank on $cpus CPUs polls; BLAS threads follow the node, the environment and -fsdp_blas_threads"
 exit 0

@@ -11,6 +11,11 @@
 
 #include "nnimpl.h"
 
+#ifdef FSDP_HAVE_OPENBLAS_THREADS
+void openblas_set_num_threads(int threads); /* OpenBLAS's own, not in every cblas.h */
+int openblas_get_num_threads(void);
+#endif
+
 /* The registry (nnimpl.h): LayerKind to its operations. */
 #define FSDP_LAYER_ENTRY(kind) [LAYER_##kind] = &LayerOps_##kind##_Private,
 const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS] = {FSDP_LAYER_KINDS(FSDP_LAYER_ENTRY)};
@@ -266,7 +271,7 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
 {
   char wrap[64];
   bool set, tf32;
-  int64_t seed;
+  int64_t seed, threads;
 
   CHECK_MODEL(model);
   FSDPCall(FSDPOptionsGetString("-fsdp_wrap", "which parameters form one unit: block, model or size:N", "block", wrap,
@@ -293,6 +298,11 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
   FSDPCall(
       FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_blas_threads",
+                             "OpenBLAS threads per rank (0: the CPUs of the node per rank there, unless "
+                             "OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says)",
+                             model->blas_threads, 0, 1024, &threads, &set));
+  if (set) model->blas_threads = (int)threads;
   FSDPCall(FSDPOptionsGetBool("-fsdp_activation_checkpointing",
                               "keep only each transformer block's input in forward and recompute the block in "
                               "backward",
@@ -404,6 +414,30 @@ static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
   return FSDP_SUCCESS; /* a unit the model does not own stays zero */
 }
 
+/* OpenBLAS starts a thread per CPU in every process: ranks sharing a node
+   would each start one per CPU of the node, and their GEMMs would fight for
+   the cores (a GPT at W = 2 on 2 cores ran 7x slower).  Unless the user set
+   a number, each rank takes its share of its node's CPUs. */
+static void fit_blas_threads(FSDPModel m)
+{
+#ifdef FSDP_HAVE_OPENBLAS_THREADS
+  int share = m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
+  if (m->blas_threads > 0) m->blas_why = "-fsdp_blas_threads";
+  else if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS")) {
+    m->blas_threads = openblas_get_num_threads();
+    m->blas_why = "the environment's";
+    return;
+  } else {
+    m->blas_threads = share > 1 ? share : 1;
+    m->blas_why = "the CPUs per rank on this node";
+  }
+  openblas_set_num_threads(m->blas_threads);
+#else
+  m->blas_threads = 1;
+  m->blas_why = "not OpenBLAS: its own";
+#endif
+}
+
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
@@ -434,6 +468,7 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
     model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
+  if (!model->dev) fit_blas_threads(model);
   model->setup = true;
   if (model->ctx->view_at_setup) FSDPCall(FSDPModelView(model, NULL)); /* -fsdp_view: the model after its context */
   return FSDP_SUCCESS;
@@ -835,6 +870,9 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    : m->view_dtype == FSDP_FLOAT16 ? "fp16 with fp32 accumulation"
                                    : m->tf32                       ? "TF32"
                                                                    : "fp32"));
+  if (m->setup && !m->dev)
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "host GEMMs: %d BLAS thread%s per rank (%s)\n", m->blas_threads,
+                                   m->blas_threads == 1 ? "" : "s", m->blas_why));
   if (m->wrap == FSDP_WRAP_SIZE)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "wrapping: size:%lld, %d units\n", (long long)m->min_numel, m->nunits));
   else FSDPCall(FSDPViewerASCIIPrintf(viewer, "wrapping: %s, %d units\n", wraps[m->wrap], m->nunits));
@@ -845,7 +883,9 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
     FSDPCall(FlatParamGetSizes(m->units[u], &unumel, NULL, NULL));
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "unit %-10s %10lld elements:", name, (long long)unumel));
     for (int i = 0; i < m->nlayers; i++)
-      if (m->layers[i].unit == u) FSDPCall(FSDPViewerASCIIPrintf(viewer, " %s", m->layers[i].name));
+      if (m->layers[i].unit == u)
+        FSDPCall(
+            FSDPViewerASCIIPrintf(viewer, " %s", m->layers[i].name[0] ? m->layers[i].name : m->layers[i].ops->type));
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "\n"));
   }
   FSDPCall(FSDPViewerASCIIPopTab(viewer));

@@ -109,6 +109,8 @@ struct FSDPModel_s {
   float *work;                    /* backward's scratch: the largest ops->work(l), [capacity, ...] */
   float *shared_saved;            /* checkpointing: the one l->saved all checkpointed layers share */
   float *tied_grad;               /* a tied head's weight gradient until the embedding's backward adds it */
+  int blas_threads;               /* OpenBLAS threads per rank: asked for (0: fit to the node), then set */
+  const char *blas_why;           /* where the number came from */
   FSDPActivation act;
   bool layernorm;
   FSDPWrapPolicy wrap;
