@@ -29,10 +29,10 @@
 typedef enum { ARG_STRING, ARG_INT, ARG_REAL, ARG_FLAG } ArgType;
 
 typedef struct {
-  char model[512], data[1024], init[1024], loss_log[1024], optimizer[16], lr_schedule[16];
+  char model[512], data[1024], init[1024], loss_log[1024], optimizer[16], lr_schedule[16], prompt[1024];
   char checkpoint[1024], resume[1024], export_path[1024];
-  int64_t steps, batch, warmup_steps, grad_accum, seed, log_every, checkpoint_every;
-  double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm;
+  int64_t steps, batch, warmup_steps, grad_accum, seed, log_every, checkpoint_every, generate;
+  double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm, temperature;
   bool nesterov;
 } Args;
 
@@ -84,6 +84,11 @@ static ArgSpec arg_specs[] = {
     ARG("-export", ARG_STRING, export_path,
         "HDF5 file of the final parameters alone (/params/<name>, what -init reads)"),
     ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
+    ARG("-generate", ARG_INT, generate,
+        "gpt: after training (or -steps 0 with -resume or -init), print this many tokens sampled from the model"),
+    ARG("-prompt", ARG_STRING, prompt, "gpt: the text -generate continues (a byte per token)"),
+    ARG("-temperature", ARG_REAL, temperature,
+        "gpt: -generate samples from softmax(logits / temperature) with -seed; 0: the most likely token"),
 };
 #define NARGS ((int)(sizeof arg_specs / sizeof arg_specs[0]))
 
@@ -976,6 +981,12 @@ static FSDPErrorCode check_args(const Args *a, int size)
             (long long)a->grad_accum);
   FSDPCheck(a->log_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -log_every %lld is negative",
             (long long)a->log_every);
+  FSDPCheck(a->generate >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -generate %lld is negative",
+            (long long)a->generate);
+  FSDPCheck(a->temperature >= 0 && isfinite(a->temperature), MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -temperature %g must be a finite number >= 0", a->temperature);
+  FSDPCheck(!a->generate || a->prompt[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -generate %lld needs a -prompt of at least one character", (long long)a->generate);
   FSDPCheck(a->checkpoint_every >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -checkpoint_every %lld is negative",
             (long long)a->checkpoint_every);
   FSDPCheck(!a->checkpoint_every || a->checkpoint[0], MPI_COMM_SELF, FSDP_ERR_OPTION,
@@ -1205,6 +1216,79 @@ static FSDPErrorCode run_steps(Run *r, const Args *a)
   return FSDP_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ generation (a GPT's) */
+
+/* The next token after window[0 .. len) (len <= ctx): the model's logits at
+   position len - 1 (causal: the padding after it changes nothing), the most
+   likely token or a sample at `temperature` from uniform u. */
+static FSDPErrorCode next_token(Run *r, const float *window, int64_t len, double temperature, float u, int64_t *token)
+{
+  int64_t ctx, vocab;
+  float *logits, *z;
+  FSDPCall(FSDPModelGetTokens(r->model, &ctx, &vocab));
+  memcpy(r->x, window, (size_t)len * sizeof *r->x);
+  for (int64_t t = len; t < ctx; t++) r->x[t] = 0.0f;
+  FSDPCall(FSDPModelForward(r->model, 1, r->x, &logits));
+  z = logits + (len - 1) * vocab;
+  *token = 0;
+  for (int64_t v = 1; v < vocab; v++)
+    if (z[v] > z[*token]) *token = v;
+  if (temperature > 0) { /* inverse CDF of softmax(z / T), from the largest term down: no overflow */
+    double sum = 0, acc = 0, zmax = z[*token];
+    for (int64_t v = 0; v < vocab; v++) sum += exp((z[v] - zmax) / temperature);
+    for (int64_t v = 0; v < vocab; v++) {
+      acc += exp((z[v] - zmax) / temperature) / sum;
+      if (u < acc || v == vocab - 1) {
+        *token = v;
+        break;
+      }
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Collective: -generate tokens after -prompt; rank 0 prints them.  Every rank
+   computes the same logits; rank 0's choice is the one all take. */
+static FSDPErrorCode generate(Run *r, const Args *a)
+{
+  int64_t ctx, vocab, len = (int64_t)strlen(a->prompt), n = 0;
+  float *window, u = 0;
+  FSDPCall(FSDPModelGetTokens(r->model, &ctx, &vocab));
+  FSDPCheck(ctx > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -generate %lld needs a gpt: model, not %s",
+            (long long)a->generate, a->model);
+  for (int64_t i = 0; i < len; i++)
+    FSDPCheck((unsigned char)a->prompt[i] < vocab, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -prompt: character %lld (byte %d) is not a token of the model's vocab=%lld", (long long)i,
+              (unsigned char)a->prompt[i], (long long)vocab);
+  FSDPCall(FSDPMalloc((size_t)(len + a->generate) * sizeof *window, FSDP_MEM_OTHER, &window));
+  for (int64_t i = 0; i < len; i++) window[i] = (unsigned char)a->prompt[i];
+  if (r->rank == 0) {
+    if (a->temperature > 0)
+      printf("fsdp-train: %lld tokens sampled at temperature %g (seed %lld) after the prompt:\n",
+             (long long)a->generate, a->temperature, (long long)a->seed);
+    else printf("fsdp-train: %lld tokens, the most likely each time, after the prompt:\n", (long long)a->generate);
+    fputs(a->prompt, stdout);
+  }
+  for (; n < a->generate; n++) {
+    int64_t start = len + n > ctx ? len + n - ctx : 0, token;
+    if (a->temperature > 0) FSDPCall(FSDPRandomUniform((uint64_t)a->seed, "generate", n, n + 1, 0.0, 1.0, &u));
+    FSDPCall(next_token(r, window + start, len + n - start, a->temperature, u, &token));
+    FSDPCallMPI(MPI_Bcast(&token, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+    window[len + n] = (float)token;
+    if (r->rank == 0) { /* bytes as text, escaped where they would not print; other tokens as numbers */
+      if (vocab > 256) printf(" %lld", (long long)token);
+      else if ((token >= 32 && token < 127) || token == '\n' || token == '\t') putchar((int)token);
+      else printf("\\x%02x", (unsigned)token);
+    }
+  }
+  if (r->rank == 0) {
+    printf("\n");
+    fflush(stdout);
+  }
+  FSDPCall(FSDPFree(&window));
+  return FSDP_SUCCESS;
+}
+
 /* A failed run aborts the job (main): it frees nothing, since destroying a
    context is collective and the other ranks may be elsewhere.  A run that
    finished frees everything here. */
@@ -1250,6 +1334,7 @@ static FSDPErrorCode train(const Args *a)
                            : a->momentum > 0              ? 1
                                                           : 0,
                            MPI_Wtime() - r.t_start, r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
+  if (a->generate) FSDPCall(generate(&r, a));
   loss_log_file = NULL;
   if (r.log && fclose(r.log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&r.x));
@@ -1293,6 +1378,8 @@ int main(int argc, char **argv)
             .batch = 64,
             .grad_accum = 1,
             .log_every = 10,
+            .prompt = "\n",
+            .temperature = 1.0,
             .lr = 1e-3,
             .weight_decay = 0.01,
             .beta1 = 0.9,
