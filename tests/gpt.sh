@@ -1,0 +1,127 @@
+#!/bin/sh
+# fsdp-train's GPT against PyTorch (tests/gpt_reference.py, python3-torch):
+# from the same initial parameters and windows of text, 20 AdamW steps with
+# clipping give the same loss curve within 1e-4 relative at W = 1, at W = 4
+# under full and hybrid sharding, and with a tied head on the thread engine
+# with both prefetches; activation checkpointing leaves the loss log
+# bit-identical; token files (flat, llm.c's, HDF5) train as the text does;
+# -generate gives the same text at any W and after a resume; bad input is
+# refused with a message naming the value.
+. "${srcdir:-.}/tests/testlib.sh"
+train="$top_builddir/tools/fsdp-train"
+ref="${srcdir:-.}/tests/gpt_reference.py"
+python=
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import torch, h5py, numpy' 2>/dev/null; then python=$p && break; fi
+done
+[ -n "$python" ] || { echo "SKIP: no python3 with torch and h5py (Debian: apt-get install python3-torch python3-h5py)"; exit 77; }
+grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h" ||
+  { echo "SKIP: libfsdp built without HDF5: fsdp-train -init cannot read the reference's parameters"; exit 77; }
+
+text="$fsdp_tmp/text.txt"
+if [ -r /usr/share/common-licenses/GPL-3 ]; then head -c 20000 /usr/share/common-licenses/GPL-3 >"$text"
+else head -c 20000 "${srcdir:-.}/README.md" >"$text"; fi
+gpt="gpt:vocab=256,ctx=16,dim=32,heads=4,layers=2"
+common="-data text:$text -seed 5 -batch 8 -steps 20 -optimizer adamw -lr 0.003 -clip_grad_norm 1.0 -log_every 0"
+
+# close REF NAME: 20 steps whose losses agree within 1e-4 relative.
+close() {
+  awk -F, -v ref="$1" -v name="$2" '
+    NR == FNR { if (FNR > 1) want[$1] = $2; next }
+    FNR == 1 { next }
+    { n++; d = ($2 - want[$1]) / want[$1]; if (d < 0) d = -d; if (d > worst) worst = d
+      if (!($1 in want) || d > 1e-4) { print "FAIL: " name " step " $1 ": loss " $2 ", " ref " has " want[$1]; bad = 1 } }
+    END { if (n != 20) { print "FAIL: " name " has " n " steps"; bad = 1 }
+          if (!bad) printf "%s matches %s: largest relative difference %.2g\n", name, ref, worst; exit bad }' \
+    "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" || exit 1
+}
+
+# ------------------------------------------------------------------ PyTorch's curves
+for tied in 0 1; do
+  "$python" "$ref" init "$gpt,tied=$tied" 1 "$fsdp_tmp/init$tied.h5" &&
+    "$python" "$ref" train "$gpt,tied=$tied" "$fsdp_tmp/init$tied.h5" "$text" 5 8 20 0.003 1.0 "$fsdp_tmp/torch$tied.csv" ||
+    { echo "FAIL: the PyTorch reference (tied=$tied)"; exit 1; }
+done
+
+train_run w1 1 -model "$gpt" -init "$fsdp_tmp/init0.h5"
+close torch0 w1
+train_run w4_full 4 -model "$gpt" -init "$fsdp_tmp/init0.h5"
+close torch0 w4_full
+train_run w4_hybrid 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
+close torch0 w4_hybrid
+train_run w4_tied 4 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5"
+close torch1 w4_tied
+train_run w2_tied_thread 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_comm_engine thread \
+  -fsdp_backward_prefetch post -fsdp_forward_prefetch
+close torch1 w2_tied_thread
+
+# ------------------------------------------------------------------ activation checkpointing
+train_run w4_hybrid_ckpt 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_sharding_strategy hybrid \
+  -fsdp_ranks_per_node 2 -fsdp_activation_checkpointing
+cmp "$fsdp_tmp/w4_hybrid.csv" "$fsdp_tmp/w4_hybrid_ckpt.csv" ||
+  { echo "FAIL: activation checkpointing changed the loss log"; exit 1; }
+train_run view 1 -model "$gpt" -steps 1 -fsdp_view -fsdp_activation_checkpointing
+expect_grep "^ *activation checkpointing: on; activations per sequence .* without, .* with (1\.[0-9][0-9]x less)" \
+  "$fsdp_tmp/view.out"
+expect_grep "^ *unit embed .* embedding\$" "$fsdp_tmp/view.out"
+
+# ------------------------------------------------------------------ token files
+"$python" - "$text" "$fsdp_tmp" <<'EOF' || { echo "FAIL: writing the token files"; exit 1; }
+import sys, numpy as np, h5py
+t = np.frombuffer(open(sys.argv[1], "rb").read(), dtype=np.uint8).astype("<u2")
+d = sys.argv[2]
+t.tofile(d + "/flat.bin")
+header = np.zeros(256, dtype="<i4"); header[0], header[1], header[2] = 20240520, 1, len(t)
+with open(d + "/llmc.bin", "wb") as f:
+    f.write(header.tobytes()); f.write(t.tobytes())
+with h5py.File(d + "/tokens.h5", "w") as f:
+    f["tokens"] = t.astype(np.int32)
+open(d + "/odd.bin", "wb").write(t.tobytes()[:-1])
+big = t.copy(); big[123] = 300; big.tofile(d + "/big.bin")
+EOF
+train_run text2 2 -model "$gpt"
+for f in flat.bin llmc.bin tokens.h5; do
+  train_run "tokens_$f" 2 -model "$gpt" -data "tokens:$fsdp_tmp/$f"
+  cmp "$fsdp_tmp/text2.csv" "$fsdp_tmp/tokens_$f.csv" || { echo "FAIL: -data tokens:$f trains differently from text"; exit 1; }
+done
+
+# ------------------------------------------------------------------ generation
+train_run gen_ck 4 -model "$gpt" -checkpoint "$fsdp_tmp/ck.h5"
+for w in 1 2; do
+  for temp in 0 0.8; do
+    fsdp_run "$w" "$train" -model "$gpt" $common -resume "$fsdp_tmp/ck.h5" -generate 40 -prompt "The " \
+      -temperature "$temp" >"$fsdp_tmp/gen_${w}_$temp.out" 2>&1 ||
+      { cat "$fsdp_tmp/gen_${w}_$temp.out"; echo "FAIL: -generate at W = $w, temperature $temp"; exit 1; }
+    sed -n '/tokens.*after the prompt:$/,$p' "$fsdp_tmp/gen_${w}_$temp.out" >"$fsdp_tmp/sample_${w}_$temp"
+    [ "$(wc -l <"$fsdp_tmp/sample_${w}_$temp")" -ge 2 ] || { echo "FAIL: no sample at W = $w"; exit 1; }
+  done
+  cmp "$fsdp_tmp/sample_${w}_0" "$fsdp_tmp/sample_${w}_0.8" >/dev/null &&
+    { echo "FAIL: sampling at temperature 0.8 gave the most likely tokens"; exit 1; }
+done
+for temp in 0 0.8; do
+  cmp "$fsdp_tmp/sample_1_$temp" "$fsdp_tmp/sample_2_$temp" ||
+    { echo "FAIL: -generate at temperature $temp differs between W = 1 and W = 2"; exit 1; }
+done
+
+# ------------------------------------------------------------------ bad input
+refuse() { # refuse NAME TEXT ARGS...: fsdp-train fails and says TEXT
+  name=$1 want=$2
+  shift 2
+  rc=0
+  fsdp_run 2 "$train" $common "$@" >"$fsdp_tmp/$name.out" 2>&1 || rc=$?
+  [ $rc -ne 0 ] || { echo "FAIL: $name was accepted"; exit 1; }
+  expect_grep "$want" "$fsdp_tmp/$name.out"
+}
+refuse heads "heads=3 does not divide dim=32" -model "gpt:vocab=256,ctx=16,dim=32,heads=3,layers=2"
+refuse zero "layers=0 is not a positive integer" -model "gpt:vocab=256,ctx=16,dim=32,heads=4,layers=0"
+head -c 10 "$text" >"$fsdp_tmp/short.txt"
+refuse short "10 tokens are fewer than one window of ctx + 1 = 17" -model "$gpt" -data "text:$fsdp_tmp/short.txt"
+refuse vocab "is not below the model's vocab=64" -model "gpt:vocab=64,ctx=16,dim=32,heads=4,layers=2"
+refuse big "token 300 at position 123 is not below the model's vocab=256" -model "$gpt" -data "tokens:$fsdp_tmp/big.bin"
+refuse odd "odd number of bytes" -model "$gpt" -data "tokens:$fsdp_tmp/odd.bin"
+refuse synthetic "a gpt: model trains on token data" -model "$gpt" -data synthetic
+refuse mlp_text "token data needs a gpt: model" -model "mlp:in=4,hidden=8,depth=1,out=2" -data "text:$text"
+refuse mlp_gen "needs a gpt: model" -model "mlp:in=4,hidden=8,depth=1,out=2" -data synthetic -generate 5
+refuse bf16 "fp32 parameters only, not bf16" -model "$gpt" -fsdp_param_dtype bf16
+echo "GPT: PyTorch's loss curves at W = 1, 4 (full, hybrid, tied); checkpointing bit-identical; token files; generation; refusals"
+exit 0
