@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The GPT of fsdp-train's -model gpt:... in PyTorch, for tests/gpt.sh.
+"""The GPT of fsdp-train's -model gpt:... in PyTorch, for tests/gpt.sh (and,
+imported, benchmarks/vs-pytorch).
 
   gpt_reference.py init  SPEC SEED INIT.h5
       builds the model, initializes it (torch.manual_seed(SEED); GPT-2's
@@ -117,23 +118,37 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
-def train(spec, init_path, text, seed, batch, steps, lr, clip, out):
-    p = parse(spec)
-    model = GPT(p)
-    with h5py.File(init_path, "r") as f:
+def load(model, path):
+    """The parameters of an -init file (init's, or fsdp-train -export's) into model."""
+    with h5py.File(path, "r") as f:
         with torch.no_grad():
             for name, w in names(model).items():
                 w.copy_(torch.from_numpy(f["params/" + name][...]))
-    tokens = np.frombuffer(open(text, "rb").read(), dtype=np.uint8).astype(np.int64)
-    n, t = len(tokens), p["ctx"]
+
+
+def read_text(path):
+    return np.frombuffer(open(path, "rb").read(), dtype=np.uint8).astype(np.int64)
+
+
+def windows(tokens, t, seed, first, count):
+    """Windows first .. first + count - 1 of a run: inputs and next tokens [count, t]."""
+    starts = [mix64(mix64(seed) ^ g) % (len(tokens) - t) for g in range(first, first + count)]
+    x = torch.tensor(np.stack([tokens[a:a + t] for a in starts]))
+    y = torch.tensor(np.stack([tokens[a + 1:a + t + 1] for a in starts]))
+    return x, y
+
+
+def train(spec, init_path, text, seed, batch, steps, lr, clip, out):
+    p = parse(spec)
+    model = GPT(p)
+    load(model, init_path)
+    tokens = read_text(text)
     seed, batch, steps, lr, clip = int(seed), int(batch), int(steps), float(lr), float(clip)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     with open(out, "w") as log:
         log.write("step,loss\n")
         for s in range(steps):
-            starts = [mix64(mix64(seed) ^ (s * batch + j)) % (n - t) for j in range(batch)]
-            x = torch.tensor(np.stack([tokens[a:a + t] for a in starts]))
-            y = torch.tensor(np.stack([tokens[a + 1:a + t + 1] for a in starts]))
+            x, y = windows(tokens, p["ctx"], seed, s * batch, batch)
             opt.zero_grad()
             loss = F.cross_entropy(model(x).view(-1, p["vocab"]), y.view(-1))
             loss.backward()

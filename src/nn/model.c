@@ -500,7 +500,7 @@ typedef struct {
 static int num_buffers(FSDPModel m) { return 2 * m->nlayers + 9; }
 
 /* Whether activation checkpointing drops l's saved state after forward: it then shares m->shared_saved. */
-static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpointing && l->ops->checkpointable; }
+static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpointing && l->ops->recompute; }
 
 static int64_t saved_per_row(const Layer *l) { return l->ops->saved ? l->ops->saved(l) : 0; }
 
@@ -776,7 +776,7 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
       t_unit = FSDPTime_Private();
     }
     /* Activation checkpointing: the layer's saved state comes back from its input. */
-    if (recomputed(model, l)) FSDPCall(l->ops->forward(model, l, n, input));
+    if (recomputed(model, l)) FSDPCall(l->ops->recompute(model, l, n, input));
     FSDPCall(l->ops->backward(model, l, n, input, g, dx));
     g = dx;
     k = 1 - k;

@@ -71,8 +71,10 @@ struct LayerOps {
      and that backward needs as scratch in m->work (NULL: none). */
   int64_t (*saved)(const Layer *l);
   int64_t (*work)(const Layer *l);
-  /* Activation checkpointing drops l->saved after forward: backward runs forward again first. */
-  bool checkpointable;
+  /* Activation checkpointing drops l->saved after forward, and backward
+     calls this first to refill it from the layer's input (forward without
+     computing l->y, which backward does not read); NULL: not checkpointable. */
+  FSDPErrorCode (*recompute)(FSDPModel m, const Layer *l, int64_t n, const float *x);
   /* The first layer's check of the model's input x[n, in] (NULL: none),
      before any unit is unsharded. */
   FSDPErrorCode (*check_input)(const Layer *l, int64_t n, const float *x);

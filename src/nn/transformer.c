@@ -106,7 +106,8 @@ static void causal_softmax(int64_t t, float *s)
   }
 }
 
-static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
+/* Forward up to what backward needs: everything but the last projection. */
+static FSDPErrorCode transformer_recompute(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
   int64_t t = l->seq, c = l->dim, h = l->heads, hd = c / h, r = n * t;
   float scale = (float)(1.0 / sqrt((double)hd)), *w[NPARAMS];
@@ -128,7 +129,18 @@ static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n,
   FSDPCall(FSDPLayerNormForward(r, c, s.x1, w[LN2_W], w[LN2_B], s.ln2, s.mean2, s.rstd2));
   FSDPCall(FSDPLinearForward(r, c, 4 * c, s.ln2, w[FC_W], w[FC_B], s.fc));
   FSDPCall(FSDPActivationForward(FSDP_ACT_GELU, r * 4 * c, s.fc, s.act));
-  FSDPCall(FSDPLinearForward(r, 4 * c, c, s.act, w[MLP_W], w[MLP_B], l->y));
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
+{
+  int64_t r = n * l->seq, c = l->dim;
+  Saved s = saved_arrays(l, n);
+  float *w, *b;
+  FSDPCall(transformer_recompute(m, l, n, x));
+  FSDPCall(FSDPModelParam_Private(m, l, MLP_W, &w));
+  FSDPCall(FSDPModelParam_Private(m, l, MLP_B, &b));
+  FSDPCall(FSDPLinearForward(r, 4 * c, c, s.act, w, b, l->y));
   for (int64_t e = 0; e < r * c; e++) l->y[e] += s.x1[e];
   return FSDP_SUCCESS;
 }
@@ -194,7 +206,7 @@ const LayerOps LayerOps_transformer_Private = {
     .init = transformer_init,
     .saved = transformer_saved,
     .work = transformer_work,
-    .checkpointable = true,
+    .recompute = transformer_recompute,
     .forward = transformer_forward,
     .backward = transformer_backward,
 };
