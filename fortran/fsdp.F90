@@ -133,7 +133,9 @@ module fsdp
             fsdp_optimizer_get_grad_norm, fsdp_optimizer_view, fsdp_optimizer_destroy
   public :: fsdp_model_create, fsdp_model_set_wrap_policy, fsdp_model_set_seed, fsdp_model_set_from_options, &
             fsdp_model_set_up, fsdp_model_get_sizes, fsdp_model_forward, fsdp_model_loss, fsdp_model_backward, &
-            fsdp_model_train_step, fsdp_model_predict, fsdp_model_view, fsdp_model_destroy
+            fsdp_model_train_step, fsdp_model_predict, fsdp_model_view, fsdp_model_destroy, &
+            fsdp_model_get_tokens, fsdp_model_set_activation_checkpointing, &
+            fsdp_model_get_activation_checkpointing
 
   ! Communicators: an integer handle (use mpi) or, where MPI has mpi_f08, a type(MPI_Comm).
   interface fsdp_shardgroup_create
@@ -419,6 +421,23 @@ module fsdp
       type(c_ptr), value :: model
       integer(c_int), value :: policy
       integer(c_int64_t), value :: min_numel
+    end function
+    integer(c_int) function c_model_get_tokens(model, ctx, vocab) bind(C, name="FSDPModelGetTokens")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: model
+      integer(c_int64_t), intent(out) :: ctx, vocab
+    end function
+    integer(c_int) function c_model_set_activation_checkpointing(model, on) &
+      bind(C, name="FSDPModelSetActivationCheckpointing")
+      import :: c_int, c_ptr, c_bool
+      type(c_ptr), value :: model
+      logical(c_bool), value :: on
+    end function
+    integer(c_int) function c_model_get_activation_checkpointing(model, on) &
+      bind(C, name="FSDPModelGetActivationCheckpointing")
+      import :: c_int, c_ptr, c_bool
+      type(c_ptr), value :: model
+      logical(c_bool), intent(out) :: on
     end function
     integer(c_int) function c_model_set_seed(model, seed) bind(C, name="FSDPModelSetSeed")
       import :: c_int, c_ptr, c_int64_t
@@ -2021,6 +2040,31 @@ contains
     ierr = c_model_set_up(model%ptr)
   end subroutine
 
+  ! A GPT's context length and vocabulary (x(ctx, n) holds token ids, the
+  ! output is (ctx * vocab, n), the labels ctx per sample); 0 and 0 for an MLP.
+  subroutine fsdp_model_get_tokens(model, ctx, vocab, ierr)
+    type(fsdp_model), intent(in) :: model
+    integer(fsdp_int64), intent(out) :: ctx, vocab
+    integer, intent(out) :: ierr
+    ierr = c_model_get_tokens(model%ptr, ctx, vocab)
+  end subroutine
+
+  subroutine fsdp_model_set_activation_checkpointing(model, on, ierr)
+    type(fsdp_model), intent(in) :: model
+    logical, intent(in) :: on
+    integer, intent(out) :: ierr
+    ierr = c_model_set_activation_checkpointing(model%ptr, logical(on, c_bool))
+  end subroutine
+
+  subroutine fsdp_model_get_activation_checkpointing(model, on, ierr)
+    type(fsdp_model), intent(in) :: model
+    logical, intent(out) :: on
+    integer, intent(out) :: ierr
+    logical(c_bool) :: c
+    ierr = c_model_get_activation_checkpointing(model%ptr, c)
+    on = c
+  end subroutine
+
   subroutine fsdp_model_get_sizes(model, in, out, numel, ierr)
     type(fsdp_model), intent(in) :: model
     integer(fsdp_int64), intent(out) :: in, out, numel
@@ -2106,7 +2150,8 @@ contains
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, shape(target, kind=c_int64_t))
   end subroutine
 
-  ! Cross-entropy with labels(n) in [0, out), as C's.
+  ! Cross-entropy with labels(n) in [0, out), as C's; a GPT's are ctx per
+  ! sample, labels(ctx * n) in [0, vocab), position by position.
   subroutine model_loss_ce(model, labels, scale, loss, dy, ierr)
     type(fsdp_model), intent(in) :: model
     integer(fsdp_int64), intent(in), target, contiguous :: labels(:)
@@ -2115,12 +2160,22 @@ contains
     real(c_float), pointer, intent(out) :: dy(:, :)
     integer, intent(out) :: ierr
     type(c_ptr) :: p
+    integer(c_int64_t) :: ctx, vocab, per
+    character(len=128) :: msg
     dy => null()
     loss = 0
-    ierr = check_batch(model, 'fsdp_model_loss', 'labels', size(labels, kind=c_int64_t))
+    ierr = c_model_get_tokens(model%ptr, ctx, vocab)
+    if (ierr /= FSDP_SUCCESS) return
+    per = max(1_c_int64_t, ctx)
+    if (mod(size(labels, kind=c_int64_t), per) /= 0) then
+      write (msg, '(a,i0,a,i0,a)') 'labels has ', size(labels), ' elements: a GPT takes ', per, ' per sample'
+      ierr = raise(FSDP_ERR_ARG, 'fsdp_model_loss', trim(msg))
+      return
+    end if
+    ierr = check_batch(model, 'fsdp_model_loss', 'labels', size(labels, kind=c_int64_t) / per)
     if (ierr /= FSDP_SUCCESS) return
     ierr = c_model_loss(model%ptr, 1_c_int, c_loc(labels), scale, loss, p)
-    if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, [out_of(model), size(labels, kind=c_int64_t)])
+    if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, [out_of(model), size(labels, kind=c_int64_t) / per])
   end subroutine
 
   ! Collective: backward of the last forward from dy(out, n).

@@ -330,6 +330,7 @@ program test_fortran_api
 
   ! The model's arrays: the loss and backward must have the last forward's batch.
   call model_batches(world)
+  call gpt_model(world)
   deallocate (pshape)
 
   call f08_forms(failures)
@@ -371,6 +372,47 @@ contains
     call fsdp_model_destroy(model, ierr)
     call fsdp_context_destroy(mctx, ierr)
     call ok(ierr, 'the model''s context destroyed')
+  end subroutine
+
+  ! A GPT through the model API: token ids in x(ctx, n), labels ctx per
+  ! sample; at GPT-2's small initialization the loss is close to log(vocab).
+  subroutine gpt_model(comm)
+    integer, intent(in) :: comm
+    type(fsdp_context) :: mctx
+    type(fsdp_model) :: model
+    real(c_float), target :: x(4, 3)
+    integer(fsdp_int64), target :: labels(12), short(5)
+    real(c_float), pointer :: y(:, :), dy(:, :)
+    real(c_double) :: l
+    integer(fsdp_int64) :: ctx, vocab
+    integer :: ierr, code, i
+    logical :: on
+    character(len=256) :: message
+    x = reshape([(real(mod(3 * i, 7), c_float), i = 1, 12)], [4, 3])
+    labels = [(int(mod(5 * i + 1, 7), fsdp_int64), i = 1, 12)]
+    short = 0
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_model_create(mctx, 'gpt:vocab=7,ctx=4,dim=8,heads=2,layers=1,tied=1', model, ierr)
+    call ok(ierr, 'fsdp_model_create (gpt)')
+    call fsdp_model_set_activation_checkpointing(model, .true., ierr)
+    call fsdp_model_get_activation_checkpointing(model, on, ierr)
+    call check(ierr == 0 .and. on, 'activation checkpointing on')
+    call fsdp_model_set_up(model, ierr)
+    call fsdp_model_get_tokens(model, ctx, vocab, ierr)
+    call check(ierr == 0 .and. ctx == 4 .and. vocab == 7, 'fsdp_model_get_tokens')
+    call fsdp_model_forward(model, x, y, ierr)
+    call check(ierr == 0 .and. size(y, 1) == 28 .and. size(y, 2) == 3, 'gpt forward: y(28, 3)')
+    call fsdp_model_loss(model, short, 1.0_c_double, l, dy, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. index(message, 'labels has 5 elements: a GPT takes 4 per sample') > 0, &
+               'gpt labels not a multiple of ctx: '//trim(message))
+    call fsdp_model_loss(model, labels, 1.0_c_double, l, dy, ierr)
+    call check(ierr == 0 .and. abs(l - log(7.0_c_double)) < 0.05 .and. size(dy, 1) == 28 .and. size(dy, 2) == 3, &
+               'gpt cross-entropy near log(7) at initialization')
+    call fsdp_model_backward(model, dy, ierr)
+    call ok(ierr, 'gpt backward')
+    call fsdp_model_destroy(model, ierr)
+    call fsdp_context_destroy(mctx, ierr)
   end subroutine
 
   function shape_of2(a) result(r)
