@@ -1,8 +1,8 @@
 /* The GPT model (gpt:...): its units and parameter names, its gradient
    through sharded units against finite differences of its loss (untied and
    tied head), activation checkpointing (bit-identical gradients, and exactly
-   the activation memory FSDPModelGetActivationBytes predicts), and clear
-   errors for bad specs and tokens.  tests/gpt.sh compares its training with
+   the activation memory FSDPModelGetActivationBytes predicts), bf16
+   parameters, and clear errors for bad specs and tokens.  tests/gpt.sh compares its training with
    PyTorch's.
    mpitest: -n 4
    mpitest: -n 1 */
@@ -255,15 +255,28 @@ static void test_errors(void)
   TEST_MESSAGE_HAS("token 1.5 at row 2, position 3");
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
+}
 
-  /* The transformer layers are fp32: a 16-bit policy is refused at SetUp. */
-  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
-  TEST_OK(FSDPContextSetMixedPrecision(ctx, FSDP_BFLOAT16, FSDP_FLOAT32));
-  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
-  TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPModelSetUp(model));
-  TEST_MESSAGE_HAS("fp32 parameters only, not bf16");
-  TEST_OK(FSDPModelDestroy(&model));
-  TEST_OK(FSDPContextDestroy(&ctx));
+/* bf16 parameters (widened to fp32 layer by layer): the loss is fp32's
+   within bf16's precision, and not equal to it. */
+static void test_bf16(const char *spec)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  float *dy;
+  double loss[2];
+  for (int low = 0; low < 2; low++) {
+    ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+    if (low) TEST_OK(FSDPContextSetMixedPrecision(ctx, FSDP_BFLOAT16, FSDP_FLOAT32));
+    model = make_model(ctx, spec);
+    loss[low] = model_loss(model, &dy);
+    TEST_OK(FSDPModelBackward(model, dy));
+    TEST_OK(FSDPContextFinishBackward(ctx));
+    TEST_OK(FSDPModelDestroy(&model));
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+  TEST_ASSERT(fabs(loss[1] - loss[0]) <= 1e-2 * loss[0] && loss[1] != loss[0], "%s: bf16 loss %.9g, fp32 %.9g", spec,
+              loss[1], loss[0]);
 }
 
 int main(int argc, char **argv)
@@ -282,6 +295,8 @@ int main(int argc, char **argv)
   test_checkpointing(SPEC);
   test_checkpointing(SPEC_TIED);
   test_errors();
+  test_bf16(SPEC);
+  test_bf16(SPEC_TIED);
   TEST_OK(FSDPFinalize());
   return 0;
 }

@@ -47,10 +47,11 @@ static FSDPErrorCode embedding_check_input(const Layer *l, int64_t n, const floa
 
 static FSDPErrorCode embedding_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
-  float *wte, *wpe;
+  float *w[2], *wte, *wpe;
   int64_t c = l->dim;
-  FSDPCall(FSDPModelParam_Private(m, l, WTE, &wte));
-  FSDPCall(FSDPModelParam_Private(m, l, WPE, &wpe));
+  FSDPCall(FSDPModelLayerParams_Private(m, l, w));
+  wte = w[WTE];
+  wpe = w[WPE];
   for (int64_t i = 0; i < n; i++)
     for (int64_t t = 0; t < l->seq; t++) {
       const float *e = wte + (int64_t)x[i * l->seq + t] * c, *pos = wpe + t * c;

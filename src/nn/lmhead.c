@@ -31,7 +31,7 @@ static FSDPErrorCode weight(FSDPModel m, const Layer *l, float **w, float **g)
 {
   if (l->tie >= 0) FSDPCall(FSDPModelTiedWeight_Private(m, l, w, g));
   else {
-    FSDPCall(FSDPModelParam_Private(m, l, 0, w));
+    FSDPCall(FSDPModelLayerParams_Private(m, l, w));
     if (g) FSDPCall(FSDPModelGrad_Private(m, l, 0, g));
   }
   return FSDP_SUCCESS;

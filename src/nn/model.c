@@ -453,10 +453,6 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
               "FSDPModelSetUp: model '%s': the transformer layers (embedding, attention, lm_head) run on the host "
               "only; there are no CUDA kernels for them (use -fsdp_device host)",
               model->spec);
-    FSDPCheck(model->view_dtype == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-              "FSDPModelSetUp: model '%s': the transformer layers take fp32 parameters only, not %s "
-              "(-fsdp_param_dtype fp32)",
-              model->spec, FSDPDataTypeName(model->view_dtype));
     if (model->tied)
       FSDPCall(FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float), FSDP_MEM_OTHER, &model->tied_grad));
   }
@@ -466,6 +462,9 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
        small next to the unsharded buffers mixed precision halves.  cuBLAS
        multiplies 16-bit weights as they are: only vectors are widened. */
     model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
+    /* A GPT layer widens all its parameters at once (FSDPModelLayerParams_Private). */
+    for (int i = 0; model->gpt && i < model->nlayers; i++)
+      if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
   if (!model->dev) fit_blas_threads(model);
@@ -655,10 +654,31 @@ FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPModelLayerParams_Private(FSDPModel m, const Layer *l, float **w)
+{
+  int64_t offset = 0;
+  for (int p = 0; p < l->nparams; p++) {
+    void *view;
+    int ndim;
+    int64_t shape[2], numel = 1;
+    FSDPCall(FlatParamGetParam(m->units[l->unit], l->param[p], &view));
+    w[p] = view;
+    if (!m->wide) continue;
+    l->ops->param_shape(l, p, &ndim, shape);
+    for (int d = 0; d < ndim; d++) numel *= shape[d];
+    w[p] = m->wide + offset;
+    FSDPCall(FSDPDataTypeConvert(FSDP_FLOAT32, w[p], m->view_dtype, view, numel));
+    offset += numel;
+  }
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g)
 {
   const Layer *e = &m->layers[l->tie];
-  FSDPCall(FSDPModelParam_Private(m, e, EMBEDDING_WTE, w));
+  float *ew[LAYER_MAX_PARAMS];
+  FSDPCall(FSDPModelLayerParams_Private(m, e, ew));
+  *w = ew[EMBEDDING_WTE];
   if (g) {
     bool trainable;
     FSDPCall(FlatParamGetTrainable(m->units[e->unit], e->param[EMBEDDING_WTE], &trainable));

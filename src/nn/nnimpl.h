@@ -147,6 +147,10 @@ FSDPErrorCode FSDPModelParamView_Private(FSDPModel m, const Layer *l, int p, voi
 FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float **v);
 /* The gradient of parameter p, to add into; NULL for a frozen parameter. */
 FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **g);
+/* All of layer l's parameters as fp32, w[l->nparams]: the views, or, under a
+   mixed-precision policy, all of them widened into the model's scratch (a
+   GPT's layers, host only; valid until the next call). */
+FSDPErrorCode FSDPModelLayerParams_Private(FSDPModel m, const Layer *l, float **w);
 /* A tied head's weight and its gradient (the embedding's wte and the model's scratch). */
 FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g);
 

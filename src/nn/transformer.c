@@ -5,7 +5,7 @@
    query's own (a numerically stable softmax: the row's maximum first), times
    v.  A row of x and y is a sequence [seq, dim]; the projections run as
    GEMMs over all n * seq positions at once, the attention as GEMMs per
-   sequence and head.  Host only (fp32). */
+   sequence and head.  Host only; 16-bit parameters are widened to fp32. */
 #include <math.h>
 #include <string.h>
 
@@ -80,13 +80,11 @@ static int64_t transformer_work(const Layer *l)
   return t * 10 * c + t * t;
 }
 
-/* The parameters as fp32 views, and their gradients (NULL: frozen). */
+/* The parameters as fp32, and their gradients (NULL: frozen). */
 static FSDPErrorCode params(FSDPModel m, const Layer *l, float *w[NPARAMS], float *g[NPARAMS])
 {
-  for (int p = 0; p < NPARAMS; p++) {
-    FSDPCall(FSDPModelParam_Private(m, l, p, &w[p]));
-    if (g) FSDPCall(FSDPModelGrad_Private(m, l, p, &g[p]));
-  }
+  FSDPCall(FSDPModelLayerParams_Private(m, l, w));
+  for (int p = 0; p < NPARAMS && g; p++) FSDPCall(FSDPModelGrad_Private(m, l, p, &g[p]));
   return FSDP_SUCCESS;
 }
 
@@ -107,13 +105,12 @@ static void causal_softmax(int64_t t, float *s)
 }
 
 /* Forward up to what backward needs: everything but the last projection. */
-static FSDPErrorCode transformer_recompute(FSDPModel m, const Layer *l, int64_t n, const float *x)
+static FSDPErrorCode forward_saved(const Layer *l, int64_t n, const float *x, float *const w[NPARAMS])
 {
   int64_t t = l->seq, c = l->dim, h = l->heads, hd = c / h, r = n * t;
-  float scale = (float)(1.0 / sqrt((double)hd)), *w[NPARAMS];
+  float scale = (float)(1.0 / sqrt((double)hd));
   Saved s = saved_arrays(l, n);
 
-  FSDPCall(params(m, l, w, NULL));
   FSDPCall(FSDPLayerNormForward(r, c, x, w[LN1_W], w[LN1_B], s.ln1, s.mean1, s.rstd1));
   FSDPCall(FSDPLinearForward(r, c, 3 * c, s.ln1, w[QKV_W], w[QKV_B], s.qkv));
   for (int64_t b = 0; b < n; b++)
@@ -132,15 +129,22 @@ static FSDPErrorCode transformer_recompute(FSDPModel m, const Layer *l, int64_t 
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode transformer_recompute(FSDPModel m, const Layer *l, int64_t n, const float *x)
+{
+  float *w[NPARAMS];
+  FSDPCall(params(m, l, w, NULL));
+  FSDPCall(forward_saved(l, n, x, w));
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
   int64_t r = n * l->seq, c = l->dim;
   Saved s = saved_arrays(l, n);
-  float *w, *b;
-  FSDPCall(transformer_recompute(m, l, n, x));
-  FSDPCall(FSDPModelParam_Private(m, l, MLP_W, &w));
-  FSDPCall(FSDPModelParam_Private(m, l, MLP_B, &b));
-  FSDPCall(FSDPLinearForward(r, 4 * c, c, s.act, w, b, l->y));
+  float *w[NPARAMS];
+  FSDPCall(params(m, l, w, NULL));
+  FSDPCall(forward_saved(l, n, x, w));
+  FSDPCall(FSDPLinearForward(r, 4 * c, c, s.act, w[MLP_W], w[MLP_B], l->y));
   for (int64_t e = 0; e < r * c; e++) l->y[e] += s.x1[e];
   return FSDP_SUCCESS;
 }
