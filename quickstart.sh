@@ -2,14 +2,16 @@
 # libfsdp quick start on a Debian machine.
 #   ./quickstart.sh          install what is missing, build, run the demo job on 4 ranks
 #   ./quickstart.sh check    install what is missing, build, run make check
+#   ./quickstart.sh gpt      install what is missing, build, train a character-level GPT for a few
+#                            minutes on the licence texts in /usr/share/common-licenses, then sample it
 # The build goes to ./build; extra configure flags come from FSDP_CONFIGURE_FLAGS.
 set -e
 cd "$(dirname "$0")"
 top=$(pwd)
 what=${1:-demo}
 case $what in
-demo | check) ;;
-*) echo "usage: $0 [check]" >&2; exit 2 ;;
+demo | check | gpt) ;;
+*) echo "usage: $0 [check | gpt]" >&2; exit 2 ;;
 esac
 
 packages="gcc make autoconf automake libtool pkg-config gfortran mpich libmpich-dev hwloc libhwloc-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev"
@@ -44,6 +46,21 @@ if [ "$what" = demo ]; then
   echo "quickstart: mpiexec -n 4 build/tools/fsdp-train $*"
   mpiexec -n 4 ./tools/fsdp-train "$@"
   echo "quickstart: the loss curve is in build/loss.csv"
+  exit 0
+fi
+
+if [ "$what" = gpt ]; then
+  echo
+  # Text every Debian system has (base-files), a byte per token.
+  cat /usr/share/common-licenses/* >licences.txt
+  set -- -model gpt:vocab=256,ctx=64,dim=128,heads=4,layers=4 -data text:licences.txt \
+    -steps 2000 -batch 32 -lr 3e-3 -lr_schedule cosine -warmup_steps 100 -clip_grad_norm 1.0 \
+    -log_every 200 -loss_log gpt-loss.csv -checkpoint gpt.h5 -generate 300 -prompt "The licensee " -temperature 0.8
+  echo "quickstart: mpiexec -n 2 build/tools/fsdp-train $*"
+  mpiexec -n 2 ./tools/fsdp-train "$@"
+  echo "quickstart: the loss curve is in build/gpt-loss.csv, the model in build/gpt.h5; more text from it:"
+  echo "  mpiexec -n 2 build/tools/fsdp-train -model gpt:vocab=256,ctx=64,dim=128,heads=4,layers=4 \\"
+  echo "      -data text:build/licences.txt -steps 2000 -resume build/gpt.h5 -log_every 0 -generate 500 -prompt 'You '"
   exit 0
 fi
 
