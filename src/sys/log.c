@@ -162,11 +162,15 @@ FSDPErrorCode FSDPLogGetActive(bool *active)
    by rank, so ranks that registered different events still line up. */
 static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**names)[FSDP_LOG_NAME_LEN])
 {
-  int size, total = 0, n = 0, *counts, *displs, mine = log_nevents; /* once: another thread may register */
-  char(*all)[FSDP_LOG_NAME_LEN], (*u)[FSDP_LOG_NAME_LEN];
+  int size, total = 0, n = 0, *counts = NULL, *displs, mine = log_nevents; /* once: another thread may register */
+  char(*all)[FSDP_LOG_NAME_LEN] = NULL, (*u)[FSDP_LOG_NAME_LEN] = NULL;
+  FSDPErrorCode ierr;
 
   FSDPCallMPI(MPI_Comm_size(comm, &size));
-  FSDPCall(FSDPMalloc(2 * (size_t)size * sizeof(int), FSDP_MEM_OTHER, &counts));
+  /* Each allocation is agreed on before the collective that needs it: a rank
+     that failed must not leave the others waiting in it. */
+  ierr = FSDPErrorAgree_Private(comm, FSDPMalloc(2 * (size_t)size * sizeof(int), FSDP_MEM_OTHER, &counts));
+  if (ierr) goto cleanup;
   displs = counts + size;
   FSDPCallMPI(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, comm));
   for (int r = 0; r < size; r++) {
@@ -174,8 +178,9 @@ static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**name
     total += counts[r];
     counts[r] *= FSDP_LOG_NAME_LEN;
   }
-  FSDPCall(FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &all));
-  FSDPCall(FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &u));
+  ierr = FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &all);
+  if (!ierr) ierr = FSDPMalloc((size_t)(total ? total : 1) * FSDP_LOG_NAME_LEN, FSDP_MEM_OTHER, &u);
+  if ((ierr = FSDPErrorAgree_Private(comm, ierr))) goto cleanup;
   for (int i = 0; i < mine; i++) memcpy(u[i], log_events[i].name, FSDP_LOG_NAME_LEN);
   FSDPCallMPI(MPI_Allgatherv(u, mine * FSDP_LOG_NAME_LEN, MPI_CHAR, all, counts, displs, MPI_CHAR, comm));
   for (int i = 0; i < total; i++) {
@@ -188,6 +193,11 @@ static FSDPErrorCode gather_event_names(MPI_Comm comm, int *nunion, char (**name
   *nunion = n;
   *names = u;
   return FSDP_SUCCESS;
+cleanup:
+  (void)FSDPFree(&all);
+  (void)FSDPFree(&u);
+  (void)FSDPFree(&counts);
+  return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
 }
 
 void FSDPFormatBytes(char *buf, size_t len, double bytes)

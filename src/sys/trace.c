@@ -76,6 +76,7 @@ static void put_name(FILE *f, const char *s)
 FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm)
 {
   int rank, size, *counts = NULL, *displs = NULL, total = 0, ok = 1;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
   double t0, origin;
   Span *all = NULL;
   FILE *f = NULL;
@@ -92,10 +93,12 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm)
     trace.spans[i].start += origin - t0;
     trace.spans[i].end += origin - t0;
   }
+  /* Rank 0's allocations are agreed on before each gather: the other ranks must not wait in one it left. */
   if (rank == 0) {
-    FSDPCall(FSDPMalloc((size_t)size * sizeof *counts, FSDP_MEM_OTHER, &counts));
-    FSDPCall(FSDPMalloc((size_t)size * sizeof *displs, FSDP_MEM_OTHER, &displs));
+    ierr = FSDPMalloc((size_t)size * sizeof *counts, FSDP_MEM_OTHER, &counts);
+    if (!ierr) ierr = FSDPMalloc((size_t)size * sizeof *displs, FSDP_MEM_OTHER, &displs);
   }
+  if ((ierr = FSDPErrorAgree_Private(comm, ierr))) goto cleanup;
   {
     int bytes = trace.n * (int)sizeof(Span);
     FSDPCallMPI(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, comm));
@@ -105,8 +108,9 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm)
       displs[r] = total;
       total += counts[r];
     }
-    FSDPCall(FSDPMalloc((size_t)total + 1, FSDP_MEM_OTHER, &all));
+    ierr = FSDPMalloc((size_t)total + 1, FSDP_MEM_OTHER, &all);
   }
+  if ((ierr = FSDPErrorAgree_Private(comm, ierr))) goto cleanup;
   FSDPCallMPI(MPI_Gatherv(trace.spans, trace.n * (int)sizeof(Span), MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm));
   if (rank == 0) {
     double first = 1e300;
@@ -153,4 +157,10 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm)
   FSDPCall(FSDPFree(&trace.spans));
   FSDPCheck(ok, comm, FSDP_ERR_IO, "-fsdp_log_trace: cannot write '%s'", trace.path);
   return FSDP_SUCCESS;
+cleanup:
+  (void)FSDPFree(&counts);
+  (void)FSDPFree(&displs);
+  (void)FSDPFree(&all);
+  (void)FSDPFree(&trace.spans);
+  return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
 }
