@@ -2,8 +2,9 @@
 # fsdp-train's GPT against PyTorch (tests/gpt_reference.py, python3-torch):
 # from the same initial parameters and windows of text, 20 AdamW steps with
 # clipping give the same loss curve within 1e-4 relative at W = 1, at W = 4
-# under full and hybrid sharding, and with a tied head on the thread engine
-# with both prefetches; activation checkpointing leaves the loss log
+# under full and hybrid sharding, with a tied head on the thread engine with
+# both prefetches, and wrapped as one unit or by size; each planned memory
+# category peaks at its FSDP formula; activation checkpointing leaves the loss log
 # bit-identical; bf16 parameters track fp32 within the mixed-precision
 # tolerance; token files (flat, llm.c's, HDF5) train as the text does;
 # -generate gives the same text at any W and after a resume; bad input is
@@ -55,6 +56,19 @@ close torch1 w4_tied
 train_run w2_tied_thread 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_comm_engine thread \
   -fsdp_backward_prefetch post -fsdp_forward_prefetch
 close torch1 w2_tied_thread
+
+# Other wrappings: the whole model as one unit, and greedy units of 5000 elements.
+train_run w2_wrap_model 2 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_wrap model
+close torch0 w2_wrap_model
+train_run w2_wrap_size 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_wrap size:5000
+close torch1 w2_wrap_size
+
+# The per-rank peak of each planned category is the FSDP formula's, tied head included.
+train_run memory 4 -model "$gpt,tied=1" -log_every 20 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
+awk '/psi_i|trainable\/F/ { for (i = 1; i <= NF && $i !~ /^[0-9.]+$/; i++) ;
+       n++; if ($i " " $(i + 1) != $(i + 2) " " $(i + 3)) { print "FAIL: peak is not the formula: " $0; bad = 1 } }
+     END { if (n != 5) { print "FAIL: " n " formula rows in the summary"; bad = 1 }; exit bad }' "$fsdp_tmp/memory.out" ||
+  { cat "$fsdp_tmp/memory.out"; exit 1; }
 
 # ------------------------------------------------------------------ activation checkpointing
 train_run w4_hybrid_ckpt 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_sharding_strategy hybrid \
