@@ -3,6 +3,7 @@
 #ifndef FSDP_FSDPTEST_H
 #define FSDP_FSDPTEST_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "testutil.h"
@@ -51,6 +52,55 @@ static inline FSDPContext test_context(MPI_Comm comm, FSDPShardingStrategy strat
     TEST_OK(ShardGroupSetShardingFactor(group, factor));
   }
   return ctx;
+}
+
+/* The gradient shards of ctx's units, from one backward pass done before,
+   against central differences of loss(user) with step h: about `samples`
+   elements of each parameter, each perturbed by every rank holding it (so a
+   collective loss sees the change everywhere).  A frozen parameter
+   (frozen_unit, frozen_id; NULL for none) must have no gradient at all. */
+static inline void test_fd_gradients(FSDPContext ctx, double h, int64_t samples, double (*loss)(void *), void *user,
+                                     FlatParam frozen_unit, FSDPParamId frozen_id, const char *what)
+{
+  int nunits;
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    float *p, *g;
+    int nparams;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetShard(unit, (void **)&p, NULL));
+    TEST_OK(FlatParamGetGradShard(unit, (void **)&g, NULL));
+    TEST_OK(FlatParamGetNumParams(unit, &nparams));
+    for (int i = 0; i < nparams; i++) {
+      const char *name;
+      int64_t numel, begin, end, offset, stride;
+      bool frozen = unit == frozen_unit && i == frozen_id;
+      TEST_OK(FlatParamGetParamInfo(unit, i, &name, NULL, NULL, &numel));
+      TEST_OK(FlatParamGetShardRange(unit, i, &begin, &end, &offset));
+      stride = numel > samples ? numel / samples : 1;
+      /* Offset by the parameter's index: different elements of same-shaped parameters. */
+      for (int64_t e = i % stride; e < numel; e += stride) {
+        bool mine = begin <= e && e < end;
+        float *v = mine ? &p[offset + e - begin] : NULL, keep = mine ? *v : 0;
+        double up, down, an = mine ? g[offset + e - begin] : 0;
+        if (frozen) { /* no gradient at all, though the loss depends on it */
+          TEST_ASSERT(an == 0, "frozen %s[%lld] has gradient %g", name, (long long)e, an);
+          continue;
+        }
+        if (mine) *v = keep + (float)h;
+        up = loss(user);
+        if (mine) *v = keep - (float)h;
+        down = loss(user);
+        if (mine) *v = keep;
+        if (mine) {
+          double fd = (up - down) / (2 * h), scale = fabs(an) > 1e-2 ? fabs(an) : 1e-2;
+          TEST_ASSERT(fabs(fd - an) <= 3e-3 * scale + 3e-4, "%s %s[%lld]: finite difference %.7g, gradient %.7g", what,
+                      name, (long long)e, fd, an);
+        }
+      }
+    }
+  }
 }
 
 #endif

@@ -37,6 +37,12 @@ static double model_loss(FSDPModel model, float **dy)
   return loss;
 }
 
+static double fd_loss(void *model)
+{
+  float *dy;
+  return model_loss(model, &dy);
+}
+
 /* Forward, loss and backward of a step, from zeroed gradients. */
 static void step_gradients(FSDPContext ctx, FSDPModel model)
 {
@@ -107,48 +113,18 @@ static void test_units(void)
    are perturbed by the rank holding them and the loss differentiated. */
 static void test_gradients(const char *spec, FSDPShardingStrategy strategy)
 {
-  int size, nunits;
+  int size;
   FSDPContext ctx;
   FSDPModel model;
-  float *dy;
+  char what[128];
   const double h = 1e-3; /* the parameters are ~0.02: a larger step leaves the linear range */
 
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   ctx = test_context(MPI_COMM_WORLD, strategy, size % 2 == 0 ? 2 : 1);
   model = make_model(ctx, spec);
   step_gradients(ctx, model);
-  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
-  for (int u = 0; u < nunits; u++) {
-    FlatParam unit;
-    float *p, *g;
-    int nparams;
-    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
-    TEST_OK(FlatParamGetShard(unit, (void **)&p, NULL));
-    TEST_OK(FlatParamGetGradShard(unit, (void **)&g, NULL));
-    TEST_OK(FlatParamGetNumParams(unit, &nparams));
-    for (int i = 0; i < nparams; i++) {
-      const char *name;
-      int64_t numel, begin, end, offset;
-      TEST_OK(FlatParamGetParamInfo(unit, i, &name, NULL, NULL, &numel));
-      TEST_OK(FlatParamGetShardRange(unit, i, &begin, &end, &offset));
-      int64_t stride = numel > 8 ? numel / 8 : 1; /* 8 elements or so of each: cheap enough for valgrind */
-      for (int64_t e = i % stride; e < numel; e += stride) {
-        bool mine = begin <= e && e < end;
-        float *v = mine ? &p[offset + e - begin] : NULL, keep = mine ? *v : 0;
-        double up, down, an = mine ? g[offset + e - begin] : 0;
-        if (mine) *v = keep + (float)h;
-        up = model_loss(model, &dy);
-        if (mine) *v = keep - (float)h;
-        down = model_loss(model, &dy);
-        if (mine) *v = keep;
-        if (mine) {
-          double fd = (up - down) / (2 * h), scale = fabs(an) > 1e-2 ? fabs(an) : 1e-2;
-          TEST_ASSERT(fabs(fd - an) <= 3e-3 * scale + 3e-4, "%s %s %s[%lld]: finite difference %.7g, gradient %.7g",
-                      spec, FSDPShardingStrategyName(strategy), name, (long long)e, fd, an);
-        }
-      }
-    }
-  }
+  snprintf(what, sizeof what, "%s %s", spec, FSDPShardingStrategyName(strategy));
+  test_fd_gradients(ctx, h, 8, fd_loss, model, NULL, 0, what);
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
 }

@@ -198,12 +198,18 @@ static double model_loss(FSDPModel model, float **dy)
   return loss;
 }
 
+static double fd_loss(void *model)
+{
+  float *dy;
+  return model_loss(model, &dy);
+}
+
 /* Every rank runs the same rows, so the averaged gradient is the gradient of
    the loss.  Each element this rank's shard holds is perturbed by every
    rank holding it (replicas too) and the loss differentiated numerically. */
 static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
 {
-  int size, nunits;
+  int size;
   FSDPContext ctx;
   FSDPModel model;
   float *dy;
@@ -226,43 +232,7 @@ static void test_gradients(FSDPShardingStrategy strategy, FSDPWrapPolicy wrap)
   TEST_CODE(FSDP_ERR_STATE, FSDPModelBackward(model, dy));
   TEST_MESSAGE_HAS("no forward pass");
 
-  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
-  for (int u = 0; u < nunits; u++) {
-    FlatParam unit;
-    float *p, *g;
-    int nparams;
-    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
-    TEST_OK(FlatParamGetShard(unit, (void **)&p, NULL));
-    TEST_OK(FlatParamGetGradShard(unit, (void **)&g, NULL));
-    TEST_OK(FlatParamGetNumParams(unit, &nparams));
-    for (int i = 0; i < nparams; i++) {
-      const char *name;
-      int64_t numel, begin, end, offset;
-      bool frozen = unit == frozen_unit && i == frozen_id;
-      TEST_OK(FlatParamGetParamInfo(unit, i, &name, NULL, NULL, &numel));
-      TEST_OK(FlatParamGetShardRange(unit, i, &begin, &end, &offset));
-      /* Every fifth element, and the last: enough to catch a wrong index or formula. */
-      for (int64_t e = 0; e < numel; e = e + 5 < numel || e == numel - 1 ? e + 5 : numel - 1) {
-        bool mine = begin <= e && e < end;
-        float *v = mine ? &p[offset + e - begin] : NULL, keep = mine ? *v : 0;
-        double up, down, an = mine ? g[offset + e - begin] : 0;
-        if (frozen) { /* no gradient at all, though the loss depends on it */
-          TEST_ASSERT(an == 0, "frozen %s[%lld] has gradient %g", name, (long long)e, an);
-          continue;
-        }
-        if (mine) *v = keep + (float)h;
-        up = model_loss(model, &dy);
-        if (mine) *v = keep - (float)h;
-        down = model_loss(model, &dy);
-        if (mine) *v = keep;
-        if (mine) {
-          double fd = (up - down) / (2 * h), scale = fabs(an) > 1e-2 ? fabs(an) : 1e-2;
-          TEST_ASSERT(fabs(fd - an) <= 3e-3 * scale + 3e-4, "%s %s[%lld]: finite difference %.7g, gradient %.7g",
-                      FSDPShardingStrategyName(strategy), name, (long long)e, fd, an);
-        }
-      }
-    }
-  }
+  test_fd_gradients(ctx, h, 10, fd_loss, model, frozen_unit, frozen_id, FSDPShardingStrategyName(strategy));
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
 }
