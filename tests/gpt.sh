@@ -129,6 +129,11 @@ for temp in 0 0.8; do
     { echo "FAIL: -generate at temperature $temp differs between W = 1 and W = 2"; exit 1; }
 done
 
+# With token data the prompt is token ids, and so is the output.
+fsdp_run 2 "$train" -model "$gpt" $common -data "tokens:$fsdp_tmp/flat.bin" -steps 2 -generate 5 \
+  -prompt "84 104 101" >"$fsdp_tmp/gen_ids.out" 2>&1 || { cat "$fsdp_tmp/gen_ids.out"; echo "FAIL: token-id prompt"; exit 1; }
+expect_grep '^84 104 101\( [0-9]*\)\{5\}$' "$fsdp_tmp/gen_ids.out"
+
 # ------------------------------------------------------------------ bad input
 refuse() { # refuse NAME TEXT ARGS...: fsdp-train fails and says TEXT
   name=$1 want=$2
@@ -146,6 +151,9 @@ refuse vocab "is not below the model's vocab=64" -model "gpt:vocab=64,ctx=16,dim
 refuse big "token 300 at position 123 is not below the model's vocab=256" -model "$gpt" -data "tokens:$fsdp_tmp/big.bin"
 refuse odd "odd number of bytes" -model "$gpt" -data "tokens:$fsdp_tmp/odd.bin"
 refuse synthetic "a gpt: model trains on token data" -model "$gpt" -data synthetic
+refuse prompt_ids "with -data tokens: it is token ids separated by spaces, each in \[0, 256); 'x' is not one" \
+  -model "$gpt" -data "tokens:$fsdp_tmp/flat.bin" -generate 3 -prompt "84 x"
+refuse overwrite "-loss_log '$text' would overwrite the -data file" -model "$gpt" -loss_log "$text"
 refuse mlp_text "token data needs a gpt: model" -model "mlp:in=4,hidden=8,depth=1,out=2" -data "text:$text"
 refuse mlp_gen "needs a gpt: model" -model "mlp:in=4,hidden=8,depth=1,out=2" -data synthetic -generate 5
 echo "GPT: PyTorch's loss curves at W = 1, 4 (full, hybrid, tied); checkpointing bit-identical; token files; generation; refusals"

@@ -86,7 +86,8 @@ static ArgSpec arg_specs[] = {
     ARG("-log_every", ARG_INT, log_every, "a progress line every k steps (0: quiet)"),
     ARG("-generate", ARG_INT, generate,
         "gpt: after training (or -steps 0 with -resume or -init), print this many tokens sampled from the model"),
-    ARG("-prompt", ARG_STRING, prompt, "gpt: the text -generate continues (a byte per token)"),
+    ARG("-prompt", ARG_STRING, prompt,
+        "gpt: what -generate continues: text with -data text:, token ids separated by spaces with -data tokens:"),
     ARG("-temperature", ARG_REAL, temperature,
         "gpt: -generate samples from softmax(logits / temperature) with -seed; 0: the most likely token"),
 };
@@ -272,7 +273,11 @@ static bool same_file(const char *a, const char *b)
 static void check_outputs(const Args *a, int keep, char *msg, size_t len)
 {
   const char *outs[3][2] = {{"-checkpoint", a->checkpoint}, {"-export", a->export_path}, {"-loss_log", a->loss_log}};
-  const char *ins[3][2] = {{"-data", a->data}, {"-init", a->init}, {"-resume", a->resume}};
+  /* The data file itself, without a text: or tokens: in front of it. */
+  const char *data = !strncmp(a->data, "text:", 5)     ? a->data + 5
+                     : !strncmp(a->data, "tokens:", 7) ? a->data + 7
+                                                       : a->data;
+  const char *ins[3][2] = {{"-data", data}, {"-init", a->init}, {"-resume", a->resume}};
   char why[200], path[1100];
 
   for (int i = 0; i < 3; i++) {
@@ -340,6 +345,7 @@ typedef struct {
   float *x, *y;       /* [n, in], [n, out] for regression */
   int64_t *labels;    /* [n] for classification */
   uint16_t *tokens;   /* or a token stream [n] for a GPT: windows of in + 1 tokens */
+  bool text;          /* from text:, a byte per token (what -prompt and -generate then read and print) */
   uint64_t seed;      /* where a token window starts */
   char description[128];
 } Dataset;
@@ -370,8 +376,8 @@ static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char
   if (len >= 0 && !fseek(f, 0, SEEK_SET) && !FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, bytes))
     got = fread(*bytes, 1, (size_t)len, f);
   fclose(f);
-  FSDPCheck(len >= 0 && *bytes && got == (size_t)len, MPI_COMM_SELF, FSDP_ERR_IO,
-            "fsdp-train: -data %s: cannot read '%s'", spec, path);
+  if (len < 0 || got != (size_t)len) FSDPCall(FSDPFree(bytes));
+  FSDPCheck(*bytes, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot read '%s'", spec, path);
   *size = len;
   return FSDP_SUCCESS;
 }
@@ -429,6 +435,7 @@ static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, u
   d->in = ctx;
   d->out = ctx * vocab;
   d->seed = seed;
+  d->text = text;
 #if FSDP_WITH_HDF5
   if (!text && H5Fis_hdf5(path) > 0) {
     H5E_auto2_t func;
@@ -443,6 +450,12 @@ static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, u
   {
     int64_t skip = 0;
     FSDPCall(read_file(spec, path, &bytes, &size));
+    if (!text && size >= 8 && !memcmp(bytes, "\211HDF\r\n\032\n", 8)) {
+      FSDPCall(FSDPFree(&bytes));
+      return TRAIN_ERR(FSDP_ERR_UNSUPPORTED,
+                       "fsdp-train: -data %s: '%s' is an HDF5 file, and this libfsdp was built without HDF5", spec,
+                       path);
+    }
     if (!text && size >= LLMC_HEADER) {
       int32_t header[3];
       memcpy(header, bytes, sizeof header);
@@ -1247,21 +1260,52 @@ static FSDPErrorCode next_token(Run *r, const float *window, int64_t len, double
   return FSDP_SUCCESS;
 }
 
+/* -prompt as tokens: its bytes for a model trained on text:, else token ids
+   separated by spaces; an error names what is not a token. */
+static FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float *tokens, int64_t *n)
+{
+  *n = 0;
+  for (const char *c = prompt; text && *c; c++) {
+    FSDPCheck((unsigned char)*c < vocab, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -prompt: character %lld (byte %d) is not a token of the model's vocab=%lld",
+              (long long)(c - prompt), (unsigned char)*c, (long long)vocab);
+    tokens[(*n)++] = (unsigned char)*c;
+  }
+  if (text) return FSDP_SUCCESS;
+  for (const char *c = prompt; *c;) {
+    char *end;
+    long long id;
+    while (*c == ' ') c++;
+    if (!*c) break;
+    errno = 0;
+    id = strtoll(c, &end, 10);
+    FSDPCheck(end != c && (*end == ' ' || !*end) && !errno && id >= 0 && id < vocab, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -prompt '%s': with -data tokens: it is token ids separated by spaces, each in [0, %lld); "
+              "'%.20s' is not one",
+              prompt, (long long)vocab, c);
+    tokens[(*n)++] = (float)id;
+    c = end;
+  }
+  return FSDP_SUCCESS;
+}
+
 /* Collective: -generate tokens after -prompt; rank 0 prints them.  Every rank
-   computes the same logits; rank 0's choice is the one all take. */
+   computes the same logits; rank 0's choice is the one all take.  The window
+   holds the last ctx tokens (a prompt's first ones fall out as well). */
 static FSDPErrorCode generate(Run *r, const Args *a)
 {
-  int64_t ctx, vocab, len = (int64_t)strlen(a->prompt), n = 0;
+  int64_t ctx, vocab, len = 0, plen = (int64_t)strlen(a->prompt);
   float *window, u = 0;
   FSDPCall(FSDPModelGetTokens(r->model, &ctx, &vocab));
   FSDPCheck(ctx > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -generate %lld needs a gpt: model, not %s",
             (long long)a->generate, a->model);
-  for (int64_t i = 0; i < len; i++)
-    FSDPCheck((unsigned char)a->prompt[i] < vocab, MPI_COMM_SELF, FSDP_ERR_OPTION,
-              "fsdp-train: -prompt: character %lld (byte %d) is not a token of the model's vocab=%lld", (long long)i,
-              (unsigned char)a->prompt[i], (long long)vocab);
-  FSDPCall(FSDPMalloc((size_t)(len + a->generate) * sizeof *window, FSDP_MEM_OTHER, &window));
-  for (int64_t i = 0; i < len; i++) window[i] = (unsigned char)a->prompt[i];
+  FSDPCall(FSDPMalloc((size_t)(plen > ctx ? plen : ctx) * sizeof *window, FSDP_MEM_OTHER, &window));
+  FSDPCall(prompt_tokens(a->prompt, r->data.text, vocab, window, &len));
+  FSDPCheck(len > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -prompt '%s' holds no token", a->prompt);
+  if (len > ctx) { /* the model sees its last ctx tokens */
+    memmove(window, window + len - ctx, (size_t)ctx * sizeof *window);
+    len = ctx;
+  }
   if (r->rank == 0) {
     if (a->temperature > 0)
       printf("fsdp-train: %lld tokens sampled at temperature %g (seed %lld) after the prompt:\n",
@@ -1269,14 +1313,16 @@ static FSDPErrorCode generate(Run *r, const Args *a)
     else printf("fsdp-train: %lld tokens, the most likely each time, after the prompt:\n", (long long)a->generate);
     fputs(a->prompt, stdout);
   }
-  for (; n < a->generate; n++) {
-    int64_t start = len + n > ctx ? len + n - ctx : 0, token;
+  for (int64_t n = 0; n < a->generate; n++) {
+    int64_t token;
     if (a->temperature > 0) FSDPCall(FSDPRandomUniform((uint64_t)a->seed, "generate", n, n + 1, 0.0, 1.0, &u));
-    FSDPCall(next_token(r, window + start, len + n - start, a->temperature, u, &token));
+    FSDPCall(next_token(r, window, len, a->temperature, u, &token));
     FSDPCallMPI(MPI_Bcast(&token, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
-    window[len + n] = (float)token;
+    if (len == ctx) memmove(window, window + 1, (size_t)(ctx - 1) * sizeof *window);
+    else len++;
+    window[len - 1] = (float)token;
     if (r->rank == 0) { /* bytes as text, escaped where they would not print; other tokens as numbers */
-      if (vocab > 256) printf(" %lld", (long long)token);
+      if (!r->data.text) printf(" %lld", (long long)token);
       else if ((token >= 32 && token < 127) || token == '\n' || token == '\t') putchar((int)token);
       else printf("\\x%02x", (unsigned)token);
     }

@@ -622,7 +622,7 @@ FSDPErrorCode FlatParamDropKept_Private(FlatParam unit)
 FSDPErrorCode FlatParamUnshard(FlatParam unit)
 {
   FSDPContext ctx;
-  bool wait = false;
+  bool wait = false, first;
 
   CHECK_UNIT_RUNNING(unit);
   ctx = unit->ctx;
@@ -653,12 +653,15 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
     wait = unit->state == FSDP_FLATPARAM_GATHERING;
   }
   note_in_flight(ctx);
-  if (ctx->phase == PHASE_FORWARD && unit->fwd_pos < 0) {
+  /* A unit used again later in a forward pass (a tied head's embedding) has
+     nothing after it to prefetch the second time. */
+  first = unit->fwd_pos < 0;
+  if (ctx->phase == PHASE_FORWARD && first) {
     unit->fwd_pos = ctx->norder;
     ctx->order[ctx->norder++] = unit->index;
   }
   /* The next unit's all-gather goes out before this unit computes. */
-  if ((ctx->phase == PHASE_FORWARD && ctx->forward_prefetch) ||
+  if ((ctx->phase == PHASE_FORWARD && ctx->forward_prefetch && first) ||
       (ctx->phase == PHASE_BACKWARD && ctx->backward_prefetch == FSDP_BACKWARD_PREFETCH_PRE))
     FSDPCall(prefetch(ctx, next_unit(unit)));
   if (wait) FSDPCall(finish_gather(unit));

@@ -169,6 +169,7 @@ static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, co
   l->unit = -1;
   if (out > m->width) m->width = out;
   if (in > m->width) m->width = in;
+  if (m->nlayers > 1 && in > m->grad_width) m->grad_width = in;
   return FSDP_SUCCESS;
 }
 
@@ -314,7 +315,10 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
 /* ------------------------------------------------------------------ set up */
 
 /* The mixed-precision scratch (model->wide). */
-static size_t wide_bytes(FSDPModel m) { return (size_t)(m->wide_rows + LAYER_MAX_PARAMS * m->width) * sizeof(float); }
+static size_t wide_bytes(FSDPModel m)
+{
+  return (size_t)(m->wide_rows + LAYER_MAX_PARAMS * m->wide_slot) * sizeof(float);
+}
 
 /* Elements of a layer's parameters. */
 static int64_t layer_numel(const Layer *l)
@@ -453,8 +457,9 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
               "FSDPModelSetUp: model '%s': the transformer layers (embedding, attention, lm_head) run on the host "
               "only; there are no CUDA kernels for them (use -fsdp_device host)",
               model->spec);
-    if (model->tied)
-      FSDPCall(FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float), FSDP_MEM_OTHER, &model->tied_grad));
+    if (model->tied) /* agreed: every rank goes on to collectives */
+      FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float),
+                                                                   FSDP_MEM_OTHER, &model->tied_grad)));
   }
   if (model->view_dtype != FSDP_FLOAT32) {
     /* The host kernels compute in fp32: a low-precision weight is widened
@@ -462,9 +467,13 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
        small next to the unsharded buffers mixed precision halves.  cuBLAS
        multiplies 16-bit weights as they are: only vectors are widened. */
     model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
-    /* A GPT layer widens all its parameters at once (FSDPModelLayerParams_Private). */
-    for (int i = 0; model->gpt && i < model->nlayers; i++)
-      if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
+    model->wide_slot = model->width;
+    if (model->gpt) { /* a GPT layer widens all its parameters at once (FSDPModelLayerParams_Private) */
+      model->wide_rows = 0;
+      for (int i = 0; i < model->nlayers; i++)
+        if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
+      model->wide_slot = model->dim; /* ln_f's weight and bias */
+    }
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
   if (!model->dev) fit_blas_threads(model);
@@ -526,8 +535,8 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   }
   largest_needs(m, &work, &shared);
   switch (k - 2 * m->nlayers) {
-  case 0: return (Buffer){&m->scratch[0], n * m->width, sizeof(float)};
-  case 1: return (Buffer){&m->scratch[1], n * m->width, sizeof(float)};
+  case 0: return (Buffer){&m->scratch[0], n * m->grad_width, sizeof(float)};
+  case 1: return (Buffer){&m->scratch[1], n * m->grad_width, sizeof(float)};
   case 2: return (Buffer){&m->dy, n * m->out, sizeof(float)};
   case 3: return (Buffer){&m->input, gpu ? n * m->in : 0, sizeof(float)};
   /* labels are 8 bytes, regression targets out floats: room for either */
@@ -639,7 +648,7 @@ FSDPErrorCode FSDPModelParam_Private(FSDPModel m, const Layer *l, int p, float *
     *v = view;
     return FSDP_SUCCESS;
   }
-  *v = m->wide + m->wide_rows + p * l->out;
+  *v = m->wide + m->wide_rows + p * m->wide_slot;
   FSDPCall(DeviceConvert_Private(m->dev, FSDP_FLOAT32, *v, m->view_dtype, view, l->out / l->seq, 1.0));
   return FSDP_SUCCESS;
 }
@@ -719,7 +728,9 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   FSDPCheck(x && y, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: x and y must not be NULL");
   FSDPCall(reserve(model, n));
   model->have_forward = false;
-  if (model->layers[0].ops->check_input) FSDPCall(model->layers[0].ops->check_input(&model->layers[0], n, x));
+  /* Agreed, as the pass is collective: a rank with a bad input must not leave the others in an all-gather. */
+  if (model->layers[0].ops->check_input)
+    FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, model->layers[0].ops->check_input(&model->layers[0], n, x)));
   FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
   x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));

@@ -124,6 +124,8 @@ struct FSDPModel_s {
   FlatParam *units;
   int nunits, unit_capacity;
   int64_t width;       /* widest layer */
+  int64_t grad_width;  /* widest input of a layer after the first: the gradients backward passes between layers */
+  int64_t wide_slot;   /* floats of each vector parameter's slot in the mixed-precision scratch */
   int64_t n, capacity; /* rows of the last forward, rows the buffers hold */
   const float *x;
   float *scratch[2];       /* gradients flowing backward, [capacity, width] each */
