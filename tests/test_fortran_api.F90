@@ -411,8 +411,12 @@ contains
                'gpt cross-entropy near log(7) at initialization')
     call fsdp_model_backward(model, dy, ierr)
     call ok(ierr, 'gpt backward')
+    call fsdp_context_finish_backward(mctx, ierr)
+    call ok(ierr, 'gpt: the backward pass finished')
     call fsdp_model_destroy(model, ierr)
+    call ok(ierr, 'gpt: the model destroyed')
     call fsdp_context_destroy(mctx, ierr)
+    call ok(ierr, 'gpt: its context destroyed')
   end subroutine
 
   function shape_of2(a) result(r)
