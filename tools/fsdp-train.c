@@ -383,38 +383,59 @@ static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char
 }
 
 #if FSDP_WITH_HDF5
+/* Dimensions of a dataset, or an error naming it. */
+static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2],
+                             H5T_class_t *cls)
+{
+  hid_t ds, space, type;
+  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: data file '%s' has no dataset /%s", path, name);
+  ds = H5Dopen2(file, name, H5P_DEFAULT);
+  FSDPCheck(ds >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
+  space = H5Dget_space(ds);
+  type = H5Dget_type(ds);
+  *ndim = H5Sget_simple_extent_ndims(space);
+  if (*ndim >= 1 && *ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  *cls = H5Tget_class(type);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(ds);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid_t memtype, void *buf)
+{
+  hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+  herr_t status = ds >= 0 ? H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
+  if (ds >= 0) H5Dclose(ds);
+  FSDPCheck(status >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
+  return FSDP_SUCCESS;
+}
+
 /* An HDF5 file's /tokens, any integer type, 1-dimensional. */
 static FSDPErrorCode h5_tokens(const char *spec, const char *path, Dataset *d)
 {
-  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds = -1, space = -1;
-  hsize_t n = 0;
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hsize_t dims[2] = {0, 0};
+  H5T_class_t cls;
+  int ndim = 0;
   int64_t *all = NULL;
-  FSDPErrorCode ierr = FSDP_SUCCESS;
+  FSDPErrorCode ierr;
   FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s' as HDF5", spec, path);
-  if (H5Lexists(file, "tokens", H5P_DEFAULT) <= 0 || (ds = H5Dopen2(file, "tokens", H5P_DEFAULT)) < 0)
-    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: '%s' has no dataset /tokens", spec, path);
-  if (!ierr) {
-    hid_t type = H5Dget_type(ds);
-    space = H5Dget_space(ds);
-    if (H5Tget_class(type) != H5T_INTEGER || H5Sget_simple_extent_ndims(space) != 1)
-      ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens in '%s' must be a 1-dimensional integer dataset",
-                       spec, path);
-    H5Tclose(type);
-  }
-  if (!ierr) H5Sget_simple_extent_dims(space, &n, NULL);
-  if (!ierr) ierr = FSDPMalloc((size_t)(n ? n : 1) * sizeof *all, FSDP_MEM_OTHER, &all);
-  if (!ierr && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) < 0)
-    ierr = TRAIN_ERR(FSDP_ERR_HDF5, "fsdp-train: -data %s: cannot read /tokens of '%s'", spec, path);
-  if (!ierr) ierr = FSDPMalloc((size_t)(n ? n : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
-  for (hsize_t i = 0; !ierr && i < n; i++) {
+  ierr = h5_dims(file, path, "tokens", &ndim, dims, &cls);
+  if (!ierr && (cls != H5T_INTEGER || ndim != 1))
+    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens in '%s' must be a 1-dimensional integer dataset",
+                     spec, path);
+  if (!ierr) ierr = FSDPMalloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *all, FSDP_MEM_OTHER, &all);
+  if (!ierr) ierr = h5_read(file, path, "tokens", H5T_NATIVE_INT64, all);
+  if (!ierr) ierr = FSDPMalloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
+  for (hsize_t i = 0; !ierr && i < dims[0]; i++) {
     if (all[i] < 0 || all[i] > UINT16_MAX)
       ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens[%llu] = %lld is not a token id in [0, 65536)", spec,
                        (unsigned long long)i, (long long)all[i]);
     else d->tokens[i] = (uint16_t)all[i];
   }
-  d->n = (int64_t)n;
-  if (space >= 0) H5Sclose(space);
-  if (ds >= 0) H5Dclose(ds);
+  d->n = (int64_t)dims[0];
   H5Fclose(file);
   FSDPCall(FSDPFree(&all));
   return ierr;
@@ -553,35 +574,6 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
 }
 
 #if FSDP_WITH_HDF5
-/* Dimensions of a dataset, or an error naming it. */
-static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2],
-                             H5T_class_t *cls)
-{
-  hid_t ds, space, type;
-  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "fsdp-train: data file '%s' has no dataset /%s", path, name);
-  ds = H5Dopen2(file, name, H5P_DEFAULT);
-  FSDPCheck(ds >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
-  space = H5Dget_space(ds);
-  type = H5Dget_type(ds);
-  *ndim = H5Sget_simple_extent_ndims(space);
-  if (*ndim >= 1 && *ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
-  *cls = H5Tget_class(type);
-  H5Tclose(type);
-  H5Sclose(space);
-  H5Dclose(ds);
-  return FSDP_SUCCESS;
-}
-
-static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid_t memtype, void *buf)
-{
-  hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
-  herr_t status = ds >= 0 ? H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
-  if (ds >= 0) H5Dclose(ds);
-  FSDPCheck(status >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
-  return FSDP_SUCCESS;
-}
-
 static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset *d)
 {
   hid_t file;
