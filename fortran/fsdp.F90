@@ -112,7 +112,7 @@ module fsdp
             fsdp_context_set_wait_mode, fsdp_context_get_wait_mode, fsdp_context_wait, &
             fsdp_context_set_forward_prefetch, fsdp_context_set_limit_all_gathers, fsdp_context_set_device, &
             fsdp_context_set_checkpoint_keep, fsdp_context_set_check_finite, fsdp_context_set_from_options, &
-            fsdp_context_set_shm_reduce, &
+            fsdp_context_set_shm_reduce, fsdp_context_set_shm_views, fsdp_context_get_shm_views, &
             fsdp_context_add_unit, fsdp_context_set_up, fsdp_context_begin_forward, fsdp_context_begin_backward, &
             fsdp_context_finish_backward, fsdp_context_zero_grad, fsdp_context_set_grad_sync, &
             fsdp_context_set_replicate_grad_sync, fsdp_context_broadcast_params, fsdp_context_synchronize, &
@@ -592,6 +592,16 @@ module fsdp
       import :: c_ptr, c_int, c_bool
       type(c_ptr), value :: obj
       logical(c_bool), value :: v
+    end function
+    integer(c_int) function c_context_set_shm_views(obj, v) bind(C, name="FSDPContextSetShmViews")
+      import :: c_ptr, c_int, c_bool
+      type(c_ptr), value :: obj
+      logical(c_bool), value :: v
+    end function
+    integer(c_int) function c_context_get_shm_views(obj, v) bind(C, name="FSDPContextGetShmViews")
+      import :: c_ptr, c_int, c_bool
+      type(c_ptr), value :: obj
+      logical(c_bool), intent(out) :: v
     end function
     integer(c_int) function c_context_set_check_finite(obj, v) bind(C, name="FSDPContextSetCheckFinite")
       import :: c_ptr, c_int, c_bool
@@ -1396,6 +1406,24 @@ contains
     logical, intent(in) :: use
     integer, intent(out) :: ierr
     ierr = c_context_set_shm_reduce(ctx%ptr, logical(use, c_bool))
+  end subroutine
+
+  ! Unsharded parameters as views of the node's shared shards (default .true.); before set_up.
+  subroutine fsdp_context_set_shm_views(ctx, use, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    logical, intent(in) :: use
+    integer, intent(out) :: ierr
+    ierr = c_context_set_shm_views(ctx%ptr, logical(use, c_bool))
+  end subroutine
+
+  ! Before set_up, what was asked for; after, whether the units are views.
+  subroutine fsdp_context_get_shm_views(ctx, use, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    logical, intent(out) :: use
+    integer, intent(out) :: ierr
+    logical(c_bool) :: c
+    ierr = c_context_get_shm_views(ctx%ptr, c)
+    use = c
   end subroutine
 
   subroutine fsdp_context_set_check_finite(ctx, check, ierr)

@@ -505,6 +505,18 @@ FSDP_EXTERN FSDPErrorCode FSDPContextWait(FSDPContext ctx, MPI_Request *request)
    window, and each rank reads its peers' data where it lies (default true;
    doc/overlap.md).  false: MPI's collectives.  Set before FSDPContextSetUp. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShmReduce(FSDPContext ctx, bool use); /* -fsdp_shm_reduce */
+/* With that window and fp32 parameters, each unit's shards lie side by side
+   in it, so a unit's unsharded parameters are a view of its node's shards:
+   an all-gather copies nothing (it waits until every rank's shard is
+   current) and no parameter buffers are allocated (default true;
+   doc/overlap.md, "Views").  A rank's shard is then read by its node peers
+   in place: a program that writes shards itself (the optimizers, loads and
+   initializers do it safely) does so only after a collective that every
+   rank enters after its last forward or backward pass.  false: each rank
+   all-gathers into buffers of its own.  Set before FSDPContextSetUp. */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetShmViews(FSDPContext ctx, bool use); /* -fsdp_shm_views */
+/* Before SetUp, what was asked for; after, whether the units are views. */
+FSDP_EXTERN FSDPErrorCode FSDPContextGetShmViews(FSDPContext ctx, bool *use);
 
 /* Where the context computes (doc/cuda.md). */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetDevice(FSDPContext ctx, FSDPDeviceType device); /* -fsdp_device host|cuda */

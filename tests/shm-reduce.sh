@@ -10,6 +10,11 @@
 # between bf16 all-gathers, which MPI runs.  In bf16 the parameters travel in place through
 # MPI while the gradients still take shared memory.  With four ranks the
 # order of the sums differs from MPICH's: the losses agree within 1e-6.
+# Views (-fsdp_shm_views, the default with fp32 parameters): each unit's
+# parameters are kept once on the node and gathered in place, so a step runs
+# one all-gather and one reduce-scatter per unit (backward finds every unit
+# from forward), the memory is the views' formula, and the training is the
+# same as gathering into buffers, full and grad_op.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
 common="-model mlp:in=8,hidden=48,depth=3,out=2,act=gelu,norm=layernorm -data synthetic:n=512 -steps 20 -batch 32 -log_every 20"
@@ -25,8 +30,20 @@ used() { expect_grep "^fsdp-train: rank 0 ran \([1-9][0-9]*\) of \1 collectives 
 none() { expect_count 0 "in node shared memory" "$fsdp_tmp/$1.out"; }
 
 train_run w2 2 -fsdp_view
-expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: node shared memory\$" "$fsdp_tmp/w2.out"
+expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: into views: .*(-fsdp_shm_views)\$" "$fsdp_tmp/w2.out"
 used w2
+# 20 steps of 4 units: 160 collectives, no all-gather in backward.
+expect_grep "^fsdp-train: rank 0 ran 160 of 160 collectives in node shared memory\$" "$fsdp_tmp/w2.out"
+expect_grep "^  unsharded buffers .* sum(psi_i)/F + 2 max(psi_i), views\$" "$fsdp_tmp/w2.out"
+train_run w2-copies 2 -fsdp_view -fsdp_shm_views false
+expect_grep "^ *reduce-scatter: node shared memory (.*); all-gather: node shared memory\$" "$fsdp_tmp/w2-copies.out"
+expect_grep "^  unsharded buffers .* (L + 2) max(psi_i), L = 2\$" "$fsdp_tmp/w2-copies.out"
+same w2 w2-copies
+train_run grad-op 2 -fsdp_sharding_strategy grad_op -fsdp_view
+expect_grep "all-gather: into views" "$fsdp_tmp/grad-op.out"
+expect_grep "^fsdp-train: rank 0 ran 160 of 160 collectives in node shared memory\$" "$fsdp_tmp/grad-op.out"
+train_run grad-op-mpi 2 -fsdp_sharding_strategy grad_op -fsdp_shm_reduce false
+same grad-op grad-op-mpi
 train_run w2-mpi 2 -fsdp_view -fsdp_shm_reduce false
 expect_grep "^ *reduce-scatter: MPI; all-gather: MPI\$" "$fsdp_tmp/w2-mpi.out"
 none w2-mpi
@@ -65,5 +82,5 @@ awk -F, 'NR == FNR { if (FNR > 1) want[$1] = $2; next }
   FNR > 1 { n++; d = $2 - want[$1]; if (d < 0) d = -d; if (d > 1e-6 * want[$1]) bad++ }
   END { if (n != 20 || bad) { printf "FAIL: W = 4: %d of %d steps differ by more than 1e-6\n", bad, n; exit 1 } }' \
   "$fsdp_tmp/w4-mpi.csv" "$fsdp_tmp/w4.csv" || exit 1
-echo "shared-memory collectives: W = 2 (three engines, -grad_accum 3, bf16) and hybrid groups of 2 train as MPI's, W = 4 within 1e-6"
+echo "shared-memory collectives: W = 2 (views and copies, grad_op, three engines, -grad_accum 3, bf16) and hybrid groups of 2 train as MPI's, W = 4 within 1e-6"
 exit 0

@@ -3,12 +3,16 @@
    not divide), every sharding strategy and every F that divides W.  Checks
    the layout against doc/flatparam.md, that unsharding reproduces every
    parameter bit for bit, and that reducing gradients leaves each rank the
-   average over all W ranks on exactly its shard, padding zero.
+   average over all W ranks on exactly its shard, padding zero.  With the
+   units as views of the node's shards (-fsdp_shm_views), a rank that writes
+   its shard right after a pass, as a program may, reaches its peers' views
+   only once every one of them is done reading (test_views).
    mpitest: -n 1
    mpitest: -n 2
    mpitest: -n 3
    mpitest: -n 4 */
 #include <math.h>
+#include <time.h>
 
 #include "fsdptest.h"
 
@@ -229,6 +233,57 @@ static void run_case(const Model *m, int set, FSDPShardingStrategy strategy, int
   TEST_ASSERT(ctx == NULL, "FSDPContextDestroy left the handle set");
 }
 
+/* Passes over one unit, each rank stamping its shard with the pass number
+   right after each pass, with no collective between: one rank reads the
+   view slowly each pass, and must see the whole unit as the pass began.
+   Without the views' release counters the fast rank's next gather would
+   copy its new shard into the view under the slow reader. */
+static void test_views(void)
+{
+  enum { N = 4096, PASSES = 4 };
+  int W, rank;
+  FSDPContext ctx;
+  FlatParam unit;
+  bool views;
+  float *shard, *x, *first = NULL;
+  int64_t sn;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+  TEST_OK(FSDPContextAddUnit(ctx, "v", &unit));
+  TEST_OK(FlatParamAddParam(unit, "v.w", 1, (int64_t[]){N}, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FSDPContextGetShmViews(ctx, &views));
+  if (!views) { /* W = 1, or the shard group spans nodes */
+    TEST_OK(FSDPContextDestroy(&ctx));
+    return;
+  }
+  TEST_OK(FlatParamGetShard(unit, (void **)&shard, &sn));
+  for (int64_t k = 0; k < sn; k++) shard[k] = 0;
+  for (int pass = 0; pass < PASSES; pass++) {
+    TEST_OK(FSDPContextBeginForward(ctx));
+    TEST_OK(FlatParamUnshard(unit));
+    TEST_OK(FlatParamGetParam(unit, 0, (void **)&x));
+    if (!first) first = x;
+    TEST_ASSERT(x == first, "pass %d: the view moved", pass);
+    if (rank == pass % W) nanosleep(&(struct timespec){0, 30000000}, NULL); /* a slow reader */
+    for (int64_t e = 0; e < N; e++)
+      TEST_ASSERT(x[e] == (float)pass, "pass %d, rank %d: element %lld of the view is %g", pass, rank, (long long)e,
+                  x[e]);
+    TEST_OK(FlatParamReshard(unit));
+    for (int64_t k = 0; k < sn; k++) shard[k] = (float)(pass + 1);
+  }
+  {
+    FSDPCommStats st;
+    TEST_OK(FSDPContextGetCommStats(ctx, &st));
+    TEST_ASSERT(st.params_in_use == 0 && st.buffer_growths == 0,
+                "views took %d parameter buffers, %lld beyond the plan", st.params_in_use,
+                (long long)st.buffer_growths);
+  }
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 int main(int argc, char **argv)
 {
   int W, ncases = 0;
@@ -244,7 +299,8 @@ int main(int argc, char **argv)
         ncases++;
       }
   }
-  if (test_rank() == 0) printf("test_flatparam: W = %d, %d cases passed\n", W, ncases);
+  test_views();
+  if (test_rank() == 0) printf("test_flatparam: W = %d, %d cases passed, views checked\n", W, ncases);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }

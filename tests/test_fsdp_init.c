@@ -150,10 +150,13 @@ static void test_init(FSDPShardingStrategy strategy, int factor)
     if (how == 0) {
       TEST_ASSERT(m.calls == NUNITS, "the unit initializer ran %d times for %d units", m.calls, NUNITS);
       /* Units are materialized one at a time in the plan's parameter buffers
-         (none with F = 1: the shard is the unit): nothing beyond the plan. */
+         (none with F = 1: the shard is the unit; with views, which the node's
+         ranks share, in a gradient buffer): nothing beyond the plan. */
       FSDPMemoryPlan plan;
+      bool views;
       TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
-      TEST_ASSERT(F == 1 || plan.unsharded_buffers >= 1, "F = %d: the plan has no parameter buffer", F);
+      TEST_OK(FSDPContextGetShmViews(ctx, &views));
+      TEST_ASSERT(F == 1 || views || plan.unsharded_buffers >= 1, "F = %d: the plan has no parameter buffer", F);
       TEST_ASSERT(mem.peak[FSDP_MEM_UNSHARDED] == plan.bytes[FSDP_MEM_UNSHARDED],
                   "F = %d: unit-by-unit initialization peaked at %zu unsharded bytes; the plan has %zu", F,
                   mem.peak[FSDP_MEM_UNSHARDED], plan.bytes[FSDP_MEM_UNSHARDED]);
@@ -178,8 +181,10 @@ static void test_init(FSDPShardingStrategy strategy, int factor)
   }
 }
 
-/* Exact tracked memory through a step (FULL_SHARD or NO_SHARD). */
-static void test_memory(FSDPShardingStrategy strategy)
+/* Exact tracked memory through a step (FULL_SHARD or NO_SHARD), with the
+   units gathered into buffers or (F > 1 on one node) as views of the node's
+   shards, which take no buffer and count sum(psi_i)/F per rank. */
+static void test_memory(FSDPShardingStrategy strategy, bool want_views)
 {
   Model m = {0};
   FSDPContext ctx;
@@ -189,9 +194,14 @@ static void test_memory(FSDPShardingStrategy strategy)
   ShardGroup group;
   FSDPMemoryPlan plan;
   size_t es = sizeof(float);
+  bool views;
+  int held;
 
   MPI_Comm_rank(MPI_COMM_WORLD, &m.world_rank);
+  TEST_OK(FSDPOptionsSetValue("-fsdp_shm_views", want_views ? "true" : "false"));
   ctx = build(&m, strategy, 0, 0);
+  TEST_OK(FSDPOptionsClearValue("-fsdp_shm_views"));
+  TEST_OK(FSDPContextGetShmViews(ctx, &views));
   TEST_OK(FSDPContextGetShardGroup(ctx, &group));
   TEST_OK(ShardGroupGetShardComm(group, NULL, NULL, &F));
   for (int u = 0; u < NUNITS; u++) {
@@ -199,6 +209,9 @@ static void test_memory(FSDPShardingStrategy strategy)
     sum_shards += shard[u];
     if (padded[u] > max_padded) max_padded = padded[u];
   }
+  TEST_ASSERT(views == (want_views && F > 1), "F = %d: views are %s with -fsdp_shm_views %s", F, views ? "on" : "off",
+              want_views ? "true" : "false");
+  held = F == 1 || views ? 0 : 1; /* parameter buffers while a unit is unsharded */
   TEST_OK(FSDPGetMemoryStats(&mem));
   TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es &&
                   mem.current[FSDP_MEM_GRADS] == (size_t)sum_shards * es,
@@ -209,7 +222,7 @@ static void test_memory(FSDPShardingStrategy strategy)
   TEST_OK(FSDPMemoryResetPeak());
   for (int u = 0; u < NUNITS; u++) {
     TEST_OK(FlatParamUnshard(m.unit[u]));
-    TEST_ASSERT(params_held(ctx) == (F == 1 ? 0 : 1) && grads_held(ctx) == 0,
+    TEST_ASSERT(params_held(ctx) == held && grads_held(ctx) == 0,
                 "forward, unit %d: %d parameter and %d gradient buffers held", u, params_held(ctx), grads_held(ctx));
     TEST_OK(FlatParamReshard(m.unit[u]));
   }
@@ -218,7 +231,7 @@ static void test_memory(FSDPShardingStrategy strategy)
     /* this unit's parameters and gradient, and the gradient of the unit whose reduction is in flight */
     TEST_OK(FlatParamUnshard(m.unit[u]));
     TEST_OK(FlatParamGetGrad(m.unit[u], 0, (void **)&g));
-    TEST_ASSERT(params_held(ctx) == (F == 1 ? 0 : 1) && grads_held(ctx) == (u + 1 < NUNITS ? 2 : 1),
+    TEST_ASSERT(params_held(ctx) == held && grads_held(ctx) == (u + 1 < NUNITS ? 2 : 1),
                 "backward, unit %d: %d parameter and %d gradient buffers held", u, params_held(ctx), grads_held(ctx));
     TEST_OK(FlatParamReduceGrad(m.unit[u]));
   }
@@ -232,9 +245,14 @@ static void test_memory(FSDPShardingStrategy strategy)
     TEST_ASSERT(mem.peak[c] == plan.bytes[c] && mem.current[c] == plan.bytes[c],
                 "%s: the step peaked at %zu bytes, holds %zu, the plan is %zu", FSDPMemCategoryName((FSDPMemCategory)c),
                 mem.peak[c], mem.current[c], plan.bytes[c]);
-  TEST_ASSERT(plan.bytes[FSDP_MEM_UNSHARDED] == (size_t)((F == 1 ? 0 : 2) + 2) * (size_t)max_padded * es,
-              "F = %d: the plan has %zu unsharded bytes, not (L + 2) units of %lld elements", F,
-              plan.bytes[FSDP_MEM_UNSHARDED], (long long)max_padded);
+  if (views)
+    TEST_ASSERT(plan.bytes[FSDP_MEM_UNSHARDED] == (2 * (size_t)max_padded + (size_t)sum_shards) * es,
+                "F = %d, views: the plan has %zu unsharded bytes, not 2 units of %lld elements and the shards' %lld", F,
+                plan.bytes[FSDP_MEM_UNSHARDED], (long long)max_padded, (long long)sum_shards);
+  else
+    TEST_ASSERT(plan.bytes[FSDP_MEM_UNSHARDED] == (size_t)((F == 1 ? 0 : 2) + 2) * (size_t)max_padded * es,
+                "F = %d: the plan has %zu unsharded bytes, not (L + 2) units of %lld elements", F,
+                plan.bytes[FSDP_MEM_UNSHARDED], (long long)max_padded);
   TEST_ASSERT(mem.current[FSDP_MEM_PARAMS] == (size_t)sum_shards * es, "parameters grew to %zu bytes",
               mem.current[FSDP_MEM_PARAMS]);
   TEST_OK(FSDPContextDestroy(&ctx));
@@ -306,8 +324,9 @@ int main(int argc, char **argv)
   test_init(FSDP_FULL_SHARD, 0);
   test_init(FSDP_NO_SHARD, 0);
   if (W % 2 == 0) test_init(FSDP_HYBRID_SHARD, W / 2);
-  test_memory(FSDP_FULL_SHARD);
-  test_memory(FSDP_NO_SHARD);
+  test_memory(FSDP_FULL_SHARD, false);
+  test_memory(FSDP_FULL_SHARD, true);
+  test_memory(FSDP_NO_SHARD, true);
   test_sync_params(W % 2 == 0 ? W / 2 : 1);
   test_view();
   if (test_rank() == 0) printf("test_fsdp_init: W = %d passed\n", W);

@@ -1,7 +1,9 @@
 /* The overlap engine: training with every engine, prefetch mode and limit
    ends with the same parameters as the synchronous path (bit for bit where
    the collectives are the same MPI calls); after the first step a step
-   allocates nothing; peak memory is the plan; the limiter holds; a rank that
+   allocates nothing; peak memory is the plan; the limiter holds; with the
+   units as views of the node's shards (-fsdp_shm_views) backward finds every
+   unit still unsharded from forward; a rank that
    skips a unit's collective is caught by -fsdp_debug_collectives.
    (tests/overlap.sh runs the watchdog, which aborts a job.)
    mpitest: -n 2
@@ -23,27 +25,35 @@ typedef struct {
   int limit;
   bool exact; /* the same blocking MPI calls as the reference: bit for bit */
   FSDPWaitMode wait;
+  bool views; /* -fsdp_shm_views: the others gather into buffers, whose prefetching and limiter they check */
 } Setting;
 
 static const Setting settings[] = {
     /* The reference polls: sleeping would make the blocking engines nonblocking. */
     {"sync, no prefetch (reference)", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true,
-     FSDP_WAIT_POLL},
-    {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true, FSDP_WAIT_POLL},
-    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true, FSDP_WAIT_POLL},
-    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true, FSDP_WAIT_POLL},
-    {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true,
-     FSDP_WAIT_POLL},
+     FSDP_WAIT_POLL, false},
+    {"sync, pre + forward, L=2", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true, FSDP_WAIT_POLL,
+     false},
+    {"thread, no prefetch", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true, FSDP_WAIT_POLL,
+     false},
+    {"thread, pre, L=2", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, false, 2, true, FSDP_WAIT_POLL, false},
+    {"thread, post + forward, L=1", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_POST, true, 1, true, FSDP_WAIT_POLL,
+     false},
     {"thread, pre + forward, unlimited", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 0, true,
-     FSDP_WAIT_POLL},
+     FSDP_WAIT_POLL, false},
     {"nonblocking, pre + forward, L=2", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
-     FSDP_WAIT_POLL},
+     FSDP_WAIT_POLL, false},
     /* Waits that sleep between tests run the collectives nonblocking. */
-    {"sync, sleep", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, false, FSDP_WAIT_SLEEP},
+    {"sync, sleep", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, false, FSDP_WAIT_SLEEP, false},
     {"thread, pre + forward, L=2, sleep", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
-     FSDP_WAIT_SLEEP},
+     FSDP_WAIT_SLEEP, false},
     {"nonblocking, pre + forward, L=2, sleep", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 2, false,
-     FSDP_WAIT_SLEEP},
+     FSDP_WAIT_SLEEP, false},
+    {"sync, views", FSDP_COMM_ENGINE_SYNC, FSDP_BACKWARD_PREFETCH_NONE, false, 2, true, FSDP_WAIT_POLL, true},
+    {"thread, pre + forward, L=2, views", FSDP_COMM_ENGINE_THREAD, FSDP_BACKWARD_PREFETCH_PRE, true, 2, true,
+     FSDP_WAIT_POLL, true},
+    {"nonblocking, pre + forward, L=1, views, sleep", FSDP_COMM_ENGINE_NONBLOCKING, FSDP_BACKWARD_PREFETCH_PRE, true, 1,
+     false, FSDP_WAIT_SLEEP, true},
 };
 #define NSETTINGS (int)(sizeof settings / sizeof settings[0])
 
@@ -52,6 +62,7 @@ typedef struct {
   int64_t n;
   FSDPCommStats stats;
   int factor, nunits;
+  bool views; /* the units are views */
 } Result;
 
 static void train(FSDPShardingStrategy strategy, int factor, const Setting *s, Result *r)
@@ -71,6 +82,7 @@ static void train(FSDPShardingStrategy strategy, int factor, const Setting *s, R
   TEST_OK(FSDPContextSetBackwardPrefetch(ctx, s->backward));
   TEST_OK(FSDPContextSetForwardPrefetch(ctx, s->forward));
   TEST_OK(FSDPContextSetLimitAllGathers(ctx, s->limit));
+  TEST_OK(FSDPContextSetShmViews(ctx, s->views));
   if (s->wait != FSDP_WAIT_AUTO) TEST_OK(FSDPContextSetWaitMode(ctx, s->wait));
   TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
   TEST_OK(FSDPModelSetSeed(model, 11));
@@ -80,6 +92,7 @@ static void train(FSDPShardingStrategy strategy, int factor, const Setting *s, R
   TEST_OK(FSDPOptimizerSetLearningRate(opt, 1e-2));
   TEST_OK(FSDPOptimizerSetUp(opt));
   TEST_OK(FSDPContextGetMemoryPlan(ctx, &plan));
+  TEST_OK(FSDPContextGetShmViews(ctx, &r->views));
   {
     FSDPWaitMode wait;
     int ranks, cpus;
@@ -167,7 +180,13 @@ static void test_equivalence(FSDPShardingStrategy strategy, int factor)
     if (s->limit > 0)
       TEST_ASSERT(r.stats.max_unsharded <= s->limit, "%s, %s: %d units unsharded at once, the limit is %d", sname,
                   s->name, r.stats.max_unsharded, s->limit);
-    if (r.factor > 1 && !keeps) {
+    TEST_ASSERT(r.views == (s->views && r.factor > 1), "%s, %s: views %s with -fsdp_shm_views %s and F = %d", sname,
+                s->name, r.views ? "on" : "off", s->views ? "true" : "false", r.factor);
+    if (r.views) /* Every backward unshard finds its unit from forward: no all-gather in backward. */
+      TEST_ASSERT(r.stats.cache_hits == (int64_t)STEPS * r.nunits,
+                  "%s, %s: %lld units found unsharded from forward in %d steps of %d units", sname, s->name,
+                  (long long)r.stats.cache_hits, STEPS, r.nunits);
+    else if (r.factor > 1 && !keeps) {
       /* AG0: the root unit, last in forward, is still unsharded when backward starts. */
       TEST_ASSERT(r.stats.cache_hits >= STEPS, "%s, %s: %lld units found unsharded from forward in %d steps", sname,
                   s->name, (long long)r.stats.cache_hits, STEPS);

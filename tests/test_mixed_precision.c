@@ -44,6 +44,9 @@ static FSDPContext make(FSDPShardingStrategy strategy, int factor, FSDPDataType 
 {
   FSDPContext ctx = test_context(MPI_COMM_WORLD, strategy, factor);
   TEST_OK(FSDPContextSetMixedPrecision(ctx, param, reduce));
+  /* fp32 units would be views of the node's shards, with no parameter
+     buffers to compare with the 16-bit ones. */
+  TEST_OK(FSDPContextSetShmViews(ctx, false));
   for (int u = 0; u < NUNITS; u++) {
     char name[16];
     snprintf(name, sizeof name, "u%d", u);

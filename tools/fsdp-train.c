@@ -743,7 +743,7 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   FSDPMemoryPlan plan;
   FSDPCommStats cs;
   FSDPDataType pdt;
-  bool low, gpu;
+  bool low, gpu, views;
 
   FSDPCall(memory_stats(ctx, &st, &gpu));
   for (int c = 0; c < FSDP_MEM_NUM_CATEGORIES; c++) peak[c] = (double)st.peak[c];
@@ -768,7 +768,11 @@ static FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank,
   /* Mixed precision: parameters in 2 bytes (the paper's K_low), gradients in 4. */
   FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, NULL));
   low = pdt != FSDP_FLOAT32;
-  if (factor > 1 && (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2)) {
+  FSDPCall(FSDPContextGetShmViews(ctx, &views));
+  if (views) { /* each rank's share of the node's views, and the gradient buffers */
+    formula[FSDP_MEM_UNSHARDED] = "sum(psi_i)/F + 2 max(psi_i), views";
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * (double)shard + 8.0 * (double)maxunit;
+  } else if (factor > 1 && (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2)) {
     formula[FSDP_MEM_UNSHARDED] = low ? "sum(psi_i)/2 + 2 max(psi_i)" : "sum(psi_i) + 2 max(psi_i)";
     expect[FSDP_MEM_UNSHARDED] = (low ? 2.0 : 4.0) * (double)shard * factor + 8.0 * (double)maxunit;
   } else {

@@ -25,8 +25,13 @@ typedef struct {
   MPI_Datatype type;
   MPI_Op op; /* of the reductions: MPI_SUM, or a 16-bit sum */
   MPI_Comm comm;
-  CommShm shm;        /* a reduce-scatter of floats on comm: through this shared memory (NULL: MPI) */
-  bool *zeroed;       /* a reduce-scatter sets it when shared memory leaves send all zeros (may be NULL) */
+  CommShm shm;  /* a reduce-scatter of floats on comm: through this shared memory (NULL: MPI) */
+  bool *zeroed; /* a reduce-scatter sets it when shared memory leaves send all zeros (may be NULL) */
+  /* epoch > 0: an all-gather through shm into the window's view `view`
+     (recv), its gather number `epoch` (from 1): each rank copies its block
+     into place once every peer has released the view's previous gather. */
+  uint64_t epoch;
+  int view;
   const char *unit;   /* for diagnostics */
   int64_t bytes;      /* what -fsdp_log_view counts */
   FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */
@@ -73,12 +78,15 @@ void CommStreamGetTimes(CommStream stream, double *comm_time, double *exposed_ti
 /* Waits for every queued operation, stops the thread. */
 FSDPErrorCode CommStreamDestroy(CommStream *stream);
 
-/* Collective on comm: a window of `bytes` per rank in node shared memory,
-   when every rank of comm wants it (`want`, agreed here) and shares this
-   node with the others; else *shm is NULL. */
-FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm);
-/* This rank's segment of the window: where its gradient buffers go. */
-void *CommShmSegment(CommShm shm);
+/* Collective on comm: a window in node shared memory with a segment of
+   `bytes` for this rank (ranks may differ) and `nviews` views (all-gathers
+   in place, CommOp.view), when every rank of comm wants it (`want`, agreed
+   here) and shares this node with the others; else *shm is NULL. */
+FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, int nviews, CommShm *shm);
+/* This rank is done reading view `view` as its gather `epoch` left it. */
+void CommShmRelease(CommShm shm, int view, uint64_t epoch);
+/* Rank `rank`'s segment of the window, as mapped in this process. */
+void *CommShmSegment(CommShm shm, int rank);
 /* Operations run through it so far, and those of them that went through MPI. */
 void CommShmGetCounts(CommShm shm, int64_t *ops, int64_t *fallbacks);
 /* Collective on comm (MPI_Win_free). */

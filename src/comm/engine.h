@@ -16,7 +16,7 @@
 typedef enum { DEV_QUEUED = 0, DEV_STAGING, DEV_RUNNING, DEV_LANDING, DEV_DONE } DevPhase;
 
 /* A collective through shared memory in flight (shm.c). */
-typedef enum { SHM_POSTED = 0, SHM_READ, SHM_MPI } ShmPhase;
+typedef enum { SHM_POSTED = 0, SHM_READ, SHM_MPI, SHM_RELEASING } ShmPhase;
 typedef struct {
   uint64_t seq;
   ShmPhase phase;

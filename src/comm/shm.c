@@ -8,6 +8,15 @@
    buffers and its reduction pass over them.  For an all-gather it posts its
    shard and copies every rank's shard from where it lies.
 
+   An all-gather into a view (op->epoch > 0: a unit's parameters kept whole in
+   the window, read by every rank of the node in place) copies only this
+   rank's shard, into its place in the view, and then waits for every rank
+   to have done so: no rank copies anything else.  Before that copy it waits
+   until every rank has released the view's previous gather (`released`, a
+   counter per view and rank): a peer may still be computing with it, and
+   what this rank writes into its shard meanwhile, from its optimizer or
+   its own code, reaches the view only here.
+
    Each rank has a cache line of flags in the window: `arrived` (the last
    operation whose buffer it posted, and `offset`, where that buffer is) and
    `done` (the last operation whose block it has summed).  An operation
@@ -37,9 +46,11 @@ _Static_assert(sizeof(ShmFlags) <= FLAGS_BYTES, "the flags fit their line");
 
 struct CommShm_s {
   MPI_Win win;
-  MPI_Comm fallback_comm; /* the MPI fallbacks' own duplicate of the group's communicator */
+  int nviews;
+  _Atomic uint64_t **released; /* [size][nviews]: the last gather of each view the rank is done reading */
+  MPI_Comm fallback_comm;      /* the MPI fallbacks' own duplicate of the group's communicator */
   int rank, size;
-  size_t bytes;              /* of each rank's data segment */
+  size_t bytes;              /* of this rank's data segment */
   char **segment;            /* [size], as mapped in this process */
   ShmFlags **flags;          /* [size] */
   _Atomic uint64_t seq;      /* operations started here (read by other threads) */
@@ -53,10 +64,11 @@ static void free_local(CommShm *s)
   if (!*s) return;
   (void)FSDPFree(&(*s)->segment);
   (void)FSDPFree(&(*s)->flags);
+  (void)FSDPFree(&(*s)->released);
   (void)FSDPFree(s);
 }
 
-FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm)
+FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, int nviews, CommShm *shm)
 {
   MPI_Comm node;
   int size, node_size, go[2], err = MPI_SUCCESS;
@@ -65,6 +77,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   char *base;
   FSDPErrorCode ierr;
   _Atomic uint64_t probe;
+  size_t vbytes = ((size_t)(nviews > 0 ? nviews : 0) * sizeof probe + FLAGS_BYTES - 1) / FLAGS_BYTES * FLAGS_BYTES;
 
   *shm = NULL;
   FSDPCallMPI(MPI_Comm_size(comm, &size));
@@ -76,6 +89,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   ierr = FSDPCalloc(1, sizeof *s, FSDP_MEM_OTHER, &s);
   if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->segment, FSDP_MEM_OTHER, &s->segment);
   if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->flags, FSDP_MEM_OTHER, &s->flags);
+  if (!ierr) ierr = FSDPCalloc((size_t)size, sizeof *s->released, FSDP_MEM_OTHER, &s->released);
   /* The flags are shared between processes: only lock-free atomics are address-free. */
   go[0] = want && size > 1 && size <= FSDP_SHM_MAX_RANKS && node_size == size && atomic_is_lock_free(&probe);
   go[1] = ierr == FSDP_SUCCESS;
@@ -91,6 +105,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   FSDPCallMPI(MPI_Comm_rank(comm, &s->rank));
   s->size = size;
   s->bytes = bytes;
+  s->nviews = nviews;
   s->win = MPI_WIN_NULL;
   s->fallback_comm = MPI_COMM_NULL;
   err = MPI_Comm_dup(comm, &s->fallback_comm);
@@ -103,7 +118,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   /* Each rank's segment in memory near it (first touch), not one block. */
   FSDPCallMPI(MPI_Info_create(&info));
   FSDPCallMPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
-  err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + bytes), 1, info, comm, &base, &s->win);
+  err = MPI_Win_allocate_shared((MPI_Aint)(FLAGS_BYTES + vbytes + bytes), 1, info, comm, &base, &s->win);
   MPI_Info_free(&info);
   if (err) {
     MPI_Comm_free(&s->fallback_comm);
@@ -116,12 +131,14 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
     char *qbase = NULL;
     err = MPI_Win_shared_query(s->win, q, &qbytes, &unit, &qbase);
     s->flags[q] = (ShmFlags *)qbase;
-    s->segment[q] = qbase + FLAGS_BYTES;
+    s->released[q] = (_Atomic uint64_t *)(qbase + FLAGS_BYTES);
+    s->segment[q] = qbase + FLAGS_BYTES + vbytes;
   }
   if (!err) {
     atomic_store(&s->flags[s->rank]->arrived, 0);
     atomic_store(&s->flags[s->rank]->offset, -1);
     atomic_store(&s->flags[s->rank]->done, 0);
+    for (int v = 0; v < nviews; v++) atomic_store(&s->released[s->rank][v], 0);
   }
   /* Agreed, and nobody reads a peer's flags before the peer has zeroed them. */
   go[0] = err == MPI_SUCCESS;
@@ -138,7 +155,7 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, CommShm *shm
   return FSDP_SUCCESS;
 }
 
-void *CommShmSegment(CommShm shm) { return shm->segment[shm->rank]; }
+void *CommShmSegment(CommShm shm, int rank) { return shm->segment[rank]; }
 
 FSDPErrorCode CommShmDestroy(CommShm *shm)
 {
@@ -148,8 +165,14 @@ FSDPErrorCode CommShmDestroy(CommShm *shm)
   if (s->fallback_comm != MPI_COMM_NULL) FSDPCallMPI(MPI_Comm_free(&s->fallback_comm));
   FSDPCall(FSDPFree(&s->segment));
   FSDPCall(FSDPFree(&s->flags));
+  FSDPCall(FSDPFree(&s->released));
   FSDPCall(FSDPFree(shm));
   return FSDP_SUCCESS;
+}
+
+void CommShmRelease(CommShm shm, int view, uint64_t epoch)
+{
+  atomic_store_explicit(&shm->released[shm->rank][view], epoch, memory_order_release);
 }
 
 void CommShmGetCounts(CommShm shm, int64_t *ops, int64_t *fallbacks)
@@ -215,6 +238,10 @@ int CommShmStart(const CommOp *op, CommShmState *st)
 
   st->seq = ++s->seq;
   st->phase = SHM_POSTED;
+  if (op->epoch) { /* posted once its block is in place (CommShmTest) */
+    st->phase = SHM_RELEASING;
+    return MPI_SUCCESS;
+  }
   atomic_store_explicit(&mine->offset, offset, memory_order_relaxed);
   atomic_store_explicit(&mine->arrived, st->seq, memory_order_release);
   return MPI_SUCCESS;
@@ -229,11 +256,36 @@ static bool all_reached(CommShm s, bool done, uint64_t seq)
   return true;
 }
 
+/* An all-gather into a view: this rank's block into place once every rank
+   has released the view's previous gather, then posted; done once every
+   rank has posted (nothing is read through the flags, so a peer may go on
+   to its next operation at once). */
+static int view_test(const CommOp *op, CommShmState *st, int *flag)
+{
+  CommShm s = op->shm;
+  size_t bytes = (size_t)op->count * sizeof(float);
+  if (st->phase == SHM_RELEASING) {
+    char *place = (char *)op->recv + (size_t)s->rank * bytes;
+    for (int q = 0; q < s->size; q++)
+      if (atomic_load_explicit(&s->released[q][op->view], memory_order_acquire) + 1 < op->epoch) return MPI_SUCCESS;
+    if (place != op->send) memcpy(place, op->send, bytes);
+    atomic_store_explicit(&s->flags[s->rank]->offset, -1, memory_order_relaxed);
+    atomic_store_explicit(&s->flags[s->rank]->arrived, st->seq, memory_order_release);
+    st->phase = SHM_POSTED;
+  }
+  if (all_reached(s, false, st->seq)) {
+    atomic_store_explicit(&s->flags[s->rank]->done, st->seq, memory_order_release);
+    *flag = 1;
+  }
+  return MPI_SUCCESS;
+}
+
 int CommShmTest(const CommOp *op, CommShmState *st, MPI_Request *fallback, int *flag)
 {
   CommShm s = op->shm;
   int err = MPI_SUCCESS;
   *flag = 0;
+  if (op->epoch) return view_test(op, st, flag);
   if (st->phase == SHM_POSTED && all_reached(s, false, st->seq)) {
     bool in_window = true;
     for (int q = 0; q < s->size; q++)

@@ -96,6 +96,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->checkpoint_strict = true;
   c->check_finite = true;
   c->shm_reduce = true;
+  c->shm_views = true;
   c->timeout = 600;
   c->signal_grace = 5;
   if ((ierr = create(comm, c))) {
@@ -223,6 +224,21 @@ FSDPErrorCode FSDPContextSetShmReduce(FSDPContext ctx, bool use)
 {
   CHECK_SETTABLE(ctx);
   ctx->shm_reduce = use;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetShmViews(FSDPContext ctx, bool use)
+{
+  CHECK_SETTABLE(ctx);
+  ctx->shm_views = use;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextGetShmViews(FSDPContext ctx, bool *use)
+{
+  CHECK_CTX(ctx);
+  FSDPCheck(use, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetShmViews: use must not be NULL");
+  *use = ctx->setup || ctx->laid_out ? ctx->nunits > 0 && ctx->units[0]->view : ctx->shm_views;
   return FSDP_SUCCESS;
 }
 
@@ -445,6 +461,10 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
       "-fsdp_shm_reduce",
       "host: a shard group on one node reduce-scatters and all-gathers fp32 data through shared memory",
       ctx->shm_reduce, &ctx->shm_reduce, NULL));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_shm_views",
+                              "with -fsdp_shm_reduce and fp32 parameters: a unit's unsharded parameters are a view "
+                              "of the shards in shared memory (all-gathers copy nothing; no parameter buffers)",
+                              ctx->shm_views, &ctx->shm_views, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
                               "when backward issues the next unit's all-gather: pre (before the current unit's "
                               "reduce-scatter), post (after it), none",
@@ -627,40 +647,66 @@ static FSDPErrorCode initialize(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
-/* The memory plan: every buffer a step needs, allocated now (doc/overlap.md). */
-static FSDPErrorCode plan_memory(FSDPContext ctx)
+/* The memory plan: every buffer a step needs, allocated at SetUp
+   (doc/overlap.md).  The gradient buffers and the staging first; the
+   parameter buffers once start_shm has placed the views, which need none. */
+static void unit_sizes(FSDPContext ctx, size_t *max_pbytes, size_t *max_gbytes, size_t *max_shard, size_t *shards)
 {
-  size_t max_pbytes = 0, max_gbytes = 0, max_shard = 0, shards = 0, own = 0;
-  int nparams = 0, ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
-  FSDPMemoryPlan *plan = &ctx->plan;
-
+  *max_pbytes = *max_gbytes = *max_shard = *shards = 0;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype), ps = FSDPDataTypeSize(u->pdtype);
     /* Parameters in param_dtype (the paper's K_low max(psi_i)); gradients
        are computed and accumulated in the master type. */
-    if ((size_t)u->padded * ps > max_pbytes) max_pbytes = (size_t)u->padded * ps;
-    if ((size_t)u->padded * es > max_gbytes) max_gbytes = (size_t)u->padded * es;
-    if ((size_t)u->shard_numel * es > max_shard) max_shard = (size_t)u->shard_numel * es;
-    shards += (size_t)u->shard_numel * es;
-    if (u->own) own += (size_t)u->padded * ps;
+    if ((size_t)u->padded * ps > *max_pbytes) *max_pbytes = (size_t)u->padded * ps;
+    if ((size_t)u->padded * es > *max_gbytes) *max_gbytes = (size_t)u->padded * es;
+    if ((size_t)u->shard_numel * es > *max_shard) *max_shard = (size_t)u->shard_numel * es;
+    *shards += (size_t)u->shard_numel * es;
   }
-  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP) or the shards are the units. */
-  if (!ctx->direct && !own) nparams = ctx->limit > 0 ? ctx->limit : 2;
-  if (nparams > ctx->nunits) nparams = ctx->nunits;
+}
+
+static FSDPErrorCode plan_memory(FSDPContext ctx)
+{
+  size_t max_pbytes, max_gbytes, max_shard, shards;
+  int ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
+  FSDPMemoryPlan *plan = &ctx->plan;
+
+  unit_sizes(ctx, &max_pbytes, &max_gbytes, &max_shard, &shards);
   memset(plan, 0, sizeof *plan);
-  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
   /* The unit computing its gradient, and the one whose reduction is in flight. */
   FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ctx->dev, ngrads, ctx->nunits, max_gbytes, FSDP_MEM_UNSHARDED));
   /* One shard in the master type: room for a 16-bit one too. */
   if (max_shard) FSDPCall(DeviceAlloc_Private(ctx->dev, max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
   plan->bytes[FSDP_MEM_PARAMS] = shards;
   plan->bytes[FSDP_MEM_GRADS] = shards;
-  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)nparams * max_pbytes + (size_t)ngrads * max_gbytes + own;
+  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)ngrads * max_gbytes;
   plan->bytes[FSDP_MEM_COMM_STAGING] = max_shard;
+  plan->gradient_buffers = ngrads;
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode plan_params(FSDPContext ctx)
+{
+  size_t max_pbytes, max_gbytes, max_shard, shards, own = 0;
+  int nparams = 0;
+  bool views = ctx->nunits > 0 && ctx->units[0]->view;
+  FSDPMemoryPlan *plan = &ctx->plan;
+
+  unit_sizes(ctx, &max_pbytes, &max_gbytes, &max_shard, &shards);
+  for (int i = 0; i < ctx->nunits; i++) {
+    FSDPCall(FlatParamTakeOwn_Private(ctx->units[i]));
+    if (ctx->units[i]->own) own += (size_t)ctx->units[i]->padded * FSDPDataTypeSize(ctx->units[i]->pdtype);
+  }
+  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP),
+     the shards are the units, or the units are views of the shards. */
+  if (!ctx->direct && !own && !views) nparams = ctx->limit > 0 ? ctx->limit : 2;
+  if (nparams > ctx->nunits) nparams = ctx->nunits;
+  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
+  /* A view per unit on the node: each rank's share of them, sum(psi_i)/F. */
+  plan->bytes[FSDP_MEM_UNSHARDED] += (size_t)nparams * max_pbytes + own + (views ? shards : 0);
+  plan->total = 0;
   for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) plan->total += plan->bytes[k];
   plan->unsharded_buffers = nparams;
-  plan->gradient_buffers = ngrads;
   return FSDP_SUCCESS;
 }
 
@@ -823,41 +869,86 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
    shared memory when the shard group can reduce-scatter and all-gather there
    (comm/shm.c): host, F > 1, fp32 units and reductions (and fp32 parameters
    for the shards).  Before the initializers run, so that nothing holds the
-   shards' old addresses.  Collective on the shard group, which agrees on it. */
+   shards' old addresses.  Collective on the shard group, which agrees on it.
+
+   With -fsdp_shm_views each unit's padded parameters also lie whole in one
+   rank's segment: that view is the unit's unsharded buffer on every rank of
+   the node, and its all-gather copies each rank's shard into place once
+   (doc/overlap.md, "Views").  The shards then stay private.  Every rank
+   places the units alike, each in the segment that holds the fewest bytes
+   so far, so that the segments stay near equal; a rank counts sum(psi_i)/F
+   of the views as its unsharded memory, as the node holds each unit once.
+   plan_params then allocates no parameter buffers (nor SHARD_GRAD_OP's). */
 static size_t round_up64(size_t n) { return (n + 63) / 64 * 64; } /* slices aligned for the vector loops */
 
 static FSDPErrorCode start_shm(FSDPContext ctx)
 {
   BufferPool *p = &ctx->grads_pool;
-  bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32, shards;
-  size_t slice = round_up64(p->bytes), gbytes = (size_t)p->n * slice, sbytes = 0;
+  bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32, shards, views;
+  size_t slice = round_up64(p->bytes), gbytes = (size_t)p->n * slice, sbytes = 0, *load = NULL, *place = NULL;
+  int *owner = NULL;
   char *seg;
+  FSDPErrorCode ierr;
   if (ctx->dev || ctx->factor == 1) return FSDP_SUCCESS;
   for (int i = 0; i < ctx->nunits; i++) {
     if (ctx->units[i]->dtype != FSDP_FLOAT32) want = false;
     sbytes += round_up64((size_t)ctx->units[i]->shard_numel * sizeof(float));
   }
-  shards = ctx->param_dtype == FSDP_FLOAT32;
-  FSDPCall(CommShmCreate(ctx->shard_comm, want, gbytes + (shards ? sbytes : 0), &ctx->shm));
-  if (!ctx->shm) return FSDP_SUCCESS;
-  seg = CommShmSegment(ctx->shm);
+  views = ctx->param_dtype == FSDP_FLOAT32 && ctx->shm_views;
+  shards = ctx->param_dtype == FSDP_FLOAT32 && !views; /* where the peers copy them from */
+  /* A rank that cannot allocate the placement wants no window: CommShmCreate agrees on it. */
+  ierr = FSDPCalloc((size_t)ctx->factor, sizeof *load, FSDP_MEM_OTHER, &load);
+  if (!ierr) ierr = FSDPCalloc((size_t)ctx->nunits + 1, sizeof *place, FSDP_MEM_OTHER, &place);
+  if (!ierr) ierr = FSDPCalloc((size_t)ctx->nunits + 1, sizeof *owner, FSDP_MEM_OTHER, &owner);
+  for (int i = 0; views && !ierr && i < ctx->nunits; i++) {
+    int q = 0;
+    for (int r = 1; r < ctx->factor; r++)
+      if (load[r] < load[q]) q = r;
+    owner[i] = q;
+    place[i] = gbytes + load[q];
+    load[q] += round_up64((size_t)ctx->units[i]->padded * sizeof(float));
+  }
+  if (ierr) want = false;
+  {
+    FSDPErrorCode e = CommShmCreate(ctx->shard_comm, want,
+                                    ierr ? 0
+                                         : gbytes + (views    ? load[ctx->shard_index]
+                                                     : shards ? sbytes
+                                                              : 0),
+                                    views ? ctx->nunits : 0, &ctx->shm);
+    if (!ierr) ierr = e;
+  }
+  if (ierr || !ctx->shm) goto done;
+  seg = CommShmSegment(ctx->shm, ctx->shard_index);
   for (int i = 0; i < p->n; i++) {
-    FSDPCall(DeviceFree_Private(NULL, &p->bufs[i], p->bytes, p->category));
+    ierr = DeviceFree_Private(NULL, &p->bufs[i], p->bytes, p->category);
+    if (ierr) goto done;
     p->bufs[i] = seg + (size_t)i * slice;
     p->shared = i + 1; /* the pool frees the others: an error here leaves it consistent */
     FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, p->bytes, false);
+  }
+  for (int i = 0; views && i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    u->view = (char *)CommShmSegment(ctx->shm, owner[i]) + place[i];
+    FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)u->shard_numel * sizeof(float), false);
   }
   for (int i = 0; shards && i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t bytes = (size_t)u->shard_numel * sizeof(float);
     char *at = seg + gbytes;
     memcpy(at, u->shard, bytes);
-    FSDPCall(DeviceFree_Private(NULL, &u->shard, bytes, FSDP_MEM_PARAMS));
+    ierr = DeviceFree_Private(NULL, &u->shard, bytes, FSDP_MEM_PARAMS);
     u->shard = at;
     u->shard_shared = true;
+    if (ierr) goto done;
     FSDPMemoryCount_Private(FSDP_MEM_PARAMS, bytes, false);
     gbytes += round_up64(bytes);
   }
+done:
+  (void)FSDPFree(&load);
+  (void)FSDPFree(&place);
+  (void)FSDPFree(&owner);
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }
 
@@ -884,6 +975,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   /* Allocation and user initializers can fail on some ranks only. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, lay_out(ctx)));
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_shm(ctx)));
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, plan_params(ctx)));
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_engine(ctx)));
   /* Collective inside: only once every rank has its engine. */
   if (ctx->dev) FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device_comm(ctx)));
@@ -1167,7 +1259,10 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(
         v, "reduce-scatter: %s; all-gather: %s\n",
         ctx->shm ? "node shared memory (the shard group's ranks share a node; -fsdp_shm_reduce)" : "MPI",
-        ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory" : "MPI"));
+        ctx->nunits && ctx->units[0]->view
+            ? "into views: each unit's parameters kept once per node, read in place (-fsdp_shm_views)"
+        : ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory"
+                                                       : "MPI"));
   FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
                                              wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
                                              ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",
@@ -1183,7 +1278,12 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPFormatBytes(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
     FSDPFormatBytes(b, sizeof b, (double)max_bytes);
     FSDPFormatBytes(d, sizeof d, (double)max_gbytes);
-    if (ctx->factor > 1 && !L)
+    if (ctx->nunits && ctx->units[0]->view)
+      FSDPCall(FSDPViewerASCIIPrintf(v,
+                                     "  %-22s %12s   sum(psi_i)/F for parameters (this rank's share of the node's "
+                                     "views: each unit once) + %d x %s for gradients\n",
+                                     "unsharded buffers", a, p->gradient_buffers, d));
+    else if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v,
                                      "  %-22s %12s   sum(psi_i)%s%s for parameters (%s keeps every unit from "
                                      "forward to backward) + %d x %s for gradients\n",
@@ -1200,7 +1300,12 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                    "communication staging", a));
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
-    if (ctx->factor > 1 && !L)
+    if (ctx->nunits && ctx->units[0]->view)
+      FSDPCall(FSDPViewerASCIIPrintf(v,
+                                     "  parameters at peak: sum(psi_i)/F + sum(psi_i)/F = %s + %s (the shards, "
+                                     "and this rank's share of the node's views)\n",
+                                     a, a));
+    else if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
     else
       FSDPCall(FSDPViewerASCIIPrintf(v,

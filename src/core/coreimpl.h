@@ -33,6 +33,9 @@ struct FlatParam_s {
   /* buffers */
   void *shard, *grad_shard; /* FSDP_MEM_PARAMS, FSDP_MEM_GRADS */
   bool shard_shared;        /* the shard is in the context's CommShm window (not this unit's to free) */
+  void *view;               /* the unit's parameters kept whole in that window, read in place by every rank
+                               of the node: the unsharded buffer (NULL: gathered into a buffer of the rank's) */
+  uint64_t gathers;         /* all-gathers into the view so far (its epochs, comm/shm.c) */
   void *unsharded;          /* NULL when released; the shard itself when the context's `direct` */
   void *ugrad;              /* unsharded gradient, from the context's gradient buffers; NULL when none */
   FlatParamState state;
@@ -106,6 +109,7 @@ struct FSDPContext_s {
   bool engine_set;
   const char *engine_auto_why; /* why SetUp chose the engine, when the user did not */
   bool shm_reduce;             /* -fsdp_shm_reduce: wanted */
+  bool shm_views;              /* -fsdp_shm_views: wanted (the units' views are set at SetUp) */
   CommShm shm;                 /* the gradient buffers' and shards' window on one node, or NULL */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
@@ -153,6 +157,8 @@ FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx);
 /* Lets go of parameters kept after Reshard (SHARD_GRAD_OP, or cached after
    forward), and of a prefetch not used: the shard may change now. */
 FSDPErrorCode FlatParamDropKept_Private(FlatParam unit);
+/* SHARD_GRAD_OP's buffer of the unit's own (after the views are placed: a view needs none). */
+FSDPErrorCode FlatParamTakeOwn_Private(FlatParam unit);
 FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit);
 /* Gives the unsharded gradient back to the context's buffers. */
 FSDPErrorCode FlatParamPutGrad_Private(FlatParam unit);

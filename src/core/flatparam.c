@@ -168,8 +168,14 @@ FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor)
   unit->rdtype = unit->ctx->reduce_dtype == FSDP_FLOAT32 ? unit->dtype : unit->ctx->reduce_dtype;
   FSDPCall(DeviceCalloc_Private(unit->ctx->dev, (size_t)unit->shard_numel * es, FSDP_MEM_PARAMS, &unit->shard));
   FSDPCall(DeviceCalloc_Private(unit->ctx->dev, (size_t)unit->shard_numel * es, FSDP_MEM_GRADS, &unit->grad_shard));
-  /* Parameters kept from forward to backward: every unit has a buffer of its own. */
-  if (factor > 1 && keeps_params_for_backward(unit->ctx->strategy))
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FlatParamTakeOwn_Private(FlatParam unit)
+{
+  /* Parameters kept from forward to backward: every unit has a buffer of its
+     own, unless it is a view, which stays from forward to backward anyway. */
+  if (unit->ctx->factor > 1 && keeps_params_for_backward(unit->ctx->strategy) && !unit->view)
     FSDPCall(DeviceAlloc_Private(unit->ctx->dev, own_bytes(unit), FSDP_MEM_UNSHARDED, &unit->own));
   return FSDP_SUCCESS;
 }
@@ -185,6 +191,7 @@ FSDPErrorCode FlatParamDestroy_Private(FlatParam *unit)
   FSDPCall(FSDPFree(&u->params));
   /* pool buffers are the context's */
   FSDPCall(DeviceFree_Private(u->ctx->dev, &u->own, own_bytes(u), FSDP_MEM_UNSHARDED));
+  if (u->view) FSDPMemoryCount_Private(FSDP_MEM_UNSHARDED, (size_t)u->shard_numel * esize(u), true);
   if (u->shard_shared) FSDPMemoryCount_Private(FSDP_MEM_PARAMS, (size_t)u->shard_numel * esize(u), true);
   else FSDPCall(DeviceFree_Private(u->ctx->dev, &u->shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_PARAMS));
   FSDPCall(DeviceFree_Private(u->ctx->dev, &u->grad_shard, (size_t)u->shard_numel * esize(u), FSDP_MEM_GRADS));
@@ -396,7 +403,7 @@ static int units_in_flight(FSDPContext ctx)
   if (ctx->direct) return 0;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    n += u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED || u->cached;
+    n += u->state == FSDP_FLATPARAM_GATHERING || u->state == FSDP_FLATPARAM_UNSHARDED || (u->cached && !u->view);
   }
   return n;
 }
@@ -407,10 +414,12 @@ static void note_in_flight(FSDPContext ctx)
   if (n > ctx->stats.max_unsharded) ctx->stats.max_unsharded = n;
 }
 
-/* Gives a parameter buffer back (F > 1). */
+/* Gives a parameter buffer back (F > 1); a view is released to the peers,
+   whose next gather of it may then write their shards into it. */
 static void put_params(FlatParam u)
 {
-  if (!u->own) pool_put(&u->ctx->params_pool, u->unsharded, false);
+  if (u->view && u->unsharded) CommShmRelease(u->ctx->shm, u->index, u->gathers);
+  else if (!u->own && !u->view) pool_put(&u->ctx->params_pool, u->unsharded, false);
   u->unsharded = NULL;
 }
 
@@ -419,7 +428,7 @@ static bool evict_cached(FSDPContext ctx, FlatParam except)
 {
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
-    if (u->cached && u != except && !u->own) {
+    if (u->cached && u != except && !u->own && !u->view) {
       u->cached = false;
       put_params(u);
       return true;
@@ -481,6 +490,8 @@ static FSDPErrorCode submit(FlatParam u, CommKind kind, const void *send, void *
                .shm =
                    kind != COMM_ALLREDUCE && shard && dtype == FSDP_FLOAT32 && send != MPI_IN_PLACE ? ctx->shm : NULL,
                .zeroed = kind == COMM_REDUCE_SCATTER ? &u->ugrad_zeroed : NULL,
+               .epoch = kind == COMM_ALLGATHER && u->view ? u->gathers : 0,
+               .view = u->index,
                .unit = u->name,
                .bytes = (int64_t)((size_t)(kind == COMM_ALLREDUCE ? count : u->padded) * FSDPDataTypeSize(dtype)),
                .event = events[kind],
@@ -510,6 +521,7 @@ static FSDPErrorCode start_gather(FlatParam u)
     u->state = FSDP_FLATPARAM_UNSHARDED;
     return FSDP_SUCCESS;
   }
+  if (u->view) u->gathers++; /* every rank counts alike: the view's epoch */
   if (!ierr)
     ierr = submit(u, COMM_ALLGATHER, convert ? MPI_IN_PLACE : u->shard, u->unsharded, (int)u->shard_numel, false,
                   &u->gather);
@@ -541,14 +553,14 @@ static FSDPErrorCode take_params(FlatParam u, bool drop_prefetches)
 {
   FSDPContext ctx = u->ctx;
   BufferPool *p = &ctx->params_pool;
-  if (u->own) {
-    u->unsharded = u->own;
+  if (u->own || u->view) {
+    u->unsharded = u->own ? u->own : u->view;
     return FSDP_SUCCESS;
   }
   if (p->in_use == p->n) (void)evict_cached(ctx, u);
   for (int i = 0; drop_prefetches && i < ctx->nunits && p->in_use == p->n; i++) {
     FlatParam v = ctx->units[i];
-    if (v != u && v->state == FSDP_FLATPARAM_GATHERING && !v->own) FSDPCall(FlatParamDropKept_Private(v));
+    if (v != u && v->state == FSDP_FLATPARAM_GATHERING && !v->own && !v->view) FSDPCall(FlatParamDropKept_Private(v));
   }
   FSDPCall(pool_get(p, &u->unsharded, NULL));
   return FSDP_SUCCESS;
@@ -589,11 +601,15 @@ static FlatParam next_unit(FlatParam u)
    `resharded`: released by FlatParamReshard, not after backward.  Then
    SHARD_GRAD_OP keeps its own buffer, and in a forward pass a unit's buffer
    stays with it (cached) until another unit needs it: the last units of
-   forward are then ready for backward (AG0). */
+   forward are then ready for backward (AG0).  A view of the shards holds no
+   buffer: within a pass it stays with its unit until the step ends, and
+   backward needs no all-gather. */
 static FSDPErrorCode release_params(FlatParam unit, bool resharded)
 {
   FSDPContext ctx = unit->ctx;
   if (ctx->direct) unit->unsharded = NULL;
+  else if (resharded && unit->view && (ctx->phase != PHASE_NONE || keeps_params_for_backward(ctx->strategy)))
+    unit->cached = true; /* no buffer held; until the step ends (FinishBackward, BeginForward) no all-gather */
   else if (resharded && unit->own) unit->kept = true;
   else if (resharded && ctx->phase == PHASE_FORWARD && (ctx->limit == 0 || units_in_flight(ctx) <= ctx->limit))
     unit->cached = true; /* counted already: caching it keeps the count */
@@ -711,8 +727,13 @@ static FSDPErrorCode take_grad(FlatParam u)
   if (u->ugrad) return FSDP_SUCCESS;
   FSDPCall(pool_get(&u->ctx->grads_pool, &u->ugrad, &zero));
   u->ugrad_zeroed = false;
-  /* A reduce-scatter in shared memory zeroed the whole buffer (comm/shm.c). */
-  if (!zero) FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad, (size_t)u->padded * esize(u)));
+  /* A reduce-scatter in shared memory zeroes what it read (comm/shm.c): the
+     unit's padded gradient.  The buffer then holds zeros throughout only if
+     it did beyond that when taken: under shared memory a buffer not known to
+     be zero (its first use; an initializer's scratch) is zeroed whole. */
+  if (!zero)
+    FSDPCall(DeviceZero_Private(u->ctx->dev, u->ugrad,
+                                u->ctx->shm ? u->ctx->grads_pool.bytes : (size_t)u->padded * esize(u)));
   return FSDP_SUCCESS;
 }
 
@@ -918,9 +939,9 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   /* In one of the plan's buffers: initialization needs no memory of its own.
      The initializer fills the master copy's type: in mixed precision the
      parameter buffers are too small for it, a gradient buffer is not. */
-  bool low = unit->pdtype != unit->dtype;
+  bool low = unit->pdtype != unit->dtype, scratch = low || unit->view;
   if (unit->ctx->direct) unit->unsharded = unit->shard;
-  else if (low) FSDPCall(pool_get(&unit->ctx->grads_pool, &unit->unsharded, NULL));
+  else if (scratch) FSDPCall(pool_get(&unit->ctx->grads_pool, &unit->unsharded, NULL));
   else FSDPCall(take_params(unit, true));
   if (unit->unsharded != unit->shard) memset(unit->unsharded, 0, (size_t)unit->padded * es);
   unit->state = FSDP_FLATPARAM_UNSHARDED;
@@ -928,7 +949,7 @@ FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, voi
   if (!ierr && unit->unsharded != unit->shard)
     memcpy(unit->shard, at(unit, unit->unsharded, (int64_t)unit->ctx->shard_index * unit->shard_numel),
            (size_t)unit->shard_numel * es);
-  if (low) pool_put(&unit->ctx->grads_pool, unit->unsharded, false);
+  if (scratch) pool_put(&unit->ctx->grads_pool, unit->unsharded, false);
   else if (!unit->ctx->direct) put_params(unit);
   unit->unsharded = NULL;
   unit->state = FSDP_FLATPARAM_SHARDED;
