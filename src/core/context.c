@@ -234,11 +234,14 @@ FSDPErrorCode FSDPContextSetShmViews(FSDPContext ctx, bool use)
   return FSDP_SUCCESS;
 }
 
+/* Whether start_shm made the units views (all of them or none). */
+static bool has_views(FSDPContext ctx) { return ctx->nunits > 0 && ctx->units[0]->view; }
+
 FSDPErrorCode FSDPContextGetShmViews(FSDPContext ctx, bool *use)
 {
   CHECK_CTX(ctx);
   FSDPCheck(use, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextGetShmViews: use must not be NULL");
-  *use = ctx->setup || ctx->laid_out ? ctx->nunits > 0 && ctx->units[0]->view : ctx->shm_views;
+  *use = ctx->laid_out ? has_views(ctx) : ctx->shm_views;
   return FSDP_SUCCESS;
 }
 
@@ -689,7 +692,7 @@ static FSDPErrorCode plan_params(FSDPContext ctx)
 {
   size_t max_pbytes, max_gbytes, max_shard, shards, own = 0;
   int nparams = 0;
-  bool views = ctx->nunits > 0 && ctx->units[0]->view;
+  bool views = has_views(ctx);
   FSDPMemoryPlan *plan = &ctx->plan;
 
   unit_sizes(ctx, &max_pbytes, &max_gbytes, &max_shard, &shards);
@@ -1259,8 +1262,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(
         v, "reduce-scatter: %s; all-gather: %s\n",
         ctx->shm ? "node shared memory (the shard group's ranks share a node; -fsdp_shm_reduce)" : "MPI",
-        ctx->nunits && ctx->units[0]->view
-            ? "into views: each unit's parameters kept once per node, read in place (-fsdp_shm_views)"
+        has_views(ctx) ? "into views: each unit's parameters kept once per node, read in place (-fsdp_shm_views)"
         : ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory"
                                                        : "MPI"));
   FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
@@ -1278,7 +1280,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPFormatBytes(a, sizeof a, (double)p->bytes[FSDP_MEM_UNSHARDED]);
     FSDPFormatBytes(b, sizeof b, (double)max_bytes);
     FSDPFormatBytes(d, sizeof d, (double)max_gbytes);
-    if (ctx->nunits && ctx->units[0]->view)
+    if (has_views(ctx))
       FSDPCall(FSDPViewerASCIIPrintf(v,
                                      "  %-22s %12s   sum(psi_i)/F for parameters (this rank's share of the node's "
                                      "views: each unit once) + %d x %s for gradients\n",
@@ -1300,7 +1302,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                    "communication staging", a));
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
-    if (ctx->nunits && ctx->units[0]->view)
+    if (has_views(ctx))
       FSDPCall(FSDPViewerASCIIPrintf(v,
                                      "  parameters at peak: sum(psi_i)/F + sum(psi_i)/F = %s + %s (the shards, "
                                      "and this rank's share of the node's views)\n",
