@@ -445,7 +445,7 @@ typedef struct {
   int64_t buffer_growths;  /* buffers allocated beyond the plan (more units held unsharded than planned) */
   int64_t shm_collectives; /* of them, the shard group's run in node shared memory (-fsdp_shm_reduce) */
   int64_t shm_fallbacks;   /* of those, run through MPI after all: a buffer outside the window */
-  int max_unsharded;       /* most units unsharded, being gathered, or cached at once */
+  int max_unsharded;       /* most units unsharded, being gathered, or cached (in a buffer) at once */
   int params_in_use;       /* unsharded parameter buffers held now (the plan's or a unit's own) */
   int grads_in_use;        /* unsharded gradient buffers held now */
   double comm_time;        /* seconds in collectives */
@@ -501,19 +501,20 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetWaitMode(FSDPContext ctx, FSDPWaitMode *
 FSDP_EXTERN FSDPErrorCode FSDPContextWait(FSDPContext ctx, MPI_Request *request);
 /* On the host, a shard group whose ranks share a node reduce-scatters fp32
    gradients and all-gathers fp32 shards through node shared memory: the
-   unsharded gradient buffers and the shards sit in an MPI shared-memory
-   window, and each rank reads its peers' data where it lies (default true;
-   doc/overlap.md).  false: MPI's collectives.  Set before FSDPContextSetUp. */
+   unsharded gradient buffers (and, without views, the shards) sit in an MPI
+   shared-memory window, and each rank reads its peers' data where it lies
+   (default true; doc/overlap.md).  false: MPI's collectives.  Set before
+   FSDPContextSetUp. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShmReduce(FSDPContext ctx, bool use); /* -fsdp_shm_reduce */
-/* With that window and fp32 parameters, each unit's shards lie side by side
-   in it, so a unit's unsharded parameters are a view of its node's shards:
-   an all-gather copies nothing (it waits until every rank's shard is
-   current) and no parameter buffers are allocated (default true;
-   doc/overlap.md, "Views").  A rank's shard is then read by its node peers
-   in place: a program that writes shards itself (the optimizers, loads and
-   initializers do it safely) does so only after a collective that every
-   rank enters after its last forward or backward pass.  false: each rank
-   all-gathers into buffers of its own.  Set before FSDPContextSetUp. */
+/* With that window and fp32 parameters, each unit's parameters are kept
+   whole in it, once per shard group, and that view is every rank's
+   unsharded buffer, read in place: an all-gather copies only the rank's own
+   shard into its place (once every peer is done with the view's previous
+   gather), backward needs none, and no parameter buffers are allocated
+   (default true; doc/overlap.md, "Views").  The shards stay each rank's own:
+   a rank may write its shard at any time between its passes.  false: each
+   rank all-gathers into buffers of its own.  Every rank must set the same;
+   set before FSDPContextSetUp. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetShmViews(FSDPContext ctx, bool use); /* -fsdp_shm_views */
 /* Before SetUp, what was asked for; after, whether the units are views. */
 FSDP_EXTERN FSDPErrorCode FSDPContextGetShmViews(FSDPContext ctx, bool *use);

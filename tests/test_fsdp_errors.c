@@ -114,6 +114,15 @@ static void test_collective_errors(void)
   TEST_MESSAGE_HAS("differs from rank 0's (1 units, 1 parameters)");
   TEST_OK(FSDPContextDestroy(&ctx));
 
+  /* Views on some ranks only would leave the others in an all-gather nobody joins. */
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPContextAddUnit(ctx, "u", &a));
+  TEST_OK(FlatParamAddParam(a, "u.w", 1, (int64_t[]){5}, NULL));
+  TEST_OK(FSDPContextSetShmViews(ctx, rank != 1));
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextSetUp(ctx));
+  TEST_MESSAGE_HAS("-fsdp_shm_views");
+  TEST_OK(FSDPContextDestroy(&ctx));
+
   ctx = two_units(FSDP_FULL_SHARD, 0, &a, &b);
   {
     ShardGroup g;

@@ -25,7 +25,7 @@ typedef struct {
   MPI_Datatype type;
   MPI_Op op; /* of the reductions: MPI_SUM, or a 16-bit sum */
   MPI_Comm comm;
-  CommShm shm;  /* a reduce-scatter of floats on comm: through this shared memory (NULL: MPI) */
+  CommShm shm;  /* an fp32 reduce-scatter or all-gather on comm: through this shared memory (NULL: MPI) */
   bool *zeroed; /* a reduce-scatter sets it when shared memory leaves send all zeros (may be NULL) */
   /* epoch > 0: an all-gather through shm into the window's view `view`
      (recv), its gather number `epoch` (from 1): each rank copies its block

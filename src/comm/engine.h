@@ -109,7 +109,9 @@ int CommStartNonblocking(const CommOp *op, MPI_Request *req);
 int CommStart(const CommOp *op, MPI_Request *req, CommShmState *st);
 int CommTest(const CommOp *op, MPI_Request *req, CommShmState *st, int *flag);
 /* Shared memory (shm.c): posts this rank's buffer; reads its blocks once
-   every rank has posted, completes once every rank has read.  One at a time
+   every rank has posted, completes once every rank has read (an all-gather
+   into a view: copies its block in once the peers released the view, posts,
+   completes once every rank has posted).  One at a time
    per CommShm.  Its MPI fallback starts at a moment that depends on timing,
    so it runs on a communicator of the CommShm's own, where nothing else
    runs: collectives on the op's communicator keep their order. */

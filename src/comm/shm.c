@@ -1,7 +1,8 @@
 /* The shard group's fp32 reduce-scatter and all-gather through node shared
    memory (doc/overlap.md, "Collectives in shared memory").  When every rank
    of the group shares a node, the context's unsharded gradient buffers and
-   its parameter shards live in one MPI shared-memory window.  For a
+   its parameter shards (or, with views, its units' parameters) live in one
+   MPI shared-memory window.  For a
    reduce-scatter a rank posts where its gradient starts in its segment and
    reads block r of every rank's gradient in place: one pass that reads the
    F blocks and writes the result, instead of MPI's copies into its own

@@ -465,8 +465,9 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
       "host: a shard group on one node reduce-scatters and all-gathers fp32 data through shared memory",
       ctx->shm_reduce, &ctx->shm_reduce, NULL));
   FSDPCall(FSDPOptionsGetBool("-fsdp_shm_views",
-                              "with -fsdp_shm_reduce and fp32 parameters: a unit's unsharded parameters are a view "
-                              "of the shards in shared memory (all-gathers copy nothing; no parameter buffers)",
+                              "with -fsdp_shm_reduce and fp32 parameters: a unit's unsharded parameters are one "
+                              "view per shard group in shared memory, read in place (an all-gather copies only "
+                              "the rank's shard; no parameter buffers)",
                               ctx->shm_views, &ctx->shm_views, NULL));
   FSDPCall(FSDPOptionsGetEnum("-fsdp_backward_prefetch",
                               "when backward issues the next unit's all-gather: pre (before the current unit's "
@@ -555,10 +556,10 @@ static uint64_t model_hash(FSDPContext ctx, int *nparams)
 {
   uint64_t h = FSDP_HASH_INIT;
   /* The overlap settings decide which collectives run when: they must agree too. */
-  int settings[] = {(int)ctx->strategy,     ctx->sync_params,  ctx->view_at_setup,        ctx->nunits,
-                    !!ctx->unit_init,       !!ctx->shard_init, (int)ctx->engine,          (int)ctx->backward_prefetch,
-                    ctx->forward_prefetch,  ctx->limit,        ctx->debug_collectives,    (int)ctx->param_dtype,
-                    (int)ctx->reduce_dtype, (int)ctx->device,  (int)ctx->replicate_engine};
+  int settings[] = {(int)ctx->strategy,     ctx->sync_params,  ctx->view_at_setup,         ctx->nunits,
+                    !!ctx->unit_init,       !!ctx->shard_init, (int)ctx->engine,           (int)ctx->backward_prefetch,
+                    ctx->forward_prefetch,  ctx->limit,        ctx->debug_collectives,     (int)ctx->param_dtype,
+                    (int)ctx->reduce_dtype, (int)ctx->device,  (int)ctx->replicate_engine, ctx->shm_views};
   *nparams = 0;
   h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
@@ -613,7 +614,8 @@ static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
                      "%d parameters): every rank must register the same units and parameters, with the same names, "
                      "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
                      "-fsdp_sync_params, -fsdp_view, -fsdp_comm_engine, the prefetch and limiter options, "
-                     "-fsdp_debug_collectives, the mixed-precision types, -fsdp_device, -fsdp_replicate_engine)",
+                     "-fsdp_debug_collectives, the mixed-precision types, -fsdp_device, -fsdp_replicate_engine, "
+                     "-fsdp_shm_views)",
                      mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
   for (int i = 0; !ierr && i < ctx->nunits; i++)
@@ -1262,7 +1264,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(
         v, "reduce-scatter: %s; all-gather: %s\n",
         ctx->shm ? "node shared memory (the shard group's ranks share a node; -fsdp_shm_reduce)" : "MPI",
-        has_views(ctx) ? "into views: each unit's parameters kept once per node, read in place (-fsdp_shm_views)"
+        has_views(ctx) ? "into views: each unit's parameters kept once per shard group, read in place (-fsdp_shm_views)"
         : ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory"
                                                        : "MPI"));
   FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
