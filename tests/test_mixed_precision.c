@@ -13,7 +13,8 @@
      after growth_interval good steps; clipping sees unscaled gradients.
      A checkpoint carries the scale and the growth counter to a new optimizer.
    - Errors: a bad policy type, fp64 units, a policy after SetUp; a unit
-     initializer fills fp32 values even under a 16-bit policy.
+     initializer fills fp32 values even under a 16-bit policy, and what it
+     leaves in the gradient buffer it borrows never reaches a gradient.
    mpitest: -n 4 */
 #include <math.h>
 #include <unistd.h>
@@ -408,6 +409,68 @@ static FSDPErrorCode fill_unit(FlatParam unit, void *user)
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode fill_whole_unit(FlatParam unit, void *user)
+{
+  float *v;
+  int64_t n;
+  (void)user;
+  TEST_OK(FlatParamGetParamInfo(unit, 0, NULL, NULL, NULL, &n));
+  TEST_OK(FlatParamGetParam(unit, 0, (void **)&v));
+  for (int64_t e = 0; e < n; e++) v[e] = 1.0f + (float)e;
+  return FSDP_SUCCESS;
+}
+
+/* A unit initializer runs in a gradient buffer (16-bit parameters; and fp32
+   views, which the node's ranks share) and leaves the unit's values in it.
+   The first unit of backward (the smallest here) then takes that buffer:
+   every gradient shard must still come out as the average of the ranks'
+   gradients (all ones), whatever was in the buffer beyond the small unit.
+   (Before the fix, the reduce-scatter in shared memory marked the whole
+   buffer zero after zeroing the small unit's part, and the next, larger
+   unit accumulated onto the initializer's values.) */
+static void test_init_scratch(FSDPDataType param)
+{
+  FlatParam unit[NUNITS];
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, W);
+  TEST_OK(FSDPContextSetMixedPrecision(ctx, param, FSDP_FLOAT32));
+  for (int u = 0; u < NUNITS; u++) {
+    char name[16];
+    snprintf(name, sizeof name, "u%d", u);
+    TEST_OK(FSDPContextAddUnit(ctx, name, &unit[u]));
+    snprintf(name, sizeof name, "u%d.w", u);
+    TEST_OK(FlatParamAddParam(unit[u], name, 1, &sizes[u], NULL));
+  }
+  TEST_OK(FSDPContextSetUnitInit(ctx, fill_whole_unit, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  for (int step = 0; step < 2; step++) {
+    TEST_OK(FSDPContextZeroGrad(ctx));
+    TEST_OK(FSDPContextBeginForward(ctx));
+    for (int u = 0; u < NUNITS; u++) {
+      TEST_OK(FlatParamUnshard(unit[u]));
+      TEST_OK(FlatParamReshard(unit[u]));
+    }
+    TEST_OK(FSDPContextBeginBackward(ctx));
+    for (int u = NUNITS - 1; u >= 0; u--) {
+      float *g;
+      TEST_OK(FlatParamUnshard(unit[u]));
+      TEST_OK(FlatParamGetGrad(unit[u], 0, (void **)&g));
+      for (int64_t e = 0; e < sizes[u]; e++) g[e] += 1.0f;
+      TEST_OK(FlatParamReduceGrad(unit[u]));
+    }
+    TEST_OK(FSDPContextFinishBackward(ctx));
+    for (int u = 0; u < NUNITS; u++) {
+      float *g;
+      int64_t begin, end, offset;
+      TEST_OK(FlatParamGetGradShard(unit[u], (void **)&g, NULL));
+      TEST_OK(FlatParamGetShardRange(unit[u], 0, &begin, &end, &offset));
+      for (int64_t e = begin; e < end; e++)
+        TEST_ASSERT(g[offset + e - begin] == 1.0f, "%s parameters, step %d: unit %d's gradient at %lld is %g, not 1",
+                    FSDPDataTypeName(param), step, u, (long long)e, g[offset + e - begin]);
+    }
+  }
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 static void test_errors_and_init(void)
 {
   FSDPContext ctx;
@@ -524,6 +587,8 @@ int main(int argc, char **argv)
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   TEST_OK(FSDPLogSetActive(true)); /* the byte counters */
   test_errors_and_init();
+  test_init_scratch(FSDP_BFLOAT16);
+  test_init_scratch(FSDP_FLOAT32);
   for (int t = 0; t < 2; t++) {
     FSDPDataType lowp = t ? FSDP_FLOAT16 : FSDP_BFLOAT16;
     test_params(FSDP_FULL_SHARD, W, lowp);
