@@ -40,14 +40,27 @@ static FSDPErrorCode fill_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
   return FSDP_SUCCESS;
 }
 
-static FSDPContext make(FSDPShardingStrategy strategy, int factor, FSDPDataType param, FSDPDataType reduce,
-                        FlatParam unit[NUNITS])
+static FSDPErrorCode fill_whole_unit(FlatParam unit, void *user)
+{
+  float *v;
+  int64_t n;
+  (void)user;
+  TEST_OK(FlatParamGetParamInfo(unit, 0, NULL, NULL, NULL, &n));
+  TEST_OK(FlatParamGetParam(unit, 0, (void **)&v));
+  for (int64_t e = 0; e < n; e++) v[e] = 1.0f + (float)e;
+  return FSDP_SUCCESS;
+}
+
+/* Units u0..u2 under the policy, filled by fill_shard, or by unit_init when
+   given.  fp32 units filled shard by shard are gathered into buffers, not
+   views of the node's shards, so that their plan has parameter buffers to
+   compare with the 16-bit ones. */
+static FSDPContext make_with(FSDPShardingStrategy strategy, int factor, FSDPDataType param, FSDPDataType reduce,
+                             FlatParam unit[NUNITS], FSDPUnitInitFn unit_init)
 {
   FSDPContext ctx = test_context(MPI_COMM_WORLD, strategy, factor);
   TEST_OK(FSDPContextSetMixedPrecision(ctx, param, reduce));
-  /* fp32 units would be views of the node's shards, with no parameter
-     buffers to compare with the 16-bit ones. */
-  TEST_OK(FSDPContextSetShmViews(ctx, false));
+  if (!unit_init) TEST_OK(FSDPContextSetShmViews(ctx, false));
   for (int u = 0; u < NUNITS; u++) {
     char name[16];
     snprintf(name, sizeof name, "u%d", u);
@@ -55,9 +68,16 @@ static FSDPContext make(FSDPShardingStrategy strategy, int factor, FSDPDataType 
     snprintf(name, sizeof name, "u%d.w", u);
     TEST_OK(FlatParamAddParam(unit[u], name, 1, &sizes[u], NULL));
   }
-  TEST_OK(FSDPContextSetShardInit(ctx, fill_shard, NULL));
+  if (unit_init) TEST_OK(FSDPContextSetUnitInit(ctx, unit_init, NULL));
+  else TEST_OK(FSDPContextSetShardInit(ctx, fill_shard, NULL));
   TEST_OK(FSDPContextSetUp(ctx));
   return ctx;
+}
+
+static FSDPContext make(FSDPShardingStrategy strategy, int factor, FSDPDataType param, FSDPDataType reduce,
+                        FlatParam unit[NUNITS])
+{
+  return make_with(strategy, factor, param, reduce, unit, NULL);
 }
 
 static float rounded(FSDPDataType t, float x)
@@ -409,17 +429,6 @@ static FSDPErrorCode fill_unit(FlatParam unit, void *user)
   return FSDP_SUCCESS;
 }
 
-static FSDPErrorCode fill_whole_unit(FlatParam unit, void *user)
-{
-  float *v;
-  int64_t n;
-  (void)user;
-  TEST_OK(FlatParamGetParamInfo(unit, 0, NULL, NULL, NULL, &n));
-  TEST_OK(FlatParamGetParam(unit, 0, (void **)&v));
-  for (int64_t e = 0; e < n; e++) v[e] = 1.0f + (float)e;
-  return FSDP_SUCCESS;
-}
-
 /* A unit initializer runs in a gradient buffer (16-bit parameters; and fp32
    views, which the node's ranks share) and leaves the unit's values in it.
    The first unit of backward (the smallest here) then takes that buffer:
@@ -431,17 +440,7 @@ static FSDPErrorCode fill_whole_unit(FlatParam unit, void *user)
 static void test_init_scratch(FSDPDataType param)
 {
   FlatParam unit[NUNITS];
-  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, W);
-  TEST_OK(FSDPContextSetMixedPrecision(ctx, param, FSDP_FLOAT32));
-  for (int u = 0; u < NUNITS; u++) {
-    char name[16];
-    snprintf(name, sizeof name, "u%d", u);
-    TEST_OK(FSDPContextAddUnit(ctx, name, &unit[u]));
-    snprintf(name, sizeof name, "u%d.w", u);
-    TEST_OK(FlatParamAddParam(unit[u], name, 1, &sizes[u], NULL));
-  }
-  TEST_OK(FSDPContextSetUnitInit(ctx, fill_whole_unit, NULL));
-  TEST_OK(FSDPContextSetUp(ctx));
+  FSDPContext ctx = make_with(FSDP_FULL_SHARD, W, param, FSDP_FLOAT32, unit, fill_whole_unit);
   for (int step = 0; step < 2; step++) {
     TEST_OK(FSDPContextZeroGrad(ctx));
     TEST_OK(FSDPContextBeginForward(ctx));
