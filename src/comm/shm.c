@@ -10,7 +10,7 @@
    shard and copies every rank's shard from where it lies.
 
    An all-gather into a view (op->epoch > 0: a unit's parameters kept whole in
-   the window, read by every rank of the node in place) copies only this
+   the window, read by every rank of the group in place) copies only this
    rank's shard, into its place in the view, and then waits for every rank
    to have done so: no rank copies anything else.  Before that copy it waits
    until every rank has released the view's previous gather (`released`, a
@@ -47,7 +47,6 @@ _Static_assert(sizeof(ShmFlags) <= FLAGS_BYTES, "the flags fit their line");
 
 struct CommShm_s {
   MPI_Win win;
-  int nviews;
   _Atomic uint64_t **released; /* [size][nviews]: the last gather of each view the rank is done reading */
   MPI_Comm fallback_comm;      /* the MPI fallbacks' own duplicate of the group's communicator */
   int rank, size;
@@ -106,7 +105,6 @@ FSDPErrorCode CommShmCreate(MPI_Comm comm, bool want, size_t bytes, int nviews, 
   FSDPCallMPI(MPI_Comm_rank(comm, &s->rank));
   s->size = size;
   s->bytes = bytes;
-  s->nviews = nviews;
   s->win = MPI_WIN_NULL;
   s->fallback_comm = MPI_COMM_NULL;
   err = MPI_Comm_dup(comm, &s->fallback_comm);

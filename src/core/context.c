@@ -707,7 +707,7 @@ static FSDPErrorCode plan_params(FSDPContext ctx)
   if (!ctx->direct && !own && !views) nparams = ctx->limit > 0 ? ctx->limit : 2;
   if (nparams > ctx->nunits) nparams = ctx->nunits;
   FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
-  /* A view per unit on the node: each rank's share of them, sum(psi_i)/F. */
+  /* A view per unit in the shard group: each rank's share of them, sum(psi_i)/F. */
   plan->bytes[FSDP_MEM_UNSHARDED] += (size_t)nparams * max_pbytes + own + (views ? shards : 0);
   plan->total = 0;
   for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) plan->total += plan->bytes[k];
@@ -890,7 +890,7 @@ static FSDPErrorCode start_shm(FSDPContext ctx)
 {
   BufferPool *p = &ctx->grads_pool;
   bool want = ctx->shm_reduce && p->n > 0 && ctx->reduce_dtype == FSDP_FLOAT32, shards, views;
-  size_t slice = round_up64(p->bytes), gbytes = (size_t)p->n * slice, sbytes = 0, *load = NULL, *place = NULL;
+  size_t slice = round_up64(p->bytes), gbytes = (size_t)p->n * slice, sbytes = 0, mine = 0, *load = NULL, *place = NULL;
   int *owner = NULL;
   char *seg;
   FSDPErrorCode ierr;
@@ -913,14 +913,10 @@ static FSDPErrorCode start_shm(FSDPContext ctx)
     place[i] = gbytes + load[q];
     load[q] += round_up64((size_t)ctx->units[i]->padded * sizeof(float));
   }
-  if (ierr) want = false;
+  if (ierr) want = false; /* and the segment's size is never read */
+  else mine = gbytes + (views ? load[ctx->shard_index] : shards ? sbytes : 0);
   {
-    FSDPErrorCode e = CommShmCreate(ctx->shard_comm, want,
-                                    ierr ? 0
-                                         : gbytes + (views    ? load[ctx->shard_index]
-                                                     : shards ? sbytes
-                                                              : 0),
-                                    views ? ctx->nunits : 0, &ctx->shm);
+    FSDPErrorCode e = CommShmCreate(ctx->shard_comm, want, mine, views ? ctx->nunits : 0, &ctx->shm);
     if (!ierr) ierr = e;
   }
   if (ierr || !ctx->shm) goto done;
@@ -1284,7 +1280,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPFormatBytes(d, sizeof d, (double)max_gbytes);
     if (has_views(ctx))
       FSDPCall(FSDPViewerASCIIPrintf(v,
-                                     "  %-22s %12s   sum(psi_i)/F for parameters (this rank's share of the node's "
+                                     "  %-22s %12s   sum(psi_i)/F for parameters (this rank's share of the group's "
                                      "views: each unit once) + %d x %s for gradients\n",
                                      "unsharded buffers", a, p->gradient_buffers, d));
     else if (ctx->factor > 1 && !L)
@@ -1307,7 +1303,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     if (has_views(ctx))
       FSDPCall(FSDPViewerASCIIPrintf(v,
                                      "  parameters at peak: sum(psi_i)/F + sum(psi_i)/F = %s + %s (the shards, "
-                                     "and this rank's share of the node's views)\n",
+                                     "and this rank's share of the group's views)\n",
                                      a, a));
     else if (ctx->factor > 1 && !L)
       FSDPCall(FSDPViewerASCIIPrintf(v, "  parameters at peak: sum(psi_i)/F + sum(psi_i) = %s\n", c));
