@@ -1,0 +1,359 @@
+/* fsdp-train's data: token files for a GPT (text:, tokens:), the synthetic
+   regression set, HDF5 files of rows, and the batches each rank takes. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train.h"
+
+#if FSDP_WITH_HDF5
+#include <hdf5.h>
+#endif
+
+FSDPErrorCode dataset_free(Dataset *d)
+{
+  FSDPCall(FSDPFree(&d->x));
+  FSDPCall(FSDPFree(&d->y));
+  FSDPCall(FSDPFree(&d->labels));
+  FSDPCall(FSDPFree(&d->tokens));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ token data (a GPT's) */
+
+/* llm.c's token files start with 256 int32: this magic, a version, the count. */
+#define LLMC_MAGIC 20240520
+#define LLMC_HEADER 1024
+
+/* The whole of a file, or an error naming it. */
+static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char **bytes, int64_t *size)
+{
+  FILE *f = fopen(path, "rb");
+  long len = -1;
+  size_t got = 0;
+  FSDPCheck(f, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s': %s", spec, path, strerror(errno));
+  if (!fseek(f, 0, SEEK_END)) len = ftell(f);
+  if (len >= 0 && !fseek(f, 0, SEEK_SET) && !FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, bytes))
+    got = fread(*bytes, 1, (size_t)len, f);
+  fclose(f);
+  if (len < 0 || got != (size_t)len) FSDPCall(FSDPFree(bytes));
+  FSDPCheck(*bytes, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot read '%s'", spec, path);
+  *size = len;
+  return FSDP_SUCCESS;
+}
+
+#if FSDP_WITH_HDF5
+/* Dimensions of a dataset, or an error naming it. */
+static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2],
+                             H5T_class_t *cls)
+{
+  hid_t ds, space, type;
+  FSDPCheck(H5Lexists(file, name, H5P_DEFAULT) > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: data file '%s' has no dataset /%s", path, name);
+  ds = H5Dopen2(file, name, H5P_DEFAULT);
+  FSDPCheck(ds >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot open /%s", path, name);
+  space = H5Dget_space(ds);
+  type = H5Dget_type(ds);
+  *ndim = H5Sget_simple_extent_ndims(space);
+  if (*ndim >= 1 && *ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  *cls = H5Tget_class(type);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(ds);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid_t memtype, void *buf)
+{
+  hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+  herr_t status = ds >= 0 ? H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
+  if (ds >= 0) H5Dclose(ds);
+  FSDPCheck(status >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "fsdp-train: data file '%s': cannot read /%s", path, name);
+  return FSDP_SUCCESS;
+}
+
+/* An HDF5 file's /tokens, any integer type, 1-dimensional. */
+static FSDPErrorCode h5_tokens(const char *spec, const char *path, Dataset *d)
+{
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hsize_t dims[2] = {0, 0};
+  H5T_class_t cls;
+  int ndim = 0;
+  int64_t *all = NULL;
+  FSDPErrorCode ierr;
+  FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s' as HDF5", spec, path);
+  ierr = h5_dims(file, path, "tokens", &ndim, dims, &cls);
+  if (!ierr && (cls != H5T_INTEGER || ndim != 1))
+    ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens in '%s' must be a 1-dimensional integer dataset",
+                     spec, path);
+  if (!ierr) ierr = FSDPMalloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *all, FSDP_MEM_OTHER, &all);
+  if (!ierr) ierr = h5_read(file, path, "tokens", H5T_NATIVE_INT64, all);
+  if (!ierr) ierr = FSDPMalloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
+  for (hsize_t i = 0; !ierr && i < dims[0]; i++) {
+    if (all[i] < 0 || all[i] > UINT16_MAX)
+      ierr = TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: -data %s: /tokens[%llu] = %lld is not a token id in [0, 65536)", spec,
+                       (unsigned long long)i, (long long)all[i]);
+    else d->tokens[i] = (uint16_t)all[i];
+  }
+  d->n = (int64_t)dims[0];
+  H5Fclose(file);
+  FSDPCall(FSDPFree(&all));
+  return ierr;
+}
+#endif
+
+/* text:FILE (a byte per token, vocabulary 256) or tokens:FILE (uint16
+   tokens: a flat little-endian file, llm.c's .bin with its header, or an
+   HDF5 file's /tokens), checked against the model's context and vocabulary. */
+static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, uint64_t seed, Dataset *d)
+{
+  bool text = !strncmp(spec, "text:", 5);
+  const char *path = spec + (text ? 5 : 7);
+  unsigned char *bytes = NULL;
+  int64_t size = 0;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+
+  d->in = ctx;
+  d->out = ctx * vocab;
+  d->seed = seed;
+  d->text = text;
+#if FSDP_WITH_HDF5
+  if (!text && H5Fis_hdf5(path) > 0) {
+    H5E_auto2_t func;
+    void *data;
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    ierr = h5_tokens(spec, path, d);
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+    FSDPCall(ierr);
+  } else
+#endif
+  {
+    int64_t skip = 0;
+    FSDPCall(read_file(spec, path, &bytes, &size));
+    if (!text && size >= 8 && !memcmp(bytes, "\211HDF\r\n\032\n", 8)) {
+      FSDPCall(FSDPFree(&bytes));
+      return TRAIN_ERR(FSDP_ERR_UNSUPPORTED,
+                       "fsdp-train: -data %s: '%s' is an HDF5 file, and this libfsdp was built without HDF5", spec,
+                       path);
+    }
+    if (!text && size >= LLMC_HEADER) {
+      int32_t header[3];
+      memcpy(header, bytes, sizeof header);
+      if (header[0] == LLMC_MAGIC) skip = LLMC_HEADER;
+    }
+    if (!text && (size - skip) % 2)
+      ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                       "fsdp-train: -data %s: '%s' has an odd number of bytes (%lld) after its header: "
+                       "not uint16 tokens",
+                       spec, path, (long long)(size - skip));
+    d->n = text ? size : (size - skip) / 2;
+    if (!ierr) ierr = FSDPMalloc((size_t)(d->n ? d->n : 1) * sizeof *d->tokens, FSDP_MEM_OTHER, &d->tokens);
+    for (int64_t i = 0; !ierr && i < d->n; i++)
+      d->tokens[i] = text ? bytes[i] : (uint16_t)(bytes[skip + 2 * i] | bytes[skip + 2 * i + 1] << 8);
+    FSDPCall(FSDPFree(&bytes));
+    FSDPCall(ierr);
+  }
+  FSDPCheck(d->n >= ctx + 1, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: -data %s: %lld tokens are fewer than one window of ctx + 1 = %lld (the model's context and "
+            "the next token)",
+            spec, (long long)d->n, (long long)(ctx + 1));
+  for (int64_t i = 0; i < d->n; i++)
+    FSDPCheck(d->tokens[i] < vocab, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "fsdp-train: -data %s: token %lld at position %lld is not below the model's vocab=%lld", spec,
+              (long long)d->tokens[i], (long long)i, (long long)vocab);
+  snprintf(d->description, sizeof d->description, "%.80s (%lld tokens)", path, (long long)d->n);
+  return FSDP_SUCCESS;
+}
+
+/* splitmix64: the start of window g depends on the seed and g alone. */
+static uint64_t mix64(uint64_t z)
+{
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Window g of the run (global batch b's row j is g = b * B + j): x its ctx
+   tokens, labels the ctx tokens after each, from a start drawn by seed and g. */
+static void take_window(const Dataset *d, uint64_t g, float *x, int64_t *labels)
+{
+  uint64_t start = mix64(mix64(d->seed) ^ g) % (uint64_t)(d->n - d->in);
+  for (int64_t t = 0; t < d->in; t++) {
+    x[t] = (float)d->tokens[start + (uint64_t)t];
+    labels[t] = d->tokens[start + (uint64_t)t + 1];
+  }
+}
+
+/* synthetic[:n=N,seed=S]: x uniform in [-1, 1]^in, and each output
+   y_k = sin(a_k . x) + 0.5 (b_k . x)^2 - 0.25 with random unit-scale a_k, b_k:
+   smooth, nonlinear, learnable by an MLP. */
+static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Dataset *d)
+{
+  int64_t n = 4096, seed = 1;
+  const char *p = spec + strlen("synthetic");
+  float *a, *b;
+
+  while (*p) {
+    char key[16];
+    long long v;
+    int used = 0;
+    p++;
+    FSDPCheck(sscanf(p, "%15[a-z]=%lld%n", key, &v, &used) == 2 && used > 0 && (p[used] == ',' || !p[used]) &&
+                  ((!strcmp(key, "n") && v > 0) || (!strcmp(key, "seed") && v >= 0)),
+              MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S] with N > 0", spec);
+    if (!strcmp(key, "n")) n = v;
+    else seed = v;
+    p += used;
+  }
+  d->n = n;
+  d->in = in;
+  d->out = out;
+  snprintf(d->description, sizeof d->description, "synthetic (n=%lld, seed=%lld)", (long long)n, (long long)seed);
+  FSDPCall(FSDPMalloc((size_t)(n * in) * sizeof(float), FSDP_MEM_OTHER, &d->x));
+  FSDPCall(FSDPMalloc((size_t)(n * out) * sizeof(float), FSDP_MEM_OTHER, &d->y));
+  FSDPCall(FSDPMalloc((size_t)(2 * out * in) * sizeof(float), FSDP_MEM_OTHER, &a));
+  b = a + out * in;
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.x", 0, n * in, -1.0, 1.0, d->x));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.a", 0, out * in, -2.0 / sqrt((double)in),
+                             2.0 / sqrt((double)in), a));
+  FSDPCall(FSDPRandomUniform((uint64_t)seed, "synthetic.b", 0, out * in, -1.0 / sqrt((double)in),
+                             1.0 / sqrt((double)in), b));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < out; k++) {
+      double s = 0, t = 0;
+      for (int64_t j = 0; j < in; j++) {
+        s += (double)a[k * in + j] * d->x[i * in + j];
+        t += (double)b[k * in + j] * d->x[i * in + j];
+      }
+      d->y[i * out + k] = (float)(sin(s) + 0.5 * t * t - 0.25);
+    }
+  FSDPCall(FSDPFree(&a));
+  return FSDP_SUCCESS;
+}
+
+#if FSDP_WITH_HDF5
+static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset *d)
+{
+  hid_t file;
+  int ndx, ndy;
+  hsize_t dx[2] = {0, 0}, dy[2] = {0, 0};
+  H5T_class_t cx, cy;
+  FSDPErrorCode ierr;
+
+  file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
+            access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
+  ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
+  if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
+  if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0)) {
+    char shape[64];
+    if (ndx == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)dx[0]);
+    else if (ndx == 2)
+      snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dx[0], (unsigned long long)dx[1]);
+    else snprintf(shape, sizeof shape, "%d-dimensional", ndx);
+    ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                     "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
+                     "not %s %s",
+                     path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", shape);
+  }
+  if (!ierr && !((ndy == 2 && cy == H5T_FLOAT && dy[0] == dx[0] && (int64_t)dy[1] == out) ||
+                 (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0])))
+    ierr = TRAIN_ERR(FSDP_ERR_ARG,
+                     "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
+                     "[%llu] (class labels) for /x [%llu, %lld] and a model with out=%lld, not %s [%llu%s]",
+                     path, (unsigned long long)dx[0], (long long)out, (unsigned long long)dx[0],
+                     (unsigned long long)dx[0], (long long)in, (long long)out,
+                     cy == H5T_FLOAT     ? "float"
+                     : cy == H5T_INTEGER ? "integer"
+                                         : "other",
+                     (unsigned long long)dy[0], ndy == 2 ? ", ..." : "");
+  if (!ierr) {
+    d->n = (int64_t)dx[0];
+    d->in = in;
+    d->out = out;
+    ierr = FSDPMalloc((size_t)(d->n * in) * sizeof(float), FSDP_MEM_OTHER, &d->x);
+    if (!ierr) ierr = h5_read(file, path, "x", H5T_NATIVE_FLOAT, d->x);
+    if (!ierr && ndy == 2) {
+      ierr = FSDPMalloc((size_t)(d->n * out) * sizeof(float), FSDP_MEM_OTHER, &d->y);
+      if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_FLOAT, d->y);
+    } else if (!ierr) {
+      ierr = FSDPMalloc((size_t)d->n * sizeof(int64_t), FSDP_MEM_OTHER, &d->labels);
+      if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_INT64, d->labels);
+      for (int64_t i = 0; !ierr && i < d->n; i++)
+        if (d->labels[i] < 0 || d->labels[i] >= out)
+          ierr =
+              TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': label /y[%lld] = %lld is not a class in [0, %lld)",
+                        path, (long long)i, (long long)d->labels[i], (long long)out);
+    }
+  }
+  H5Fclose(file);
+  snprintf(d->description, sizeof d->description, "%.80s (n=%lld, %s)", path, (long long)d->n,
+           d->labels ? "classification" : "regression");
+  return ierr;
+}
+#endif
+
+FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Dataset *d)
+{
+  int64_t in, out, ctx, vocab;
+  bool tokens = !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7);
+  memset(d, 0, sizeof *d);
+  FSDPCall(FSDPModelGetSizes(model, &in, &out, NULL));
+  FSDPCall(FSDPModelGetTokens(model, &ctx, &vocab));
+  FSDPCheck(!tokens || ctx, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -data %s: token data needs a gpt: model, not %s", spec, "an mlp: model");
+  FSDPCheck(tokens || !ctx, MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -data %s: a gpt: model trains on token data (-data text:FILE or tokens:FILE)", spec);
+  if (tokens) return load_tokens(spec, ctx, vocab, seed, d);
+  if (!strcmp(spec, "synthetic") || !strncmp(spec, "synthetic:", 10)) return synthetic(spec, in, out, d);
+#if FSDP_WITH_HDF5
+  {
+    H5E_auto2_t func;
+    void *data;
+    FSDPErrorCode ierr;
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message says what went wrong, once */
+    ierr = load_h5(spec, in, out, d);
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+    return ierr;
+  }
+#else
+  return TRAIN_ERR(FSDP_ERR_UNSUPPORTED,
+                   "fsdp-train: -data %s: this libfsdp was built without HDF5; use -data synthetic", spec);
+#endif
+}
+
+/* The first value of x or y that is NaN or infinite, named by dataset, row and column. */
+FSDPErrorCode check_data_finite(const Dataset *d, const char *spec)
+{
+  for (int pass = 0; pass < 2; pass++) {
+    const float *v = pass ? d->y : d->x;
+    int64_t width = pass ? d->out : d->in;
+    for (int64_t i = 0; v && i < d->n * width; i++)
+      if (!isfinite(v[i]))
+        return TRAIN_ERR(FSDP_ERR_NOT_FINITE,
+                         "fsdp-train: -data %s: /%s[%lld, %lld] is %g: training data must be finite "
+                         "(-fsdp_check_finite false trains on them)",
+                         spec, pass ? "y" : "x", (long long)(i / width), (long long)(i % width), (double)v[i]);
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Rows (b*B + j) mod N for this rank's j in [r*B/W, (r+1)*B/W); or token windows b*B + j. */
+void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels)
+{
+  int64_t per = B / size;
+  for (int64_t j = 0; j < per && d->tokens; j++)
+    take_window(d, (uint64_t)b * (uint64_t)B + (uint64_t)(rank * per + j), x + j * d->in, labels + j * d->in);
+  for (int64_t j = 0; j < per && !d->tokens; j++) {
+    int64_t row = (int64_t)(((uint64_t)b * (uint64_t)B + (uint64_t)(rank * per + j)) % (uint64_t)d->n);
+    memcpy(x + j * d->in, d->x + row * d->in, (size_t)d->in * sizeof *x);
+    if (d->labels) labels[j] = d->labels[row];
+    else memcpy(y + j * d->out, d->y + row * d->out, (size_t)d->out * sizeof *y);
+  }
+}
