@@ -1,9 +1,11 @@
-/* ioimpl.h: helpers of the checkpoint code. */
+/* ioimpl.h: what the files of the checkpoint code share. */
 #ifndef FSDP_IOIMPL_H
 #define FSDP_IOIMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../optim/optimimpl.h"
 
 /* CRC-32C (Castagnoli, the iSCSI/ext4 one): crc of the bytes so far (0 for
    none), extended by buf[len].  FSDPCRC32C_Private(0, "123456789", 9) is
@@ -14,5 +16,131 @@ uint32_t FSDPCRC32C_Private(uint32_t crc, const void *buf, size_t len);
    each shifted by the bytes after it, XOR to the CRC of the whole: ranks
    checksum their own pieces and one MPI_BXOR reduction combines them. */
 uint32_t FSDPCRC32CShift_Private(uint32_t crc, uint64_t n);
+
+/* The context's state must be set up before a checkpoint is written or read. */
+#define CHECK_CTX_SETUP(c)                                                                                             \
+  do {                                                                                                                 \
+    FSDPCheck(c, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: ctx must not be NULL", __func__);                                   \
+    FSDPCheck((c)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the context is not set up: call FSDPContextSetUp first", \
+              __func__);                                                                                               \
+    FSDPCall(DeviceEnter_Private((c)->dev));                                                                           \
+  } while (0)
+
+#ifdef FSDP_HAVE_HDF5
+#include <hdf5.h>
+
+#define FORMAT_NAME "libfsdp checkpoint"
+#define FORMAT_VERSION 1
+/* The root attribute that checksums every attribute of / and /optim (format.c). */
+#define METADATA_CRC "metadata_crc32c"
+
+/* One dataset: a parameter (state < 0) or state tensor `state` of one. */
+typedef struct {
+  FlatParam unit;
+  int param, state;
+} Item;
+
+/* Elements [begin, end) of a flattened parameter that this rank handles;
+   they sit at element `at` of its shard and `packed` of its packed
+   optimizer state (trainable parameters only). */
+typedef struct {
+  int64_t begin, end, at, packed;
+} Piece;
+
+/* What a load reads and checks before any tensor: the root's and /optim's
+   attributes. */
+typedef struct {
+  bool libfsdp;    /* written by FSDPContextSave, not by another tool */
+  bool have_optim; /* the file has /optim */
+  char optim_type[32];
+  FSDPTrainingState training;
+  int64_t step, growth_tracker; /* /optim's */
+  double scale;
+  bool have_scale;
+  bool have_metadata_crc; /* files of libfsdp before 0.? have none */
+} Header;
+
+/* A list of names for an error message or a report, cut to fit. */
+typedef struct {
+  char text[700];
+  int count;
+} NameList;
+
+/* Loading one unit: what its steps share.  A unit's datasets are read into
+   staging (its shard, then its packed state tensors), checked against their
+   checksums and for non-finite values, and only then copied into the shard
+   and the optimizer state.  Each step is collective: every rank makes every
+   call, whatever failed on it, and the ranks agree on the outcome after. */
+typedef struct {
+  FSDPContext ctx;
+  FSDPOptimizer opt;
+  hid_t file;
+  const char *path;
+  const Header *h;
+  FlatParam unit;
+  const Item *items;
+  const bool *load;
+  int nitems;
+  void *staging;
+  int64_t state_numel;  /* elements of each optimizer state tensor of the unit */
+  const char *names[2]; /* of the optimizer's state tensors */
+  Piece *pieces;        /* this rank's piece of each parameter */
+  uint32_t *crc, *want; /* per item: the CRC-32C of what was read, and the file's */
+  int *have;            /* per item: whether the file has a checksum */
+  hid_t dxpl;
+} UnitLoad;
+
+/* HDF5's own error stack would print on every rank; the library's errors say
+   what went wrong once, plainly. */
+typedef struct {
+  H5E_auto2_t func;
+  void *data;
+} QuietHDF5;
+
+/* An error from HDF5, raised where a value, not a return, is wanted. */
+#define H5ERR(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_HDF5, __VA_ARGS__)
+/* Metadata that cannot be read, or reads as impossible: the file is damaged
+   (or was edited), and nothing of it is loaded. */
+#define DAMAGED(...) FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT, __VA_ARGS__)
+/* An MPI call whose failure is recorded, not returned: the caller still has
+   collective work to finish with the other ranks. */
+#define MPI_RECORD(call) CheckpointMPIRecord_Private((call), __LINE__, __func__, #call)
+
+/* format.c: the pieces each rank handles */
+void CheckpointWritePieces_Private(FlatParam unit, Piece *pieces);
+void CheckpointReadPieces_Private(FlatParam unit, Piece *pieces);
+char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard, void *state);
+char *CheckpointStaged_Private(const UnitLoad *L, int k);
+int64_t CheckpointFirstNonfinite_Private(FSDPDataType dtype, const void *mem, int64_t n, double *v);
+uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es);
+FSDPErrorCode CheckpointListItems_Private(FSDPContext ctx, int nstates, Item **items, int *n);
+/* format.c: HDF5 */
+const char *CheckpointH5Reason_Private(char buf[256]);
+hid_t CheckpointFileType_Private(FSDPDataType dtype);
+hid_t CheckpointNativeType_Private(FSDPDataType dtype);
+void CheckpointItemPath_Private(const Item *it, const char *const *state_names, char *buf, size_t len);
+herr_t CheckpointSelectPiece_Private(hid_t filespace, hid_t *memspace, const ParamInfo *p, const Piece *pc);
+hid_t CheckpointMakeSpace_Private(const ParamInfo *p);
+herr_t CheckpointPutArray_Private(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims,
+                                  const void *value);
+herr_t CheckpointPutAttr_Private(hid_t loc, const char *name, hid_t type, int n, const void *value);
+herr_t CheckpointPutString_Private(hid_t loc, const char *name, const char *value);
+herr_t CheckpointPutInt64_Private(hid_t loc, const char *name, int64_t v);
+herr_t CheckpointPutDouble_Private(hid_t loc, const char *name, double v);
+int CheckpointGetAttr_Private(hid_t loc, const char *name, hid_t type, int n, void *value);
+int CheckpointGetString_Private(hid_t loc, const char *name, char *value, size_t len);
+int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc);
+hid_t CheckpointFileAccess_Private(MPI_Comm comm);
+void CheckpointQuietBegin_Private(QuietHDF5 *q);
+void CheckpointQuietEnd_Private(const QuietHDF5 *q);
+FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call);
+H5FD_mpio_xfer_t CheckpointTransferMode_Private(FSDPContext ctx);
+/* verify.c */
+FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const char *path, Header *h);
+FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path,
+                                          const Header *h, const Item *items, int nitems, bool *load);
+FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L);
+FSDPErrorCode CheckpointVerifyFinite_Private(const UnitLoad *L);
+#endif
 
 #endif

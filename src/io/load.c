@@ -1,0 +1,265 @@
+/* FSDPContextLoad: a unit at a time, each rank reads the pieces of its own
+   shard into staging; only what verifies (verify.c) replaces the shard and
+   the optimizer state. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ioimpl.h"
+
+#ifdef FSDP_HAVE_HDF5
+/* Staging and property list; on error what was made is left for unit_load_end. */
+static FSDPErrorCode unit_load_begin(UnitLoad *L)
+{
+  FSDPErrorCode ierr;
+  FSDPOptimizer opt = L->opt;
+  L->state_numel = opt ? opt->units[L->unit->index].numel : 0;
+  for (int s = 0; opt && s < opt->nstates; s++) L->names[s] = FSDPOptimizerStateName_Private(opt, s);
+  if ((ierr = FSDPMalloc((size_t)L->unit->nparams * sizeof *L->pieces + 1, FSDP_MEM_OTHER, &L->pieces))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->crc, FSDP_MEM_OTHER, &L->crc))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->want, FSDP_MEM_OTHER, &L->want))) goto cleanup;
+  if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->have, FSDP_MEM_OTHER, &L->have))) goto cleanup;
+  CheckpointReadPieces_Private(L->unit, L->pieces);
+  L->dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (L->dxpl < 0 || H5Pset_dxpl_mpio(L->dxpl, CheckpointTransferMode_Private(L->ctx)) < 0)
+    ierr = H5ERR("cannot create a transfer property list");
+cleanup:
+  return ierr;
+}
+
+static FSDPErrorCode unit_load_end(UnitLoad *L)
+{
+  FSDPErrorCode ierr = FSDP_SUCCESS, e;
+  if (L->dxpl >= 0) H5Pclose(L->dxpl);
+  L->dxpl = -1;
+  if ((e = FSDPFree(&L->pieces)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->crc)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->want)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->have)) && !ierr) ierr = e;
+  return ierr;
+}
+
+/* Item k's dataset, this rank's piece of it, into staging, with its CRC.
+   Collective (a collective read): a rank that fails still takes part, with
+   nothing to read; every handle it opened is closed on every path.  *ierr
+   keeps the rank's first error: once it is set, nothing raises another. */
+static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
+{
+  const Item *it = &L->items[k];
+  const ParamInfo *p = &L->unit->params[it->param];
+  const Piece *pc = &L->pieces[it->param];
+  size_t es = FSDPDataTypeSize(L->unit->dtype);
+  char *mem = CheckpointStaged_Private(L, k), dpath[1200], reason[256];
+  int64_t len = pc->end - pc->begin;
+  hid_t ds, space = -1, memspace = -1, ftype = -1;
+  void *convert = NULL;
+  herr_t status = -1;
+
+  CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
+  ds = H5Dopen2(L->file, dpath, H5P_DEFAULT);
+  if (ds >= 0) {
+    int got = CheckpointGetAttr_Private(ds, "crc32c", H5T_NATIVE_UINT32, 0, &L->want[k]);
+    L->have[k] = got > 0;
+    /* Other tools' files load unverified; libfsdp's never do. */
+    if ((got < 0 || (!got && L->h->libfsdp)) && !*ierr)
+      *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: the crc32c attribute of %s is %s", L->path, dpath,
+                      got < 0 ? "unreadable" : "missing");
+    space = H5Dget_space(ds);
+    ftype = H5Dget_type(ds);
+  }
+  if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
+  else if (space >= 0 && ftype >= 0) {
+    /* The checksum is of the file's values: read a different type as it is, then convert. */
+    size_t fs = H5Tget_size(ftype);
+    bool selected = CheckpointSelectPiece_Private(space, &memspace, p, pc) >= 0;
+    if (selected && fs != es && FSDPMalloc((size_t)(len > 0 ? len : 1) * fs, FSDP_MEM_COMM_STAGING, &convert)) {
+      if (!*ierr) *ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, FSDP_ERR_MEM);
+      selected = false;
+    }
+    if (!selected && memspace >= 0) { /* still take part in the collective read, with nothing to read */
+      if (!*ierr) *ierr = H5ERR("FSDPContextLoad: cannot select this rank's part of %s", dpath);
+      H5Sselect_none(space);
+      H5Sselect_none(memspace);
+      len = 0;
+    }
+    if (memspace >= 0)
+      status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, L->dxpl,
+                       convert ? convert : mem);
+    if (status >= 0 && len > 0) {
+      L->crc[k] = CheckpointPieceCRC_Private(it, pc, convert ? convert : mem, fs);
+      if (convert && !*ierr)
+        *ierr = FSDPDataTypeConvert(L->unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
+    }
+    *bytes += len * (int64_t)fs;
+  }
+  if (status < 0 && !*ierr)
+    *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: %s cannot be read (%s)", L->path, dpath,
+                    CheckpointH5Reason_Private(reason));
+  if (convert) {
+    FSDPErrorCode e = FSDPFree(&convert);
+    if (!*ierr) *ierr = e;
+  }
+  if (ftype >= 0) H5Tclose(ftype);
+  if (memspace >= 0) H5Sclose(memspace);
+  if (space >= 0) H5Sclose(space);
+  if (ds >= 0) H5Dclose(ds);
+}
+
+/* Verified: the unit's shard and optimizer state take the staged values. */
+static FSDPErrorCode commit_unit(const UnitLoad *L)
+{
+  size_t es = FSDPDataTypeSize(L->unit->dtype);
+  for (int k = 0; k < L->nitems; k++) {
+    const Item *it = &L->items[k];
+    const Piece *pc = &L->pieces[it->param];
+    void *state = it->state >= 0 ? L->opt->units[L->unit->index].state[it->state] : NULL;
+    if (it->unit != L->unit || !L->load[k] || pc->end <= pc->begin) continue;
+    /* On a GPU the unit's memory is device memory: DeviceFromHost is memcpy on the host. */
+    FSDPCall(DeviceFromHost_Private(L->ctx->dev, CheckpointPieceMemory_Private(it, pc, L->unit->shard, state),
+                                    CheckpointStaged_Private(L, k), (size_t)(pc->end - pc->begin) * es));
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Collective: reads, verifies and installs one unit; on any rank's error
+   every rank returns one and the unit is unchanged. */
+static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
+                               FlatParam unit, const Item *items, const bool *load, int nitems, void *staging,
+                               int64_t *bytes)
+{
+  UnitLoad L = {.ctx = ctx,
+                .opt = opt,
+                .file = file,
+                .path = path,
+                .h = h,
+                .unit = unit,
+                .items = items,
+                .load = load,
+                .nitems = nitems,
+                .staging = staging,
+                .dxpl = -1};
+  FSDPErrorCode ierr = unit_load_begin(&L), e;
+
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  for (int k = 0, go = !ierr; k < nitems && go; k++) { /* every rank reads every item, failed or not */
+    if (items[k].unit != unit || !load[k]) continue;
+    read_item(&L, k, bytes, &ierr);
+  }
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr) ierr = CheckpointVerifyChecksums_Private(&L);
+  if (!ierr) ierr = CheckpointVerifyFinite_Private(&L);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr) ierr = commit_unit(&L);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  e = unit_load_end(&L);
+  return ierr ? ierr : e;
+}
+
+static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, int64_t *bytes)
+{
+  Item *items = NULL;
+  bool *load = NULL;
+  int nitems;
+  size_t staging_bytes = 0;
+  void *staging = NULL;
+  Header h;
+  FSDPErrorCode ierr, e;
+
+  /* One cleanup at the end; the ranks agree before each collective step. */
+  ierr = CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &nitems);
+  if (!ierr) ierr = FSDPCalloc((size_t)nitems + 1, sizeof *load, FSDP_MEM_OTHER, &load);
+  if (!ierr) ierr = CheckpointReadHeader_Private(opt, file, path, &h);
+  if (!ierr) ierr = CheckpointCheckFile_Private(ctx, opt, file, path, &h, items, nitems, load);
+  if (!ierr && h.libfsdp && !h.have_metadata_crc && ctx->rank == 0) {
+    fprintf(stderr,
+            "FSDPContextLoad: '%s' has no %s (an older libfsdp wrote it): its attributes are checked for range "
+            "and consistency only\n",
+            path, METADATA_CRC);
+    fflush(stderr);
+  }
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  /* Staging for the largest unit: its shard and its state tensors. */
+  for (int u = 0; u < ctx->nunits && !ierr; u++) {
+    FlatParam unit = ctx->units[u];
+    size_t b =
+        ((size_t)unit->shard_numel + (size_t)(opt ? opt->nstates : 0) * (size_t)(opt ? opt->units[u].numel : 0)) *
+        FSDPDataTypeSize(unit->dtype);
+    staging_bytes = b > staging_bytes ? b : staging_bytes;
+  }
+  if (!ierr) ierr = FSDPMalloc(staging_bytes ? staging_bytes : 1, FSDP_MEM_COMM_STAGING, &staging);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  /* Unsharded copies kept from forward, or prefetched, would go stale. */
+  for (int u = 0; u < ctx->nunits && !ierr; u++) ierr = FlatParamDropKept_Private(ctx->units[u]);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  for (int u = 0; u < ctx->nunits && !ierr; u++)
+    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, bytes);
+  if (!ierr) {
+    ctx->training = h.training;
+    if (opt && h.have_optim) opt->step = h.step;
+    if (opt && h.have_scale && opt->scaler) {
+      opt->scale = h.scale;
+      opt->growth_tracker = h.growth_tracker;
+    }
+  }
+  if ((e = FSDPFree(&staging)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&load)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&items)) && !ierr) ierr = e;
+  return ierr;
+}
+#endif
+
+FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path)
+{
+  CHECK_CTX_SETUP(ctx);
+  FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: path must not be NULL or empty");
+  FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextLoad: the optimizer belongs to another context");
+  FSDPCheck(!opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextLoad: the optimizer is not set up: call FSDPOptimizerSetUp first, or pass NULL to load "
+            "parameters only");
+  FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextLoad: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
+            "longer matches them (set trainability before it)");
+  /* A unit in REDUCING is ctx->reducing: the state says it all. */
+  for (int u = 0; u < ctx->nunits; u++)
+    FSDPCheck(ctx->units[u]->state == FSDP_FLATPARAM_SHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
+              "FSDPContextLoad: unit '%s' is %s: load between steps, after FSDPContextFinishBackward or "
+              "FSDPOptimizerStep",
+              ctx->units[u]->name, FlatParamStateName(ctx->units[u]->state));
+#ifdef FSDP_HAVE_HDF5
+  {
+    FSDPErrorCode ierr = FSDP_SUCCESS;
+    QuietHDF5 quiet;
+    hid_t fapl, file = -1;
+    int64_t bytes = 0;
+    char reason[256];
+
+    FSDPCall(FSDPLogEventBegin(ctx->ev_load));
+    CheckpointQuietBegin_Private(&quiet);
+    fapl = CheckpointFileAccess_Private(ctx->comm);
+    if (fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (file < 0) {
+      if (access(path, R_OK))
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                         "FSDPContextLoad: cannot open '%s': %s", path, strerror(errno));
+      else
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
+                         "FSDPContextLoad: '%s' is not a readable HDF5 file (truncated or corrupt?): %s", path,
+                         CheckpointH5Reason_Private(reason));
+    }
+    if (fapl >= 0) H5Pclose(fapl);
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+    if (!ierr) ierr = load_file(ctx, opt, file, path, &bytes);
+    if (file >= 0) H5Fclose(file);
+    CheckpointQuietEnd_Private(&quiet);
+    FSDPCall(FSDPLogEventEnd(ctx->ev_load, bytes));
+    FSDPCall(ierr);
+  }
+  return FSDP_SUCCESS;
+#else
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "FSDPContextLoad: '%s': this libfsdp was built without HDF5 (configure --with-hdf5)", path);
+#endif
+}

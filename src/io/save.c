@@ -1,0 +1,435 @@
+/* FSDPContextSave: every rank writes its own pieces of each dataset into a
+   temporary file, which rank 0 renames over the checkpoint once all of it is
+   on disk (doc/checkpoint-format.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ioimpl.h"
+
+#ifdef FSDP_HAVE_HDF5
+
+/* The file's root attributes: what it is, who wrote it, how, and the training state. */
+static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file)
+{
+  char when[64] = "", layout_text[128];
+  int *layout = NULL, mine[3], node, nnodes;
+  int64_t step = opt ? opt->step : ctx->training.step;
+  herr_t s = 0;
+  FSDPErrorCode ierr;
+
+  /* Collective metadata writes need the same values on every rank. */
+  if (ctx->rank == 0) {
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  }
+  FSDPCallMPI(MPI_Bcast(when, sizeof when, MPI_CHAR, 0, ctx->comm));
+  FSDPCall(ShardGroupGetNode(ctx->group, &node, &nnodes));
+  mine[0] = node;
+  mine[1] = ctx->shard_index;
+  mine[2] = ctx->replica_index;
+  FSDPCall(FSDPMalloc((size_t)ctx->size * sizeof mine, FSDP_MEM_OTHER, &layout));
+  ierr = MPI_RECORD(MPI_Allgather(mine, 3, MPI_INT, layout, 3, MPI_INT, ctx->comm));
+  snprintf(layout_text, sizeof layout_text, "%d shard group%s of %d ranks on %d node%s", ctx->nreplicas,
+           ctx->nreplicas == 1 ? "" : "s", ctx->factor, nnodes, nnodes == 1 ? "" : "s");
+  if (!ierr) {
+    int version = FORMAT_VERSION;
+    s |= CheckpointPutString_Private(file, "format", FORMAT_NAME);
+    s |= CheckpointPutAttr_Private(file, "format_version", H5T_NATIVE_INT, 0, &version);
+    s |= CheckpointPutString_Private(file, "library_version", FSDP_VERSION_STRING);
+    s |= CheckpointPutString_Private(file, "creation_time", when);
+    s |= CheckpointPutInt64_Private(file, "step", step);
+    s |= CheckpointPutInt64_Private(file, "data_cursor", ctx->training.data_cursor);
+    s |= CheckpointPutAttr_Private(file, "rng_state", H5T_NATIVE_UINT64, 4, ctx->training.rng);
+    s |= CheckpointPutInt64_Private(file, "world_size", ctx->size);
+    s |= CheckpointPutString_Private(file, "sharding_strategy", FSDPShardingStrategyName(ctx->strategy));
+    s |= CheckpointPutInt64_Private(file, "sharding_factor", ctx->factor);
+    s |= CheckpointPutString_Private(file, "shard_group_layout", layout_text);
+    s |= CheckpointPutArray_Private(file, "rank_node_shard_replica", H5T_NATIVE_INT, 2,
+                                    (hsize_t[]){(hsize_t)ctx->size, 3}, layout);
+    if (s < 0) ierr = H5ERR("cannot write the root attributes");
+  }
+  FSDPCall(FSDPFree(&layout));
+  return ierr;
+}
+
+static FSDPErrorCode write_optim_attrs(FSDPOptimizer opt, hid_t group)
+{
+  herr_t s = 0;
+  s |= CheckpointPutString_Private(group, "type", FSDPOptimizerTypeName(opt->type));
+  s |= CheckpointPutInt64_Private(group, "step", opt->step);
+  s |= CheckpointPutDouble_Private(group, "lr", opt->lr);
+  s |= CheckpointPutDouble_Private(group, "weight_decay", opt->weight_decay);
+  if (opt->type == FSDP_OPTIMIZER_ADAMW) {
+    double betas[2] = {opt->beta1, opt->beta2};
+    s |= CheckpointPutAttr_Private(group, "betas", H5T_NATIVE_DOUBLE, 2, betas);
+    s |= CheckpointPutDouble_Private(group, "eps", opt->eps);
+  } else {
+    int nesterov = opt->nesterov;
+    s |= CheckpointPutDouble_Private(group, "momentum", opt->momentum);
+    s |= CheckpointPutAttr_Private(group, "nesterov", H5T_NATIVE_INT, 0, &nesterov);
+  }
+  s |= CheckpointPutString_Private(group, "lr_schedule", FSDPLRScheduleName(opt->schedule));
+  s |= CheckpointPutInt64_Private(group, "warmup_steps", opt->warmup);
+  s |= CheckpointPutInt64_Private(group, "total_steps", opt->total);
+  s |= CheckpointPutDouble_Private(group, "clip_grad_norm", opt->max_norm);
+  if (opt->scaler) { /* PyTorch's GradScaler state_dict: scale and _growth_tracker */
+    s |= CheckpointPutDouble_Private(group, "grad_scale", opt->scale);
+    s |= CheckpointPutInt64_Private(group, "grad_scaler_growth_tracker", opt->growth_tracker);
+  }
+  FSDPCheck(s >= 0, MPI_COMM_SELF, FSDP_ERR_HDF5, "cannot write the attributes of /optim");
+  return FSDP_SUCCESS;
+}
+
+/* Test hook (doc/checkpoint-format.md): FSDP_TEST_CHECKPOINT_PAUSE=seconds
+   stops every rank halfway through the save, after the parameters, and
+   rank 0 creates <temporary>.paused, so a test can kill the job there. */
+static FSDPErrorCode pause_for_test(FSDPContext ctx, const char *tmp)
+{
+  const char *env = getenv("FSDP_TEST_CHECKPOINT_PAUSE");
+  char marker[4300];
+  if (!env || atoi(env) <= 0) return FSDP_SUCCESS;
+  FSDPCallMPI(MPI_Barrier(ctx->comm));
+  if (ctx->rank == 0) {
+    FILE *fp;
+    snprintf(marker, sizeof marker, "%s.paused", tmp);
+    fp = fopen(marker, "w");
+    if (fp) fclose(fp);
+  }
+  sleep((unsigned)atoi(env));
+  return FSDP_SUCCESS;
+}
+
+/* What a save reads of one unit: its shard and optimizer state, or, on a
+   GPU, host copies of them (HDF5 reads host memory). */
+typedef struct {
+  void *shard, *state[2]; /* the state tensors follow the shard in a copy */
+  bool copied;            /* shard is a host copy, to be freed; else the unit's own memory */
+} Source;
+
+static FSDPErrorCode sources_free(FSDPContext ctx, Source **src)
+{
+  for (int u = 0; *src && u < ctx->nunits; u++)
+    if ((*src)[u].copied) FSDPCall(FSDPFree(&(*src)[u].shard));
+  FSDPCall(FSDPFree(src));
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode sources_get(FSDPContext ctx, FSDPOptimizer opt, Source **src)
+{
+  int nstates = opt ? opt->nstates : 0;
+  FSDPCall(FSDPCalloc((size_t)(ctx->nunits ? ctx->nunits : 1), sizeof **src, FSDP_MEM_OTHER, src));
+  for (int u = 0; u < ctx->nunits; u++) {
+    FlatParam unit = ctx->units[u];
+    Source *s = &(*src)[u];
+    size_t shard_bytes = (size_t)unit->shard_numel * FSDPDataTypeSize(unit->dtype), state_bytes = 0;
+    s->shard = unit->shard;
+    for (int k = 0; k < nstates; k++) s->state[k] = opt->units[u].state[k];
+    if (!ctx->dev) continue;
+    if (nstates) state_bytes = opt->units[u].state_bytes;
+    FSDPCall(FSDPMalloc(shard_bytes + (size_t)nstates * state_bytes + 1, FSDP_MEM_COMM_STAGING, &s->shard));
+    s->copied = true;
+    FSDPCall(DeviceToHost_Private(ctx->dev, s->shard, unit->shard, shard_bytes));
+    for (int k = 0; k < nstates; k++) {
+      s->state[k] = (char *)s->shard + shard_bytes + (size_t)k * state_bytes;
+      FSDPCall(DeviceToHost_Private(ctx->dev, s->state[k], opt->units[u].state[k], state_bytes));
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+/* Writes every dataset: each rank its own pieces, with one collective
+   H5Dwrite per dataset, and their checksums, combined beforehand. */
+static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, const Item *items,
+                                    int nitems, int64_t *bytes)
+{
+  const char *names[2] = {NULL, NULL};
+  uint32_t *crc = NULL;
+  Piece *pieces = NULL;
+  Source *src = NULL;
+  int maxp = 1, nstates = opt ? opt->nstates : 0;
+  hid_t dxpl = -1, dcpl = -1;
+  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS, nonfinite = FSDP_SUCCESS;
+
+  for (int s = 0; s < nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
+  for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
+  /* Agreed before the first collective: a rank whose allocation failed must not leave the others waiting. */
+  ierr = FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *crc, FSDP_MEM_OTHER, &crc);
+  if (!ierr) ierr = FSDPMalloc((size_t)maxp * sizeof *pieces, FSDP_MEM_OTHER, &pieces);
+  if (!ierr) ierr = sources_get(ctx, opt, &src);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+
+  /* The checksums first, from memory: one reduction for the whole file. */
+  for (int k = 0; k < nitems && !ierr; k++) {
+    const Item *it = &items[k];
+    const Source *s = &src[it->unit->index];
+    void *state = it->state >= 0 ? s->state[it->state] : NULL;
+    const Piece *pc;
+    const void *mem;
+    CheckpointWritePieces_Private(it->unit, pieces);
+    pc = &pieces[it->param];
+    mem = CheckpointPieceMemory_Private(it, pc, s->shard, state);
+    crc[k] = CheckpointPieceCRC_Private(it, pc, mem, FSDPDataTypeSize(it->unit->dtype));
+    if (ctx->check_finite && !nonfinite) { /* each element is some rank's to write: each is checked once */
+      double v;
+      int64_t at = CheckpointFirstNonfinite_Private(it->unit->dtype, mem, pc->end - pc->begin, &v);
+      char path[1200];
+      if (at >= 0) {
+        CheckpointItemPath_Private(it, names, path, sizeof path);
+        nonfinite =
+            FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                      "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
+                      "'%s' was not written (-fsdp_check_finite false writes them)",
+                      path, (long long)(pc->begin + at), v, tmp);
+      }
+    }
+  }
+  if (!ierr) ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
+  if (!ierr) ierr = nonfinite;
+
+  dxpl = H5Pcreate(H5P_DATASET_XFER);
+  dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (!ierr && (dxpl < 0 || dcpl < 0 || H5Pset_dxpl_mpio(dxpl, CheckpointTransferMode_Private(ctx)) < 0 ||
+                H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0))
+    ierr = H5ERR("cannot create property lists");
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  /* Every rank makes every call, whatever failed on it (`failed`): they are
+     collective.  The ranks agree on the outcome at the end. */
+  for (int k = 0; k < nitems && !ierr; k++) {
+    const Item *it = &items[k];
+    const ParamInfo *p = &it->unit->params[it->param];
+    const Source *src_unit = &src[it->unit->index];
+    void *state = it->state >= 0 ? src_unit->state[it->state] : NULL;
+    char path[1200], reason[256];
+    hid_t space, ds = -1, memspace = -1;
+    herr_t status = -1;
+
+    if (it->state == 0 && (k == 0 || items[k - 1].state != 0)) failed = failed ? failed : pause_for_test(ctx, tmp);
+    CheckpointItemPath_Private(it, names, path, sizeof path);
+    CheckpointWritePieces_Private(it->unit, pieces);
+    space = CheckpointMakeSpace_Private(p);
+    if (space >= 0)
+      ds = H5Dcreate2(file, path, CheckpointFileType_Private(it->unit->dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds >= 0 &&
+        (CheckpointPutAttr_Private(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) < 0 ||
+         (it->state < 0 && CheckpointPutString_Private(ds, "unit", it->unit->name) < 0)) &&
+        !failed)
+      failed = H5ERR("cannot write the attributes of %s", path);
+    if (ds >= 0) {
+      if (p->numel == 0) status = 0; /* nothing to write, on any rank */
+      else {
+        /* A rank whose selection failed still takes part, with nothing to write. */
+        if (CheckpointSelectPiece_Private(space, &memspace, p, &pieces[it->param]) < 0 && memspace >= 0) {
+          if (!failed) failed = H5ERR("cannot select this rank's part of %s", path);
+          H5Sselect_none(space);
+          H5Sselect_none(memspace);
+        }
+        if (memspace >= 0)
+          status = H5Dwrite(ds, CheckpointNativeType_Private(it->unit->dtype), memspace, space, dxpl,
+                            CheckpointPieceMemory_Private(it, &pieces[it->param], src_unit->shard, state));
+      }
+    }
+    if (status < 0 && !failed) failed = H5ERR("cannot write %s: %s", path, CheckpointH5Reason_Private(reason));
+    *bytes += (pieces[it->param].end - pieces[it->param].begin) * (int64_t)FSDPDataTypeSize(it->unit->dtype);
+    if (memspace >= 0) H5Sclose(memspace);
+    if (ds >= 0) H5Dclose(ds);
+    if (space >= 0) H5Sclose(space);
+  }
+  if (!ierr) ierr = failed;
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (dxpl >= 0) H5Pclose(dxpl);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  FSDPCall(FSDPFree(&crc));
+  FSDPCall(FSDPFree(&pieces));
+  FSDPCall(sources_free(ctx, &src));
+  return ierr;
+}
+
+/* The groups, attributes and datasets of a new file at tmp.  Collective. */
+static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *tmp, int64_t *bytes)
+{
+  Item *items = NULL;
+  int nitems;
+  hid_t fapl, file = -1, gcpl;
+  char reason[256];
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+
+  FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &nitems));
+  fapl = CheckpointFileAccess_Private(ctx->comm);
+  if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (file < 0)
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
+                     CheckpointH5Reason_Private(reason));
+  if (fapl >= 0) H5Pclose(fapl);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, write_root(ctx, opt, file));
+  if (!ierr) {
+    /* Groups track creation order, so h5dump lists datasets as the model has them. */
+    hid_t g;
+    gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (gcpl < 0 || H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+        (g = H5Gcreate2(file, "params", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+      ierr = H5ERR("cannot create /params in '%s'", tmp);
+    else H5Gclose(g);
+    if (!ierr && opt) {
+      g = H5Gcreate2(file, "optim", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+      if (g < 0) ierr = H5ERR("cannot create /optim in '%s'", tmp);
+      else {
+        ierr = write_optim_attrs(opt, g);
+        for (int s = 0; s < opt->nstates && !ierr; s++) {
+          hid_t sg = H5Gcreate2(g, FSDPOptimizerStateName_Private(opt, s), H5P_DEFAULT, gcpl, H5P_DEFAULT);
+          if (sg < 0) ierr = H5ERR("cannot create /optim/%s in '%s'", FSDPOptimizerStateName_Private(opt, s), tmp);
+          else H5Gclose(sg);
+        }
+        H5Gclose(g);
+      }
+    }
+    if (gcpl >= 0) H5Pclose(gcpl);
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  }
+  if (!ierr) { /* every rank wrote the same attributes: the same checksum */
+    uint32_t crc;
+    if (CheckpointMetadataDigest_Private(file, &crc) < 0 ||
+        CheckpointPutAttr_Private(file, METADATA_CRC, H5T_NATIVE_UINT32, 0, &crc) < 0)
+      ierr = H5ERR("cannot write the metadata checksum of '%s': %s", tmp, CheckpointH5Reason_Private(reason));
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  }
+  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, items, nitems, bytes);
+  if (file >= 0) {
+    herr_t s = H5Fflush(file, H5F_SCOPE_GLOBAL);
+    if (H5Fclose(file) < 0 || s < 0) {
+      if (!ierr) ierr = H5ERR("cannot flush and close '%s': %s", tmp, CheckpointH5Reason_Private(reason));
+    }
+    /* A rank whose data did not reach the file stops the rename on rank 0. */
+    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  }
+  FSDPCall(FSDPFree(&items));
+  return ierr;
+}
+
+static bool exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static bool is_directory(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static FSDPErrorCode fsync_path(const char *path)
+{
+  int fd = open(path, O_RDONLY);
+  FSDPCheck(fd >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot open '%s' to sync it: %s", path, strerror(errno));
+  if (fsync(fd) && errno != EINVAL) { /* EINVAL: a file system that cannot sync directories */
+    int e = errno;
+    close(fd);
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_IO, "cannot sync '%s': %s", path, strerror(e));
+  }
+  close(fd);
+  return FSDP_SUCCESS;
+}
+
+/* Rank 0, once the temporary is complete: make it durable, shift the older
+   checkpoints (path.1, path.2, ...), and rename it over path.  path is
+   replaced atomically: at every moment it is a complete checkpoint. */
+static FSDPErrorCode commit_file(const char *tmp, const char *path, int keep)
+{
+  char older[4200], newer[4200], dir[4200];
+  char *slash;
+
+  FSDPCall(fsync_path(tmp));
+  if (keep > 1 && exists(path)) {
+    for (int k = keep - 1; k >= 2; k--) {
+      snprintf(older, sizeof older, "%s.%d", path, k);
+      snprintf(newer, sizeof newer, "%s.%d", path, k - 1);
+      FSDPCheck(!exists(newer) || rename(newer, older) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
+                "cannot rename '%s' to '%s': %s", newer, older, strerror(errno));
+    }
+    snprintf(newer, sizeof newer, "%s.1", path);
+    FSDPCheck(!exists(newer) || unlink(newer) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot remove '%s': %s", newer,
+              strerror(errno));
+    /* A hard link keeps path in place until the rename replaces it. */
+    if (link(path, newer))
+      FSDPCheck(rename(path, newer) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "cannot rename '%s' to '%s': %s", path, newer,
+                strerror(errno));
+  }
+  FSDPCheck(rename(tmp, path) == 0, MPI_COMM_SELF, FSDP_ERR_IO,
+            "cannot rename '%s' to '%s': %s (the new checkpoint is complete in '%s')", tmp, path, strerror(errno), tmp);
+  snprintf(dir, sizeof dir, "%s", path);
+  slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  FSDPCall(fsync_path(dir));
+  return FSDP_SUCCESS;
+}
+
+/* The temporary file beside path that a save writes and renames. */
+static void temporary_path(const char *path, char *tmp, size_t len) { snprintf(tmp, len, "%s.partial", path); }
+
+FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path)
+{
+  char tmp[4200];
+  int64_t bytes = 0;
+  QuietHDF5 quiet;
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+
+  CHECK_CTX_SETUP(ctx);
+  FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path must not be NULL or empty");
+  FSDPCheck(strlen(path) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path is longer than 4000 characters");
+  FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSave: the optimizer belongs to another context");
+  FSDPCheck(
+      !opt || opt->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
+      "FSDPContextSave: the optimizer is not set up: call FSDPOptimizerSetUp, or pass NULL to save parameters only");
+  FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
+            "longer matches them (set trainability before it)");
+  temporary_path(path, tmp, sizeof tmp);
+  /* Found now, not at the rename, after the whole file is written. */
+  if (ctx->rank == 0 && is_directory(path))
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                     "FSDPContextSave: '%s' is a directory: a checkpoint is a file", path);
+  /* A save that died left its temporary: say so, and start afresh. */
+  if (!ierr && ctx->rank == 0 && exists(tmp)) {
+    if (unlink(tmp) == 0) fprintf(stderr, "FSDPContextSave: removed '%s', left by an interrupted save\n", tmp);
+    else
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextSave: cannot remove '%s', left by an interrupted save: %s", tmp, strerror(errno));
+  }
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
+  FSDPCall(FSDPLogEventBegin(ctx->ev_save));
+  CheckpointQuietBegin_Private(&quiet);
+  ierr = write_file(ctx, opt, tmp, &bytes);
+  CheckpointQuietEnd_Private(&quiet);
+  if (ierr) {
+    ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+    if (ctx->rank == 0) unlink(tmp);
+  } else if (ctx->rank == 0) ierr = commit_file(tmp, path, ctx->checkpoint_keep);
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  FSDPCall(FSDPLogEventEnd(ctx->ev_save, bytes));
+  FSDPCall(ierr);
+  return FSDP_SUCCESS;
+}
+#endif
+
+#ifndef FSDP_HAVE_HDF5
+FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path)
+{
+  CHECK_CTX_SETUP(ctx);
+  (void)opt;
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "FSDPContextSave: '%s': this libfsdp was built without HDF5 (configure --with-hdf5)",
+            path ? path : "(null)");
+}
+#endif
