@@ -277,6 +277,24 @@ int main(int argc, char **argv)
   copy_file(file("good.h5"), file("extra.h5"));
   edit(file("extra.h5"), NULL, "/params/extra.weight", 4, NULL, 0);
   expect_failure(ctx, opt, file("extra.h5"), FSDP_ERR_ARG, "not in the model /params/extra.weight;");
+  /* More differences than a message holds: whole names, "... and N more", and the hint still at the end. */
+  copy_file(file("good.h5"), file("many.h5"));
+  for (int i = 0; i < 70; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "/params/an.unexpected.dataset.with.a.long.name.%02d.weight", i);
+    edit(file("many.h5"), NULL, name, 4, NULL, 0);
+  }
+  expect_failure(ctx, opt, file("many.h5"), FSDP_ERR_ARG, " more; (-fsdp_checkpoint_strict false loads what matches)");
+  {
+    const char *m, *more;
+    FSDPGetLastError(NULL, &m, NULL);
+    more = strstr(m, ", ... and ");
+    int shown = 0;
+    for (const char *p = strstr(m, "/params/an."); p; p = strstr(p + 1, "/params/an.")) shown++;
+    TEST_ASSERT(more && shown > 0 && shown + atoi(more + strlen(", ... and ")) == 70,
+                "%d names shown and '%s' do not add up to the 70 not in the model: %s", shown, more ? more : "", m);
+    TEST_ASSERT(strlen(m) < 1000, "the message is %zu characters: it may be cut: %s", strlen(m), m);
+  }
   copy_file(file("good.h5"), file("newer.h5"));
   edit(file("newer.h5"), NULL, NULL, 0, "format_version", 2);
   expect_failure(ctx, opt, file("newer.h5"), FSDP_ERR_UNSUPPORTED, "has checkpoint format 2");

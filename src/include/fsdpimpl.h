@@ -52,6 +52,11 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm);
 FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErrorCode (*view)(FSDPViewer, void *),
                                       void *ctx);
 
+/* The characters an error message holds (and its terminator): a message
+   built from lists (names, paths) must fit its end in, as the checkpoint
+   code's lists of names do. */
+#define FSDP_MAX_MESSAGE 1024
+
 /* Collective on comm: `code` is this rank's outcome of a step that may fail on
    some ranks only (a file only one rank reads, say).  When any rank failed,
    every rank returns an error: the failed ones their own, the others one that

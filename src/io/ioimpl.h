@@ -60,10 +60,13 @@ typedef struct {
   bool have_metadata_crc; /* files of libfsdp before 0.? have none */
 } Header;
 
-/* A list of names for an error message or a report, cut to fit. */
+/* A list of names for an error message or a report: as many whole entries
+   as fit, and how many there are in all (NameListFormat says how many more). */
 typedef struct {
   char text[700];
-  int count;
+  int ends[64]; /* where each kept entry ends in text */
+  int count, kept;
+  bool full; /* an entry did not fit: none after it is kept either */
 } NameList;
 
 /* Loading one unit: what its steps share.  A unit's datasets are read into
@@ -136,6 +139,8 @@ void CheckpointQuietEnd_Private(const QuietHDF5 *q);
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call);
 H5FD_mpio_xfer_t CheckpointTransferMode_Private(FSDPContext ctx);
 /* verify.c */
+void CheckpointNameListAdd_Private(NameList *l, const char *name, const char *detail);
+void CheckpointNameListFormat_Private(const NameList *l, char *buf, size_t len);
 FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const char *path, Header *h);
 FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path,
                                           const Header *h, const Item *items, int nitems, bool *load);

@@ -185,12 +185,38 @@ FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const 
   return FSDP_SUCCESS;
 }
 
-static void list_add(NameList *l, const char *name, const char *detail)
+/* Keeps the entry when it fits whole; counts it either way. */
+void CheckpointNameListAdd_Private(NameList *l, const char *name, const char *detail)
 {
-  size_t len = strlen(l->text);
-  if (len < sizeof l->text - 1)
-    snprintf(l->text + len, sizeof l->text - len, "%s%s%s", l->count ? ", " : "", name, detail ? detail : "");
+  size_t len = l->kept ? (size_t)l->ends[l->kept - 1] : 0;
+  int n;
   l->count++;
+  if (l->full || l->kept == (int)(sizeof l->ends / sizeof l->ends[0])) return;
+  n = snprintf(l->text + len, sizeof l->text - len, "%s%s%s", l->kept ? ", " : "", name, detail ? detail : "");
+  if (n < 0 || (size_t)n >= sizeof l->text - len) {
+    l->text[len] = '\0'; /* it did not fit: the entries before it stay whole, */
+    l->full = true;      /* and no later, shorter one jumps the queue */
+    return;
+  }
+  l->ends[l->kept++] = (int)(len + (size_t)n);
+}
+
+/* The list in at most len - 1 characters: whole entries, then "... and N
+   more" for the entries that did not fit here or when they were added. */
+void CheckpointNameListFormat_Private(const NameList *l, char *buf, size_t len)
+{
+  int shown = l->count < l->kept ? l->count : l->kept;
+  if (!len) return;
+  for (; shown >= 0; shown--) {
+    int more = l->count - shown;
+    size_t head = shown ? (size_t)l->ends[shown - 1] : 0;
+    char tail[64] = "";
+    if (more) snprintf(tail, sizeof tail, "%s%d%s", shown ? ", ... and " : "", more, shown ? " more" : " of them");
+    if (head + strlen(tail) >= len) continue;
+    snprintf(buf, len, "%.*s%s", (int)head, l->text, tail);
+    return;
+  }
+  buf[0] = '\0';
 }
 
 /* What the file holds that the context does not, and the other way round. */
@@ -215,7 +241,7 @@ static int check_dataset(hid_t file, const char *path, const char *fname, const 
   snprintf(what, sizeof what, "the dataset %s", path);
   if (there < 0) return (*err = unreadable(fname, what)), -1;
   if (!there) {
-    list_add(&mm->missing, path, NULL);
+    CheckpointNameListAdd_Private(&mm->missing, path, NULL);
     return 0;
   }
   ds = H5Dopen2(file, path, H5P_DEFAULT);
@@ -240,9 +266,9 @@ static int check_dataset(hid_t file, const char *path, const char *fname, const 
     for (int d = 0; d < p->ndim && len < sizeof detail; d++)
       len += (size_t)snprintf(detail + len, sizeof detail - len, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
     if (len < sizeof detail) snprintf(detail + len, sizeof detail - len, "])");
-    list_add(&mm->shape, path, detail);
+    CheckpointNameListAdd_Private(&mm->shape, path, detail);
   } else if (H5Tget_class(type) != H5T_FLOAT || (H5Tget_size(type) != 4 && H5Tget_size(type) != 8)) {
-    list_add(&mm->type, path, " (not float32 or float64)");
+    CheckpointNameListAdd_Private(&mm->type, path, " (not float32 or float64)");
     same = false;
   }
   H5Tclose(type);
@@ -276,7 +302,7 @@ static herr_t find_extra(hid_t group, const char *name, const LinkInfo *info, vo
   (void)info;
   if (!FSDPContextLookupParam_Private(a->ctx, name, &unit, &id) || (a->trainable_only && unit->params[id].frozen)) {
     snprintf(path, sizeof path, "%s/%s", a->group, name);
-    list_add(a->extra, path, NULL);
+    CheckpointNameListAdd_Private(a->extra, path, NULL);
   }
   return 0;
 }
@@ -350,12 +376,36 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
   if (!mm.missing.count && !mm.shape.count && !mm.type.count && !mm.extra.count && (!opt || have_optim))
     return FSDP_SUCCESS;
   {
-    /* The differences, once, for the error or the report. */
+    /* The differences, once, for the error or the report: each list cut to
+       its share of what an error message holds, so that the hint at the end
+       survives however many names there are. */
     const NameList *lists[4] = {&mm.missing, &mm.shape, &mm.type, &mm.extra};
     const char *heads[4] = {" missing ", " wrong shape ", " wrong type ", " not in the model "};
-    char text[4 * sizeof mm.missing.text + 100] = "";
-    for (int l = 0; l < 4; l++)
-      if (lists[l]->count) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s;", heads[l], lists[l]->text);
+    char text[FSDP_MAX_MESSAGE] = "";
+    size_t room = sizeof text - strlen(path) - 200; /* the rest of the message, and "on rank N: " */
+    size_t need[4], share[4] = {0, 0, 0, 0};
+    int left = 0;
+    /* Each list gets what it needs, or an equal share of what the shorter ones left. */
+    for (int l = 0; l < 4; l++) {
+      need[l] = lists[l]->count
+                    ? strlen(heads[l]) + (size_t)(lists[l]->kept ? lists[l]->ends[lists[l]->kept - 1] : 0) + 40
+                    : 0;
+      left += lists[l]->count > 0;
+    }
+    for (; left > 0; left--) {
+      int pick = -1;
+      for (int l = 0; l < 4; l++)
+        if (lists[l]->count && !share[l] && (pick < 0 || need[l] < need[pick])) pick = l;
+      share[pick] = need[pick] < room / (size_t)left ? need[pick] : room / (size_t)left;
+      room -= share[pick];
+    }
+    for (int l = 0; l < 4; l++) {
+      size_t used = strlen(text);
+      if (!lists[l]->count || share[l] <= strlen(heads[l]) + 2) continue;
+      snprintf(text + used, sizeof text - used, "%s", heads[l]);
+      CheckpointNameListFormat_Private(lists[l], text + strlen(text), share[l] - strlen(heads[l]) - 1);
+      snprintf(text + strlen(text), sizeof text - strlen(text), ";");
+    }
     FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
               "FSDPContextLoad: '%s' does not match the model:%s (-fsdp_checkpoint_strict false loads what matches)",
               path, text);
@@ -373,7 +423,8 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
    shard group. */
 FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
 {
-  NameList bad = {{0}, 0};
+  NameList bad = {{0}, {0}, 0, 0, false};
+  char text[FSDP_MAX_MESSAGE / 2];
   int m = 0;
   FSDPErrorCode ierr;
 
@@ -387,13 +438,14 @@ FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
       char dpath[1200], detail[64];
       CheckpointItemPath_Private(&L->items[k], L->names, dpath, sizeof dpath);
       snprintf(detail, sizeof detail, " (CRC-32C 0x%08x, the file says 0x%08x)", L->crc[k], L->want[k]);
-      list_add(&bad, dpath, detail);
+      CheckpointNameListAdd_Private(&bad, dpath, detail);
     }
+  CheckpointNameListFormat_Private(&bad, text, sizeof text);
   if (!ierr && bad.count)
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
                      "FSDPContextLoad: '%s' is corrupt: checksum mismatch in %s; unit '%s' and those after it were not "
                      "loaded",
-                     L->path, bad.text, L->unit->name);
+                     L->path, text, L->unit->name);
   return ierr;
 }
 

@@ -31,7 +31,7 @@ typedef struct {
   int depth;   /* frames seen */
   int nframes; /* frames kept */
   ErrorFrame frames[FSDP_MAX_FRAMES];
-  char message[1024];
+  char message[FSDP_MAX_MESSAGE];
 } ErrorStack;
 
 static _Thread_local ErrorStack error_stack;
