@@ -27,7 +27,9 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
 
-jobs=$(nproc 2>/dev/null || echo 2)
+# make -j: the machine's CPUs.  Not nproc, which follows OMP_NUM_THREADS
+# (1 in many users' shells) and would build on one core.
+jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 [ -x configure ] || ./autogen.sh >/dev/null
 mkdir -p build
 cd build

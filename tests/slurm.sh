@@ -12,7 +12,10 @@
 #   - a job whose ranks are killed while it saves (SIGSTOP inside the save,
 #     then SIGKILL: scancel's SIGCONT and SIGTERM would let the save finish)
 #     leaves the previous checkpoint loadable, and the next run resumes from it.
-# SKIP (77) only when Slurm is not installed.  Every daemon stops at exit.
+# A job that can never start fails the test at once, naming Slurm's reason
+# (tests/slurmlib.sh): checked here with a held job and a drained node.
+# SKIP (77) only when Slurm is not installed or the machine has 1 CPU (each
+# node runs 2 tasks).  Every daemon stops at exit.
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/slurmlib.sh"
 
@@ -26,6 +29,10 @@ if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
   echo "SKIP: Slurm's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
   exit 77
 fi
+if [ "$slurm_cpus" -lt 2 ]; then
+  echo "SKIP: each node runs 2 tasks, and this machine has $slurm_cpus CPU (getconf _NPROCESSORS_ONLN)"
+  exit 77
+fi
 slurm_start
 top=$(cd "$top_builddir" && pwd)
 src=$(cd "${srcdir:-.}" && pwd)
@@ -35,7 +42,7 @@ export OPENBLAS_NUM_THREADS=1
 
 # ---- fsdp-info: the Slurm ids and Slurm's nodes
 for source in mpi slurm; do
-  timeout "$FSDP_TEST_TIMEOUT" srun -N 2 -n 4 --mpi=pmi2 "$top/tools/fsdp-info" -fsdp_node_source $source \
+  slurm_srun -N 2 -n 4 --mpi=pmi2 "$top/tools/fsdp-info" -fsdp_node_source $source \
     >"$fsdp_tmp/info" 2>&1 || { cat "$fsdp_tmp/info"; slurm_log_tail; echo "FAIL: srun fsdp-info"; exit 1; }
   expect_grep "^ShardGroup: 4 ranks on 2 nodes" "$fsdp_tmp/info"
   expect_grep "^  Slurm: job [0-9][0-9]*, step [0-9][0-9]*, nodes n\[1-2\]" "$fsdp_tmp/info"
@@ -45,6 +52,26 @@ for source in mpi slurm; do
 done
 expect_grep "nodes of this group from SLURM_NODEID" "$fsdp_tmp/info"
 echo "fsdp-info under srun: Slurm's ids, 2 nodes x 2 tasks in shard groups {0,1} {2,3}"
+
+# ---- a job that cannot start fails at once, with its reason and the nodes'
+# configuration: a held job (a reason that never clears), and a job that
+# needs a drained node (one that could, but does not while nothing else runs)
+t0=$(date +%s)
+if slurm_srun -N 2 -n 4 --hold true >"$fsdp_tmp/held" 2>&1; then
+  cat "$fsdp_tmp/held"; echo "FAIL: a held srun job ran"; exit 1
+fi
+expect_grep "^FAIL: job [0-9]* cannot be scheduled: PENDING, Reason=JobHeldUser" "$fsdp_tmp/held"
+expect_grep "^  slurm.conf: NodeName=n1 .* CPUs=$slurm_cpus " "$fsdp_tmp/held"
+scontrol update nodename=n2 state=drain reason="tests/slurm.sh"
+if (FSDP_SLURM_PENDING=2 && slurm_srun -N 2 -n 4 true) >"$fsdp_tmp/drained" 2>&1; then
+  cat "$fsdp_tmp/drained"; echo "FAIL: an srun job ran on a drained node"; exit 1
+fi
+expect_grep "^FAIL: job [0-9]* cannot be scheduled: PENDING, Reason=" "$fsdp_tmp/drained"
+expect_grep "^  node n2: drained, $slurm_cpus CPUs, reason tests/slurm.sh" "$fsdp_tmp/drained"
+scontrol update nodename=n2 state=resume
+t=$(($(date +%s) - t0))
+[ $t -le 30 ] || { echo "FAIL: the two unschedulable jobs took $t s to fail"; exit 1; }
+echo "unschedulable jobs: a held one and one on a drained node failed in $t s, naming the reason and the nodes"
 
 # ---- the batch script, unchanged, against mpiexec outside Slurm (with two
 # emulated nodes of 2 ranks: the same hybrid layout, F = 2)
@@ -136,6 +163,7 @@ slurm_wait "$job" COMPLETED FAILED CANCELLED
 # The script requeued itself: the same job runs again and resumes.
 n=0
 until [ "$(restarts "$job")" -ge 1 ] && [ "$(slurm_state "$job")" = COMPLETED ]; do
+  slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: the job was not requeued and completed"; exit 1; }
   sleep 0.5
@@ -161,6 +189,7 @@ job=$(env STEPS=1000000 CHECKPOINT_EVERY=1000000 MODEL="$model" BATCH=16 FSDP_TR
 need_job "$job"
 n=0
 until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; do
+  slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: no requeue"; exit 1; }
   sleep 0.5
@@ -176,6 +205,7 @@ done
 scancel --signal=USR1 "$job"
 n=0
 until [ "$(restarts "$job")" -ge 2 ]; do
+  slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; echo "FAIL: no second requeue"; exit 1; }
   sleep 0.5

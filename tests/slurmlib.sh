@@ -1,13 +1,24 @@
 # slurmlib.sh: a private Slurm cluster for the tests, sourced after testlib.sh.
 # slurm_start starts munged, slurmctld and two slurmd daemons (nodes n1 and
-# n2, each with this machine's CPUs) from Debian's slurm-wlm, with every
+# n2, each with this machine's $slurm_cpus CPUs) from Debian's slurm-wlm, with every
 # file (keys, sockets, state, spool, logs) under $fsdp_tmp/slurm and every
 # port on the loopback address; the machine's own Slurm and munge
 # configuration are neither read nor changed.  The daemons run as the
 # invoking user; an EXIT trap cancels the cluster's jobs and stops them.
-# Commands then reach this cluster through SLURM_CONF.
+# Commands then reach this cluster through SLURM_CONF.  A job that can never
+# be scheduled (it asks for more CPUs than the nodes have, say) fails the test
+# within about a minute, naming Slurm's reason (slurm_wait, slurm_srun),
+# instead of waiting for the test's timeout.
 
 slurm_dir="$fsdp_tmp/slurm"
+# The machine's CPUs, which slurmd finds and each node offers.  Never nproc:
+# it follows OMP_NUM_THREADS, and with OMP_NUM_THREADS=1 (in many users'
+# shells) each node would offer 1 CPU and srun -N 2 -n 4 could never start.
+slurm_cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null) || slurm_cpus=$(grep -c '^processor' /proc/cpuinfo)
+# Seconds a job may stay PENDING, while no other job of the cluster runs, on a
+# reason that could clear (Resources, ReqNodeNotAvail, ...) before the test
+# calls it unschedulable.  The cluster schedules every second.
+: "${FSDP_SLURM_PENDING:=30}"
 
 slurm_need() {
   for c in munged slurmctld slurmd sbatch srun scontrol squeue scancel; do
@@ -79,7 +90,7 @@ slurm_start() {
   ctld=$(slurm_free_port "$base")
   p1=$(slurm_free_port $((ctld + 1)))
   p2=$(slurm_free_port $((p1 + 1)))
-  cpus=$(nproc)
+  cpus=$slurm_cpus
   user=$(id -un)
   host=$(hostname)
   cat >"$slurm_dir/slurm.conf" <<EOF
@@ -141,8 +152,72 @@ slurm_state() {
   scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
 }
 
+# Pending reasons that waiting cannot clear on this cluster: the job asks for
+# more than the partition or its nodes have in slurm.conf, or is held.
+slurm_never="PartitionConfig PartitionNodeLimit PartitionTimeLimit BadConstraints JobHeldAdmin JobHeldUser"
+slurm_never="$slurm_never DependencyNeverSatisfied InvalidAccount InvalidQOS AssocMaxCpuPerJobLimit"
+slurm_pend_job="" slurm_pend_since=""
+
+# slurm_stuck JOBID: true, with the reason, the job's request and the nodes on
+# stdout, when the job is PENDING and cannot start: at once on a reason in
+# $slurm_never; on any other reason but BeginTime (a requeued job's short
+# wait) once the job has pended FSDP_SLURM_PENDING s with no other job of
+# the cluster running, since only the end of another job could let it start.
+slurm_stuck() {
+  info=$(scontrol show job "$1" 2>/dev/null)
+  state=$(echo "$info" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  reason=$(echo "$info" | sed -n 's/.* Reason=\([^ ]*\).*/\1/p')
+  [ "$state" = PENDING ] || { slurm_pend_job=""; return 1; }
+  case " $slurm_never " in
+  *" ${reason%%,*} "*) ;;
+  *)
+    now=$(date +%s)
+    [ "$slurm_pend_job" = "$1" ] || { slurm_pend_job=$1 slurm_pend_since=$now; }
+    others=$(squeue -h -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -o %i 2>/dev/null | grep -vx "$1")
+    if [ -n "$others" ] || [ "$reason" = BeginTime ]; then slurm_pend_since=$now; fi
+    [ $((now - slurm_pend_since)) -ge "$FSDP_SLURM_PENDING" ] || return 1
+    ;;
+  esac
+  echo "FAIL: job $1 cannot be scheduled: PENDING, Reason=$reason"
+  echo "$info" | grep -E '^ *(NumNodes|TRES|Partition)=' | sed 's/^ */  job: /'
+  sed -n 's/^\(NodeName=.*\)/  slurm.conf: \1/p; s/^\(PartitionName=.*\)/  slurm.conf: \1/p' "$SLURM_CONF"
+  sinfo -N -h -o '  node %N: %T, %c CPUs, reason %E' 2>/dev/null | sort -u
+  return 0
+}
+
+# slurm_srun ARGS...: srun ARGS (at most FSDP_TEST_TIMEOUT s); when its job
+# cannot be scheduled, the job is cancelled, slurm_stuck's report goes to
+# stderr, and it returns 1 (srun itself waits for as long as the job pends).
+slurm_srun_n=0
+slurm_srun() {
+  slurm_srun_n=$((slurm_srun_n + 1))
+  name="fsdp-test-srun-$$-$slurm_srun_n"
+  timeout "$FSDP_TEST_TIMEOUT" srun --job-name="$name" "$@" &
+  srun_pid=$!
+  while kill -0 "$srun_pid" 2>/dev/null; do
+    id=$(squeue -h -n "$name" -o %i 2>/dev/null | head -n 1)
+    if [ -n "$id" ] && slurm_stuck "$id" >&2; then
+      scancel "$id"
+      wait "$srun_pid"
+      return 1
+    fi
+    sleep 0.5
+  done
+  wait "$srun_pid"
+}
+
+# slurm_check JOBID: fail the test at once if the job cannot be scheduled
+# (for loops that wait on a job's progress).
+slurm_check() {
+  if slurm_stuck "$1"; then
+    slurm_log_tail
+    exit 1
+  fi
+}
+
 # slurm_wait JOBID STATE... : wait (at most FSDP_TEST_TIMEOUT s) until the
-# job is in one of the states; fails the test otherwise.
+# job is in one of the states; fails the test otherwise, and at once when
+# the job cannot be scheduled (slurm_stuck).
 slurm_wait() {
   job=$1
   shift
@@ -150,6 +225,7 @@ slurm_wait() {
   while :; do
     s=$(slurm_state "$job")
     for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+    slurm_check "$job"
     t=$((t + 1))
     if [ $t -gt $((FSDP_TEST_TIMEOUT * 2)) ]; then
       echo "FAIL: job $job is $s, not $* after $FSDP_TEST_TIMEOUT s"

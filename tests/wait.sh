@@ -29,6 +29,14 @@ cpus=$(taskset -c -p $$ | sed 's/.*: //' | awk -F, '{n = 0; for (i = 1; i <= NF;
 fsdp_run 1 "$train" $args >"$fsdp_tmp/one.out" 2>&1 || { cat "$fsdp_tmp/one.out"; echo "FAIL: one rank"; exit 1; }
 expect_grep "^ *\[0\] waits poll: 1 rank on $cpus CPUs\? of this node\$" "$fsdp_tmp/one.out"
 if [ "$cpus" -ge 2 ]; then expect_grep "^ *overlap: thread engine," "$fsdp_tmp/one.out"; fi
+# OMP_NUM_THREADS=1, which many users' shells export, sets OpenBLAS's threads
+# (as OpenBLAS itself reads it), never the node's CPUs: the rank still polls
+# on all $cpus of them, on the thread engine.
+(unset OPENBLAS_NUM_THREADS && OMP_NUM_THREADS=1 && export OMP_NUM_THREADS && fsdp_run 1 "$train" $args) \
+  >"$fsdp_tmp/omp.out" 2>&1 || { cat "$fsdp_tmp/omp.out"; echo "FAIL: one rank with OMP_NUM_THREADS=1"; exit 1; }
+expect_grep "^ *\[0\] waits poll: 1 rank on $cpus CPUs\? of this node\$" "$fsdp_tmp/omp.out"
+if [ "$cpus" -ge 2 ]; then expect_grep "^ *overlap: thread engine," "$fsdp_tmp/omp.out"; fi
+expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the environment's)" "$fsdp_tmp/omp.out"
 
 rc=0
 fsdp_run 2 "$train" $args -fsdp_wait nap >"$fsdp_tmp/bad.out" 2>&1 || rc=$?
@@ -50,5 +58,5 @@ expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the environment's)" "$fsdp_t
 fsdp_run 1 "$train" $args -fsdp_blas_threads 3 >"$fsdp_tmp/blasopt.out" 2>&1 ||
   { cat "$fsdp_tmp/blasopt.out"; echo "FAIL: -fsdp_blas_threads 3"; exit 1; }
 expect_grep "^ *host GEMMs: 3 BLAS threads per rank (-fsdp_blas_threads)" "$fsdp_tmp/blasopt.out"
-echo "two ranks on one CPU sleep on the nonblocking engine, -fsdp_wait poll -fsdp_comm_engine thread override it with the same losses, one rank on $cpus CPUs polls; BLAS threads follow the node, the environment and -fsdp_blas_threads"
+echo "two ranks on one CPU sleep on the nonblocking engine, -fsdp_wait poll -fsdp_comm_engine thread override it with the same losses, one rank on $cpus CPUs polls, with OMP_NUM_THREADS=1 too; BLAS threads follow the node, the environment and -fsdp_blas_threads"
 exit 0
