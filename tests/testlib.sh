@@ -7,7 +7,8 @@
 fsdp_run() {
   np=$1
   shift
-  timeout "$FSDP_TEST_TIMEOUT" $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$@"
+  # -k: a job that catches SIGTERM (fsdp-train saves on it) and hangs still ends.
+  timeout -k 30 "$FSDP_TEST_TIMEOUT" $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$@"
 }
 
 # expect_grep PATTERN FILE: fail the test unless FILE has a line matching PATTERN.

@@ -2,10 +2,8 @@
    and replicate groups, their set-up under a watchdog, the collectives on
    the device's communication stream, and their failure and abort.  A build
    without NCCL keeps the calls: every group then goes through MPI. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine.h"
 
@@ -54,63 +52,18 @@ static FSDPErrorCode shares_gpu(Device d, MPI_Comm comm, const char *group, bool
 }
 
 /* A rank whose ncclCommInitRank fails leaves its peers inside theirs, and
-   NCCL's blocking init has no way out: a thread watches the call and aborts
-   the job once it has run `timeout` seconds.  It calls MPI_Abort while the
-   rank's own thread is inside NCCL, never MPI: with MPI_THREAD_MULTIPLE (what
-   FSDPInitialize asks for) that is MPI's rule; below it, it is outside the
-   standard but what MPICH and Open MPI do. */
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t finished;
-  bool done;
-  double timeout;
-  MPI_Comm abort_comm;
-  const char *group;
-} InitWatch;
-
-static void *watch_init(void *arg)
-{
-  InitWatch *w = arg;
-  struct timespec until, now;
-  double wait = w->timeout < 1e8 ? w->timeout : 1e8; /* ~3 years: time_t cannot overflow */
-  bool overdue;
-  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock: a step of the wall clock changes nothing */
-  until.tv_sec += (time_t)wait;
-  until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-  pthread_mutex_lock(&w->lock);
-  while (!w->done) {
-    int rc = pthread_cond_timedwait(&w->finished, &w->lock, &until);
-    if (rc && rc != EINTR) break; /* ETIMEDOUT, or a wait that cannot work: no watch rather than a spin */
-  }
-  overdue = !w->done && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
-            (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec));
-  pthread_mutex_unlock(&w->lock);
-  if (overdue) {
-    int rank = -1;
-    MPI_Comm_rank(w->abort_comm, &rank);
-    fprintf(stderr,
-            "[%d] libfsdp watchdog: ncclCommInitRank of the %s group has not completed after %g s "
-            "(-fsdp_collective_timeout) in FSDPContextSetUp; another rank of the group failed before or inside it "
-            "(see its message), or never called it. Aborting the job.\n",
-            rank, w->group, w->timeout);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT); /* another communicator would end this process alone */
-  }
-  return NULL;
-}
+   NCCL's blocking init has no way out: a watch (src/sys/watch.c) aborts the
+   job once the call has run `timeout` seconds. */
 
 /* The unique id travels with rank 0's status, so that a failure there
    stops every rank instead of leaving them in the broadcast. */
-static FSDPErrorCode init_comm(MPI_Comm comm, const char *group, double timeout, MPI_Comm abort_comm, ncclComm_t *nccl)
+static FSDPErrorCode init_comm(MPI_Comm comm, const char *group, double timeout, ncclComm_t *nccl)
 {
   struct {
     ncclUniqueId id;
     int status;
   } root;
-  InitWatch w = {.done = false, .timeout = timeout, .abort_comm = abort_comm, .group = group};
-  pthread_t watcher;
-  bool watching = false;
+  FSDPWatch watch = NULL;
   ncclResult_t r;
   int rank, size;
   FSDPCallMPI(MPI_Comm_rank(comm, &rank));
@@ -120,29 +73,13 @@ static FSDPErrorCode init_comm(MPI_Comm comm, const char *group, double timeout,
   FSDPCallMPI(MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, comm));
   FSDPCheck(root.status == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclGetUniqueId on rank 0 of the %s group: %s",
             group, ncclGetErrorString((ncclResult_t)root.status));
-  if (timeout > 0) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_mutex_init(&w.lock, NULL);
-    pthread_cond_init(&w.finished, &attr);
-    pthread_condattr_destroy(&attr);
-    watching = pthread_create(&watcher, NULL, watch_init, &w) == 0;
-    if (!watching) {
-      pthread_cond_destroy(&w.finished);
-      pthread_mutex_destroy(&w.lock);
-    }
-  }
+  FSDPCall(FSDPWatchStart_Private(timeout, FSDP_ERR_TIMEOUT, &watch,
+                                  "ncclCommInitRank of the %s group has not completed after %g s "
+                                  "(-fsdp_collective_timeout) in FSDPContextSetUp; another rank of the group failed "
+                                  "before or inside it (see its message), or never called it",
+                                  group, timeout));
   r = ncclCommInitRank(nccl, size, root.id, rank);
-  if (watching) {
-    pthread_mutex_lock(&w.lock);
-    w.done = true;
-    pthread_cond_signal(&w.finished);
-    pthread_mutex_unlock(&w.lock);
-    pthread_join(watcher, NULL);
-    pthread_cond_destroy(&w.finished);
-    pthread_mutex_destroy(&w.lock);
-  }
+  FSDPCall(FSDPWatchStop_Private(&watch));
   FSDPCheck(r == ncclSuccess, MPI_COMM_SELF, FSDP_ERR_NCCL, "ncclCommInitRank of the %s group (rank %d of %d): %s",
             group, rank, size, ncclGetErrorString(r));
   return FSDP_SUCCESS;
@@ -164,7 +101,7 @@ FSDPErrorCode CommNCCLSetUp(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Co
   *nccl = n; /* the caller destroys it, error or not */
   if (fsize > 1) {
     ierr = shares_gpu(d, shard_comm, "shard", &shared, why, len);
-    if (!ierr && !shared) ierr = init_comm(shard_comm, "shard", timeout, comm, &n->shard);
+    if (!ierr && !shared) ierr = init_comm(shard_comm, "shard", timeout, &n->shard);
   }
   if (replicate_nccl && rsize > 1) {
     /* A replicate group spans shard groups: all of them decide together.
@@ -178,7 +115,7 @@ FSDPErrorCode CommNCCLSetUp(Device d, MPI_Comm comm, MPI_Comm shard_comm, MPI_Co
     FSDPCheck(!flags[0], MPI_COMM_SELF, FSDP_ERR_NCCL,
               "the shard group's NCCL set-up failed on another rank (see its message)");
     if (!flags[1]) ierr = shares_gpu(d, replicate_comm, "replicate", &shared, why, len);
-    if (!ierr && !flags[1] && !shared) ierr = init_comm(replicate_comm, "replicate", timeout, comm, &n->replicate);
+    if (!ierr && !flags[1] && !shared) ierr = init_comm(replicate_comm, "replicate", timeout, &n->replicate);
   }
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;

@@ -63,6 +63,15 @@ FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErro
    quotes the lowest failed rank's message.  No rank is left waiting. */
 FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code);
 
+/* A watch on a call with no way out (src/sys/watch.c): unless
+   FSDPWatchStop_Private comes first, after `timeout` seconds (0: never) a
+   thread prints "libfsdp watchdog: <fmt...>. Aborting the job." and aborts
+   the job with `code`.  *watch is NULL when there is nothing to stop. */
+typedef struct FSDPWatch_s *FSDPWatch;
+FSDPErrorCode FSDPWatchStart_Private(double timeout, FSDPErrorCode code, FSDPWatch *watch, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+FSDPErrorCode FSDPWatchStop_Private(FSDPWatch *watch);
+
 /* What every XCreate(comm, ...) checks first: MPI is running and comm is a
    communicator.  `caller` names the function in the message. */
 FSDPErrorCode FSDPCheckCreateComm_Private(MPI_Comm comm, const char *caller);

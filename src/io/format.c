@@ -102,6 +102,8 @@ const char *CheckpointH5Reason_Private(char buf[256])
 {
   buf[0] = '\0';
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, last_message, buf);
+  for (char *c = buf; *c; c++) /* MPI-IO's error strings span lines: an error message is one */
+    if (*c == '\n') *c = ' ';
   return buf[0] ? buf : "no detail from HDF5";
 }
 

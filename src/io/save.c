@@ -1,6 +1,7 @@
 /* FSDPContextSave: every rank writes its own pieces of each dataset into a
    temporary file, which rank 0 renames over the checkpoint once all of it is
    on disk (doc/checkpoint-format.md). */
+#define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,10 +147,26 @@ static FSDPErrorCode sources_get(FSDPContext ctx, FSDPOptimizer opt, Source **sr
   return FSDP_SUCCESS;
 }
 
+/* After this rank's write failed, HDF5's collective calls may not return on
+   every rank (MPI-IO need not fail alike everywhere, and a rank that skips
+   one of HDF5's own collectives leaves the others in it): the save then gets
+   the collective timeout to finish, after which the job ends with this
+   rank's message rather than hang. */
+static void watch_failure(FSDPContext ctx, FSDPErrorCode failed, const char *tmp, FSDPWatch *watch)
+{
+  const char *msg = "";
+  if (!failed || *watch) return;
+  FSDPGetLastError(NULL, &msg, NULL);
+  (void)FSDPWatchStart_Private(ctx->timeout, failed, watch,
+                               "FSDPContextSave: %s; the save of '%s' has not ended on every rank %g s after this "
+                               "failure (-fsdp_collective_timeout): the checkpoint was not written",
+                               msg, tmp, ctx->timeout);
+}
+
 /* Writes every dataset: each rank its own pieces, with one collective
    H5Dwrite per dataset, and their checksums, combined beforehand. */
 static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, const Item *items,
-                                    int nitems, int64_t *bytes)
+                                    int nitems, int64_t *bytes, FSDPWatch *watch)
 {
   const char *names[2] = {NULL, NULL};
   uint32_t *crc = NULL;
@@ -237,6 +255,7 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
       }
     }
     if (status < 0 && !failed) failed = H5ERR("cannot write %s: %s", path, CheckpointH5Reason_Private(reason));
+    watch_failure(ctx, failed, tmp, watch);
     *bytes += (pieces[it->param].end - pieces[it->param].begin) * (int64_t)FSDPDataTypeSize(it->unit->dtype);
     if (memspace >= 0) H5Sclose(memspace);
     if (ds >= 0) H5Dclose(ds);
@@ -259,7 +278,8 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
   int nitems;
   hid_t fapl, file = -1, gcpl;
   char reason[256];
-  FSDPErrorCode ierr = FSDP_SUCCESS;
+  FSDPWatch watch = NULL;
+  FSDPErrorCode ierr = FSDP_SUCCESS, e;
 
   FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &nitems));
   fapl = CheckpointFileAccess_Private(ctx->comm);
@@ -301,15 +321,17 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
       ierr = H5ERR("cannot write the metadata checksum of '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
-  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, items, nitems, bytes);
+  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, items, nitems, bytes, &watch);
   if (file >= 0) {
-    herr_t s = H5Fflush(file, H5F_SCOPE_GLOBAL);
-    if (H5Fclose(file) < 0 || s < 0) {
-      if (!ierr) ierr = H5ERR("cannot flush and close '%s': %s", tmp, CheckpointH5Reason_Private(reason));
-    }
+    if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 && !ierr)
+      ierr = H5ERR("cannot flush '%s': %s", tmp, CheckpointH5Reason_Private(reason));
+    watch_failure(ctx, ierr, tmp, &watch);
+    if (H5Fclose(file) < 0 && !ierr) ierr = H5ERR("cannot close '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     /* A rank whose data did not reach the file stops the rename on rank 0. */
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
+  e = FSDPWatchStop_Private(&watch);
+  if (!ierr) ierr = e;
   FSDPCall(FSDPFree(&items));
   return ierr;
 }
@@ -374,6 +396,60 @@ static FSDPErrorCode commit_file(const char *tmp, const char *path, int keep)
   return FSDP_SUCCESS;
 }
 
+/* Bytes a checkpoint of these tensors takes: the values, and HDF5's metadata
+   with room to spare (measured: 460 to 820 bytes a dataset, and the root's
+   attributes, of which the rank table grows with the ranks). */
+static int64_t checkpoint_bytes(FSDPContext ctx, FSDPOptimizer opt, int64_t *values)
+{
+  int64_t data = 0, meta = 8192 + 12 * (int64_t)ctx->size;
+  for (int u = 0; u < ctx->nunits; u++)
+    for (int i = 0; i < ctx->units[u]->nparams; i++) {
+      const ParamInfo *p = &ctx->units[u]->params[i];
+      int64_t copies = 1 + (opt && !p->frozen ? opt->nstates : 0);
+      data += copies * p->numel * (int64_t)FSDPDataTypeSize(ctx->units[u]->dtype);
+      meta += copies * (1024 + 2 * (int64_t)strlen(p->name));
+    }
+  *values = data;
+  return data + meta;
+}
+
+/* Rank 0, before HDF5 writes anything: the file system must have room for
+   the whole checkpoint.  HDF5's collective writes do not fail alike on every
+   rank when the disk fills under them (one rank leaves a collective the
+   others are in), so a full disk is found here, where every rank can be told.
+   The room is reserved and given back at once (fallocate, which counts quotas
+   as writes do; statvfs's free space where a file system cannot reserve). */
+static FSDPErrorCode reserve_space(FSDPContext ctx, FSDPOptimizer opt, const char *tmp)
+{
+  int64_t values, need = checkpoint_bytes(ctx, opt, &values);
+  char b1[32], b2[32];
+  int fd, err = 0;
+  const char *test = getenv("FSDP_TEST_CHECKPOINT_UNRESERVED"); /* test hook: a disk that fills during the save */
+
+  if (test && atoi(test) > 0) return FSDP_SUCCESS;
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  FSDPCheck(fd >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: cannot create '%s': %s", tmp, strerror(errno));
+#ifdef __linux__
+  if (fallocate(fd, 0, 0, (off_t)need)) err = errno;
+#else
+  err = EOPNOTSUPP;
+#endif
+  if (err == EOPNOTSUPP || err == ENOSYS) {
+    struct statvfs fs;
+    err = fstatvfs(fd, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < (double)need ? ENOSPC : 0;
+  }
+  if (ftruncate(fd, 0) && !err) err = errno;
+  close(fd);
+  if (!err) return FSDP_SUCCESS;
+  unlink(tmp);
+  FSDPFormatBytes(b1, sizeof b1, (double)need);
+  FSDPFormatBytes(b2, sizeof b2, (double)values);
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_IO,
+            "FSDPContextSave: no room for '%s': %s (the checkpoint takes about %s: %s of tensors and HDF5's "
+            "metadata); nothing was written",
+            tmp, strerror(err), b1, b2);
+}
+
 /* The temporary file beside path that a save writes and renames. */
 static void temporary_path(const char *path, char *tmp, size_t len) { snprintf(tmp, len, "%s.partial", path); }
 
@@ -407,6 +483,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
                        "FSDPContextSave: cannot remove '%s', left by an interrupted save: %s", tmp, strerror(errno));
   }
+  if (!ierr && ctx->rank == 0) ierr = reserve_space(ctx, opt, tmp);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
   FSDPCall(FSDPLogEventBegin(ctx->ev_save));
   CheckpointQuietBegin_Private(&quiet);
