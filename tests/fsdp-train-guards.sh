@@ -46,10 +46,10 @@ if grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h"
   refused directory "fsdp-train: -checkpoint '$w/dir.h5': is a directory" 2 $common -checkpoint "$w/dir.h5"
   [ ! -e "$w/dir.h5.partial" ] || { echo "FAIL: a refused -checkpoint DIR left DIR.partial"; exit 1; }
   refused export_dir "fsdp-train: -export '$w/dir.h5': is a directory" 1 $common -export "$w/dir.h5"
-  refused same_outputs "fsdp-train: -checkpoint and -loss_log are the same file '$w/x'" 1 \
+  refused same_outputs "fsdp-train: -checkpoint '$w/x' and -loss_log '$w/x' are the same file" 1 \
     $common -checkpoint "$w/x" -loss_log "$w/x"
   mkdir "$w/ck.h5.1"
-  refused rotation "'$w/ck.h5.1', where -fsdp_checkpoint_keep 3 keeps an older one, is a directory" 1 \
+  refused rotation "'$w/ck.h5.1', where -fsdp_checkpoint_keep 3 keeps an older -checkpoint of '$w/ck.h5', is a directory" 1 \
     $common -checkpoint "$w/ck.h5" -fsdp_checkpoint_keep 3
   rmdir "$w/ck.h5.1"
 fi

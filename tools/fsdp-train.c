@@ -16,8 +16,9 @@
 
 /* ------------------------------------------------------------------ checkpoints and signals */
 
-/* SIGUSR1 and SIGTERM (sbatch --signal, pre-emption) ask for a checkpoint
-   at the next step boundary; the handler only records which one came. */
+/* SIGUSR1 and SIGTERM (sbatch --signal, pre-emption), and SIGINT (Ctrl-C,
+   which mpiexec forwards), ask for a checkpoint at the next step boundary;
+   the handler only records which one came. */
 static volatile sig_atomic_t signal_caught;
 
 /* libfsdp is told too: a collective that a dead or stuck peer never joins
@@ -37,9 +38,15 @@ static int catch_signals(void)
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART; /* a write under way when the signal comes goes on */
   sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0) return 0;
-  fprintf(stderr, "fsdp-train: cannot install the SIGUSR1 and SIGTERM handlers: %s\n", strerror(errno));
+  if (sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0)
+    return 0;
+  fprintf(stderr, "fsdp-train: cannot install the SIGUSR1, SIGTERM and SIGINT handlers: %s\n", strerror(errno));
   return 1;
+}
+
+static const char *signal_name(int signo)
+{
+  return signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "SIGUSR1";
 }
 
 /* Test hook: FSDP_TEST_STARTUP_PAUSE=seconds stops every rank in start-up,
@@ -58,25 +65,28 @@ static void pause_for_test(void)
   sleep((unsigned)atoi(env)); /* a signal ends it early */
 }
 
-/* The signal any rank caught (0: none): a signal may reach only some ranks.
-   Waited for as the context waits (it sleeps on an oversubscribed node). */
-static FSDPErrorCode agree_on_signal(FSDPContext ctx, int *signo)
+/* What every rank learns at a step boundary, in one small all-reduce: the
+   signal any rank caught (0: none; a signal may reach only some ranks), and
+   the errno of rank 0's failed write to the loss log (0: none).  Waited for
+   as the context waits (it sleeps on an oversubscribed node). */
+static FSDPErrorCode agree_at_boundary(FSDPContext ctx, int log_errno, int *signo, int *log_failed)
 {
   MPI_Request req;
-  *signo = signal_caught;
-  FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, signo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+  int v[2] = {signal_caught, log_errno};
+  FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
   FSDPCall(FSDPContextWait(ctx, &req));
+  *signo = v[0];
+  *log_failed = v[1];
   return FSDP_SUCCESS;
 }
 
-/* A checkpoint after `step` steps, at the position the last step recorded. */
-static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int rank,
-                                     FILE *log)
+/* A checkpoint after `step` steps, at the position the last step recorded.
+   The loss log already holds every step it has: each row is flushed, and
+   the ranks agreed that it was written, at the step's boundary. */
+static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const Args *a, int64_t step, int rank)
 {
-  double t0;
-  if (log) fflush(log); /* the loss log holds every step the checkpoint has */
-  t0 = MPI_Wtime();
-  FSDPCall(FSDPContextSave(ctx, opt, a->checkpoint));
+  double t0 = MPI_Wtime();
+  FSDPCall(FSDPContextSave(ctx, opt, a->checkpoint_file));
   if (rank == 0 && a->log_every > 0) {
     printf("fsdp-train: step %lld: checkpoint %s written in %.3f s\n", (long long)step, a->checkpoint,
            MPI_Wtime() - t0);
@@ -85,36 +95,73 @@ static FSDPErrorCode save_checkpoint(FSDPContext ctx, FSDPOptimizer opt, const A
   return FSDP_SUCCESS;
 }
 
-/* Rank 0's loss log while the job runs: main closes it when training fails,
-   so every finished step's row reaches the file before the job is aborted. */
-static FILE *loss_log_file;
+/* Rank 0's loss log while the job runs: main closes it when training fails
+   (every finished step's row has been flushed to it already). */
+static FILE *running_log;
+
+/* The errno of a failed stdio call (EIO where the library set none). */
+static int failed_errno(void) { return errno ? errno : EIO; }
 
 /* With -resume: rank 0 keeps the loss log's header and its rows up to the
-   checkpoint's step, so that the log reads as if the job never stopped. */
-static FILE *reopen_loss_log(const char *path, int64_t step)
+   checkpoint's step, so that the log reads as if the job never stopped.  The
+   rows go to path.resume, which is renamed over the log: a failure leaves
+   the log as it was, and msg says what failed. */
+static FILE *reopen_loss_log(const Args *a, int64_t step, char *msg, size_t len)
 {
-  FILE *in = fopen(path, "r"), *out;
-  char line[256], tmp[1100];
-  if (!in) {
+  const char *path = a->loss_log_file;
+  FILE *in, *out;
+  char line[256], tmp[PATH_MAX + 16];
+  int rerr = 0, werr = 0;
+  errno = 0;
+  in = fopen(path, "r");
+  if (!in && errno != ENOENT) {
+    snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot read it to keep its rows up to step %lld: %s", a->loss_log,
+             (long long)step, strerror(failed_errno()));
+    return NULL;
+  }
+  if (!in) { /* no log yet: a new one */
     out = fopen(path, "w");
-    if (out) fprintf(out, "step,loss\n");
+    if (!out || fputs("step,loss\n", out) < 0 || fflush(out)) {
+      snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot write it: %s", a->loss_log, strerror(failed_errno()));
+      if (out) fclose(out);
+      return NULL;
+    }
     return out;
   }
   snprintf(tmp, sizeof tmp, "%s.resume", path);
+  errno = 0;
   out = fopen(tmp, "w");
-  if (!out) {
-    fclose(in);
-    return NULL;
-  }
-  fprintf(out, "step,loss\n");
-  while (fgets(line, sizeof line, in)) {
+  if (!out || fputs("step,loss\n", out) < 0) werr = failed_errno();
+  while (!werr && fgets(line, sizeof line, in)) {
     char *end;
     long long s = strtoll(line, &end, 10);
-    if (end != line && *end == ',' && s <= step) fputs(line, out);
+    if (end != line && *end == ',' && s <= step && fputs(line, out) < 0) werr = failed_errno();
   }
+  if (!werr && ferror(in)) rerr = failed_errno();
   fclose(in);
-  if (fclose(out) || rename(tmp, path)) return NULL;
-  return fopen(path, "a");
+  errno = 0;
+  if (out && fclose(out) && !werr) werr = failed_errno();
+  if (rerr || werr) {
+    if (rerr)
+      snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot read it to keep its rows up to step %lld: %s", a->loss_log,
+               (long long)step, strerror(rerr));
+    else
+      snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot write its temporary '%s': %s (the log is as it was)",
+               a->loss_log, tmp, strerror(werr));
+    unlink(tmp);
+    return NULL;
+  }
+  if (rename(tmp, path)) {
+    snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot rename its temporary '%s' over it: %s", a->loss_log, tmp,
+             strerror(errno));
+    unlink(tmp);
+    return NULL;
+  }
+  out = fopen(path, "a");
+  if (!out)
+    snprintf(msg, len, "fsdp-train: -loss_log '%s': cannot open it to append: %s", a->loss_log,
+             strerror(failed_errno()));
+  return out;
 }
 
 /* ------------------------------------------------------------------ training */
@@ -146,7 +193,7 @@ static FSDPErrorCode configure_optimizer(FSDPContext ctx, FSDPOptimizer opt, con
 }
 
 /* The context, the model and its data, the optimizer; -init or -resume. */
-static FSDPErrorCode set_up(Run *r, const Args *a)
+static FSDPErrorCode set_up(Run *r, Args *a)
 {
   bool check_finite, scaler;
   FSDPCall(FSDPContextCreate(MPI_COMM_WORLD, &r->ctx));
@@ -159,6 +206,7 @@ static FSDPErrorCode set_up(Run *r, const Args *a)
   FSDPCall(FSDPModelGetSizes(r->model, &r->in, &r->out, &r->numel));
   FSDPCall(load_data(a->data, r->model, (uint64_t)a->seed, &r->data));
   if (check_finite) FSDPCall(check_data_finite(&r->data, a->data));
+  FSDPCall(check_generate(a, r->model, &r->data));
   FSDPCall(FSDPModelSetUp(r->model));
   if (a->init[0]) FSDPCall(FSDPContextLoad(r->ctx, NULL, a->init));
   FSDPCall(FSDPOptimizerCreate(r->ctx, &r->opt));
@@ -172,8 +220,12 @@ static FSDPErrorCode set_up(Run *r, const Args *a)
     FSDPCheck(ts.step <= a->steps, MPI_COMM_SELF, FSDP_ERR_OPTION,
               "fsdp-train: -resume %s is at step %lld, beyond -steps %lld", a->resume, (long long)ts.step,
               (long long)a->steps);
+    FSDPCall(check_resume(a, &ts, &r->data));
     r->first = ts.step;
     r->cursor = ts.data_cursor;
+  } else { /* what a checkpoint before the first step records (-init loaded its file's) */
+    FSDPTrainingState ts = {0, 0, {(uint64_t)a->seed, r->data.hash, (uint64_t)a->batch, (uint64_t)a->grad_accum}};
+    FSDPCall(FSDPContextSetTrainingState(r->ctx, &ts));
   }
   /* fp16's overflows are the gradient scaler's: it skips those steps. */
   FSDPCall(FSDPOptimizerGetGradScaler(r->opt, &scaler));
@@ -181,23 +233,53 @@ static FSDPErrorCode set_up(Run *r, const Args *a)
   return FSDP_SUCCESS;
 }
 
-/* Collective: rank 0 opens the loss log; every rank learns whether it could. */
+/* Collective: rank 0 opens the loss log and writes its header; every rank
+   learns whether it could, and why not. */
 static FSDPErrorCode open_loss_log(Run *r, const Args *a)
 {
-  FSDPErrorCode ierr = FSDP_SUCCESS;
-  int ok;
+  char msg[2 * PATH_MAX] = "";
   if (!a->loss_log[0]) return FSDP_SUCCESS;
   if (r->rank == 0) {
     /* Only now, with the checkpoint loaded and verified, is the old log rewritten. */
-    r->log = loss_log_file = a->resume[0] ? reopen_loss_log(a->loss_log, r->first) : fopen(a->loss_log, "w");
-    if (!r->log)
-      ierr = TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: cannot write -loss_log '%s': %s", a->loss_log, strerror(errno));
-    else if (!a->resume[0]) fprintf(r->log, "step,loss\n");
+    if (a->resume[0]) r->log = reopen_loss_log(a, r->first, msg, sizeof msg);
+    else {
+      errno = 0;
+      r->log = fopen(a->loss_log_file, "w");
+      if (!r->log || fputs("step,loss\n", r->log) < 0 || fflush(r->log))
+        snprintf(msg, sizeof msg, "fsdp-train: -loss_log '%s': cannot write it: %s", a->loss_log,
+                 strerror(failed_errno()));
+    }
+    running_log = r->log;
   }
-  ok = !ierr;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  FSDPCall(ierr);
-  FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: rank 0 cannot write -loss_log '%s'", a->loss_log);
+  FSDPCallMPI(MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD));
+  FSDPCheck(!msg[0], MPI_COMM_SELF, FSDP_ERR_IO, "%s", msg);
+  return FSDP_SUCCESS;
+}
+
+/* A failed write to rank 0's loss log ends the job on every rank, at the step
+   boundary where they learn of it (err is rank 0's errno). */
+static FSDPErrorCode check_loss_log(const Args *a, int err, int64_t step)
+{
+  FSDPCheck(!err, MPI_COMM_SELF, FSDP_ERR_IO,
+            "fsdp-train: -loss_log '%s': writing the row of step %lld failed on rank 0: %s (training stopped)",
+            a->loss_log, (long long)step, strerror(err));
+  return FSDP_SUCCESS;
+}
+
+/* Collective: rank 0 closes the loss log; a failure (a file system that
+   reports a lost write only at close) is every rank's error. */
+static FSDPErrorCode close_loss_log(Run *r, const Args *a)
+{
+  int err = 0;
+  if (!a->loss_log[0]) return FSDP_SUCCESS;
+  if (r->log) {
+    errno = 0;
+    if (fclose(r->log)) err = failed_errno();
+    r->log = running_log = NULL;
+  }
+  FSDPCallMPI(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  FSDPCheck(!err, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -loss_log '%s': closing it failed on rank 0: %s",
+            a->loss_log, strerror(err));
   return FSDP_SUCCESS;
 }
 
@@ -240,13 +322,16 @@ static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
   r->cursor += r->K;
   r->done++;
   {
-    /* Where a checkpoint or an export of this point resumes: the step, the next batch, the seed. */
-    FSDPTrainingState ts = {s + 1, r->cursor, {(uint64_t)a->seed, 0, 0, 0}};
+    /* Where a checkpoint or an export of this point resumes: the step, the next batch, and what
+       decides the batches after it (check_resume): the seed, the data, the batch, the micro-batches. */
+    FSDPTrainingState ts = {
+        s + 1, r->cursor, {(uint64_t)a->seed, r->data.hash, (uint64_t)a->batch, (uint64_t)a->grad_accum}};
     FSDPCall(FSDPContextSetTrainingState(r->ctx, &ts));
   }
-  if (r->log) { /* flushed: `tail -f`, and a batch system's monitoring, see each step as it ends */
-    fprintf(r->log, "%lld,%.9g\n", (long long)(s + 1), r->loss);
-    fflush(r->log);
+  if (r->log && !r->log_errno) { /* flushed: `tail -f`, and a batch system's monitoring, see each step as it ends */
+    errno = 0;
+    if (fprintf(r->log, "%lld,%.9g\n", (long long)(s + 1), r->loss) < 0 || fflush(r->log))
+      r->log_errno = failed_errno(); /* every rank learns of it at this step's boundary */
   }
   return FSDP_SUCCESS;
 }
@@ -255,13 +340,13 @@ static FSDPErrorCode train_step(Run *r, const Args *a, int64_t s, bool progress)
 static FSDPErrorCode run_steps(Run *r, const Args *a)
 {
   bool stopped = false; /* by a signal */
-  int startup_signal;
+  int startup_signal, log_failed;
   /* A signal during start-up (the handlers are installed before MPI is): stop before the first step. */
-  FSDPCall(agree_on_signal(r->ctx, &startup_signal));
+  FSDPCall(agree_at_boundary(r->ctx, 0, &startup_signal, &log_failed));
   if (startup_signal) {
     if (r->rank == 0) {
       printf("fsdp-train: %s during start-up, before step %lld: exiting; nothing to save\n",
-             startup_signal == SIGTERM ? "SIGTERM" : "SIGUSR1", (long long)r->first + 1);
+             signal_name(startup_signal), (long long)r->first + 1);
       fflush(stdout);
     }
     stopped = true;
@@ -274,23 +359,24 @@ static FSDPErrorCode run_steps(Run *r, const Args *a)
     int signo;
     FSDPCall(train_step(r, a, s, progress));
     if (progress) FSDPCall(print_progress(r, a, s));
-    FSDPCall(agree_on_signal(r->ctx, &signo));
+    FSDPCall(agree_at_boundary(r->ctx, r->log_errno, &signo, &log_failed));
+    FSDPCall(check_loss_log(a, log_failed, s + 1));
     if (signo) {
-      if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank, r->log));
+      if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank));
       if (r->rank == 0) {
-        printf("fsdp-train: %s after step %lld: %s; exiting\n", signo == SIGTERM ? "SIGTERM" : "SIGUSR1",
-               (long long)(s + 1), a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
+        printf("fsdp-train: %s after step %lld: %s; exiting\n", signal_name(signo), (long long)(s + 1),
+               a->checkpoint[0] ? "checkpoint written" : "no -checkpoint given, nothing saved");
         fflush(stdout);
       }
       stopped = true;
       break;
     }
     if (a->checkpoint_every && (s + 1) % a->checkpoint_every == 0 && s + 1 < a->steps)
-      FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank, r->log));
+      FSDPCall(save_checkpoint(r->ctx, r->opt, a, s + 1, r->rank));
   }
   if (!stopped) { /* finished: the final checkpoint, the final parameters */
-    if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, a->steps, r->rank, r->log));
-    if (a->export_path[0]) FSDPCall(FSDPContextSave(r->ctx, NULL, a->export_path));
+    if (a->checkpoint[0]) FSDPCall(save_checkpoint(r->ctx, r->opt, a, a->steps, r->rank));
+    if (a->export_path[0]) FSDPCall(FSDPContextSave(r->ctx, NULL, a->export_file));
   }
   return FSDP_SUCCESS;
 }
@@ -298,7 +384,7 @@ static FSDPErrorCode run_steps(Run *r, const Args *a)
 /* A failed run aborts the job (main): it frees nothing, since destroying a
    context is collective and the other ranks may be elsewhere.  A run that
    finished frees everything here. */
-static FSDPErrorCode train(const Args *a)
+static FSDPErrorCode train(Args *a)
 {
   Run r = {.loss = NAN, .K = a->grad_accum};
   int64_t comm_bytes;
@@ -329,6 +415,7 @@ static FSDPErrorCode train(const Args *a)
   FSDPCall(comm_totals(r.comm_events, &r.comm_last, &r.bytes_last));
 
   FSDPCall(run_steps(&r, a));
+  FSDPCall(close_loss_log(&r, a));
 
   FSDPCall(comm_totals(r.comm_events, &comm_time, &comm_bytes));
   if (a->log_every > 0)
@@ -341,8 +428,6 @@ static FSDPErrorCode train(const Args *a)
                                                           : 0,
                            MPI_Wtime() - r.t_start, r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
   if (a->generate) FSDPCall(generate(&r, a));
-  loss_log_file = NULL;
-  if (r.log && fclose(r.log)) return TRAIN_ERR(FSDP_ERR_IO, "fsdp-train: writing -loss_log '%s' failed", a->loss_log);
   FSDPCall(FSDPFree(&r.x));
   FSDPCall(FSDPFree(&r.yt));
   FSDPCall(FSDPFree(&r.labels));
@@ -404,7 +489,7 @@ int main(int argc, char **argv)
   if (!ierr) ierr = want_help ? help(&defaults) : train(&a);
   /* Every rank that failed has printed why; take the job down, whatever the others are doing. */
   if (ierr) {
-    if (loss_log_file) fclose(loss_log_file);
+    if (running_log) fclose(running_log);
     FSDPErrorAbort(MPI_COMM_WORLD, ierr);
   }
   /* FSDPFinalize finalizes MPI even when it fails (an -fsdp_log_trace file it

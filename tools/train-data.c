@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "train.h"
@@ -24,16 +25,39 @@ FSDPErrorCode dataset_free(Dataset *d)
 
 /* ------------------------------------------------------------------ token data (a GPT's) */
 
-/* llm.c's token files start with 256 int32: this magic, a version, the count. */
+/* llm.c's token files (its dev/data/data_common.py writes them, llmc/dataloader.h
+   reads them) start with a header of 256 int32: [0] the magic, [1] the
+   version, [2] the number of tokens that follow.  GPT-2's are magic 20240520,
+   version 1, uint16 tokens; LLaMA 3's are magic 20240801, version 7, uint32. */
 #define LLMC_MAGIC 20240520
+#define LLMC_MAGIC_LLAMA3 20240801
 #define LLMC_HEADER 1024
+
+/* A data file must be a regular file: a directory or a FIFO is named, not
+   read (one that is not there is the open's to report). */
+static FSDPErrorCode regular_file(const char *spec, const char *path)
+{
+  struct stat st;
+  if (stat(path, &st)) return FSDP_SUCCESS;
+  FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: '%s' is %s, not a regular file",
+            spec, path,
+            S_ISDIR(st.st_mode)    ? "a directory"
+            : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+            : S_ISCHR(st.st_mode)  ? "a character device"
+            : S_ISBLK(st.st_mode)  ? "a block device"
+            : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "something else");
+  return FSDP_SUCCESS;
+}
 
 /* The whole of a file, or an error naming it. */
 static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char **bytes, int64_t *size)
 {
-  FILE *f = fopen(path, "rb");
+  FILE *f;
   long len = -1;
   size_t got = 0;
+  FSDPCall(regular_file(spec, path));
+  f = fopen(path, "rb");
   FSDPCheck(f, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: -data %s: cannot open '%s': %s", spec, path, strerror(errno));
   if (!fseek(f, 0, SEEK_END)) len = ftell(f);
   if (len >= 0 && !fseek(f, 0, SEEK_SET) && !FSDPMalloc((size_t)len + 1, FSDP_MEM_OTHER, bytes))
@@ -105,6 +129,44 @@ static FSDPErrorCode h5_tokens(const char *spec, const char *path, Dataset *d)
 }
 #endif
 
+static int32_t le32(const unsigned char *b)
+{
+  return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+}
+
+/* An llm.c header, when the file starts with one: its version must be 1
+   (uint16 tokens) and its count the tokens the file holds; *skip is then its
+   size.  A file without the magic is flat uint16 tokens (*skip 0). */
+static FSDPErrorCode llmc_header(const char *spec, const char *path, const unsigned char *bytes, int64_t size,
+                                 int64_t *skip)
+{
+  int32_t magic = size >= 4 ? le32(bytes) : 0, version, count;
+  int64_t body = size - LLMC_HEADER;
+  *skip = 0;
+  FSDPCheck(magic != LLMC_MAGIC_LLAMA3, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "fsdp-train: -data %s: '%s' is llm.c's LLaMA 3 format (header[0], the magic, is %d: uint32 tokens); "
+            "fsdp-train reads llm.c's GPT-2 files (magic %d, version 1, uint16 tokens)",
+            spec, path, LLMC_MAGIC_LLAMA3, LLMC_MAGIC);
+  if (magic != LLMC_MAGIC) return FSDP_SUCCESS;
+  FSDPCheck(size >= LLMC_HEADER, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: -data %s: '%s' starts with llm.c's magic %d but holds %lld bytes, fewer than the %d of its "
+            "header",
+            spec, path, LLMC_MAGIC, (long long)size, LLMC_HEADER);
+  version = le32(bytes + 4);
+  count = le32(bytes + 8);
+  FSDPCheck(version == 1, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "fsdp-train: -data %s: '%s': llm.c header[1], the version, is %d: fsdp-train reads version 1 (uint16 "
+            "tokens)",
+            spec, path, (int)version);
+  FSDPCheck(count >= 0 && body == 2 * (int64_t)count, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "fsdp-train: -data %s: '%s': llm.c header[2], the number of tokens, is %d, but %lld bytes follow the "
+            "%d-byte header (%lld uint16 tokens%s): the file is truncated or its header is wrong",
+            spec, path, (int)count, (long long)body, LLMC_HEADER, (long long)(body / 2),
+            body % 2 ? " and an odd byte" : "");
+  *skip = LLMC_HEADER;
+  return FSDP_SUCCESS;
+}
+
 /* text:FILE (a byte per token, vocabulary 256) or tokens:FILE (uint16
    tokens: a flat little-endian file, llm.c's .bin with its header, or an
    HDF5 file's /tokens), checked against the model's context and vocabulary. */
@@ -120,6 +182,7 @@ static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, u
   d->out = ctx * vocab;
   d->seed = seed;
   d->text = text;
+  FSDPCall(regular_file(spec, path));
 #if FSDP_WITH_HDF5
   if (!text && H5Fis_hdf5(path) > 0) {
     H5E_auto2_t func;
@@ -140,12 +203,8 @@ static FSDPErrorCode load_tokens(const char *spec, int64_t ctx, int64_t vocab, u
                        "fsdp-train: -data %s: '%s' is an HDF5 file, and this libfsdp was built without HDF5", spec,
                        path);
     }
-    if (!text && size >= LLMC_HEADER) {
-      int32_t header[3];
-      memcpy(header, bytes, sizeof header);
-      if (header[0] == LLMC_MAGIC) skip = LLMC_HEADER;
-    }
-    if (!text && (size - skip) % 2)
+    if (!text) ierr = llmc_header(spec, path, bytes, size, &skip);
+    if (!ierr && !text && (size - skip) % 2)
       ierr = TRAIN_ERR(FSDP_ERR_ARG,
                        "fsdp-train: -data %s: '%s' has an odd number of bytes (%lld) after its header: "
                        "not uint16 tokens",
@@ -189,27 +248,66 @@ static void take_window(const Dataset *d, uint64_t g, float *x, int64_t *labels)
   }
 }
 
+/* synthetic[:n=N,seed=S]'s items: each key once, each value a decimal
+   integer; an error names the item. */
+static FSDPErrorCode synthetic_spec(const char *spec, int64_t *n, int64_t *seed)
+{
+  const char *p = spec + strlen("synthetic");
+  bool have_n = false, have_seed = false;
+  if (!*p) return FSDP_SUCCESS;
+  p++; /* the ':' */
+  for (int item = 1;; item++) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char buf[64], *value, *end;
+    bool is_n;
+    long long v;
+    FSDPCheck(len > 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -data %s: item %d is empty (expected synthetic[:n=N,seed=S])", spec, item);
+    FSDPCheck(len < sizeof buf, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -data %s: item %d '%.*s' is not n=N or seed=S", spec, item, (int)len, p);
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    value = strchr(buf, '=');
+    FSDPCheck(value, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -data %s: item %d '%s' is not n=N or seed=S (expected synthetic[:n=N,seed=S])", spec, item,
+              buf);
+    *value++ = '\0';
+    is_n = !strcmp(buf, "n");
+    FSDPCheck(is_n || !strcmp(buf, "seed"), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -data %s: item %d: unknown key '%s' (synthetic takes n and seed)", spec, item, buf);
+    FSDPCheck(!(is_n ? have_n : have_seed), MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -data %s: %s is given twice",
+              spec, buf);
+    errno = 0;
+    v = strtoll(value, &end, 10);
+    FSDPCheck(*value >= '0' && *value <= '9' && !*end && (v > 0 || !is_n), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "fsdp-train: -data %s: %s=%s: %s must be %s integer", spec, buf, value, buf,
+              is_n ? "a positive" : "a non-negative");
+    FSDPCheck(!errno, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -data %s: %s=%s is out of range", spec, buf, value);
+    if (is_n) {
+      *n = v;
+      have_n = true;
+    } else {
+      *seed = v;
+      have_seed = true;
+    }
+    if (!comma) return FSDP_SUCCESS;
+    p = comma + 1;
+  }
+}
+
 /* synthetic[:n=N,seed=S]: x uniform in [-1, 1]^in, and each output
    y_k = sin(a_k . x) + 0.5 (b_k . x)^2 - 0.25 with random unit-scale a_k, b_k:
    smooth, nonlinear, learnable by an MLP. */
 static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Dataset *d)
 {
   int64_t n = 4096, seed = 1;
-  const char *p = spec + strlen("synthetic");
   float *a, *b;
 
-  while (*p) {
-    char key[16];
-    long long v;
-    int used = 0;
-    p++;
-    FSDPCheck(sscanf(p, "%15[a-z]=%lld%n", key, &v, &used) == 2 && used > 0 && (p[used] == ',' || !p[used]) &&
-                  ((!strcmp(key, "n") && v > 0) || (!strcmp(key, "seed") && v >= 0)),
-              MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -data %s: expected synthetic[:n=N,seed=S] with N > 0", spec);
-    if (!strcmp(key, "n")) n = v;
-    else seed = v;
-    p += used;
-  }
+  FSDPCall(synthetic_spec(spec, &n, &seed));
+  FSDPCheck(n <= INT64_MAX / 4 / (in > out ? in : out), MPI_COMM_SELF, FSDP_ERR_OPTION,
+            "fsdp-train: -data %s: n=%lld rows of %lld values do not fit in memory", spec, (long long)n,
+            (long long)(in > out ? in : out));
   d->n = n;
   d->in = in;
   d->out = out;
@@ -298,11 +396,10 @@ static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset 
 }
 #endif
 
-FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Dataset *d)
+static FSDPErrorCode load_any(const char *spec, FSDPModel model, uint64_t seed, Dataset *d)
 {
   int64_t in, out, ctx, vocab;
   bool tokens = !strncmp(spec, "text:", 5) || !strncmp(spec, "tokens:", 7);
-  memset(d, 0, sizeof *d);
   FSDPCall(FSDPModelGetSizes(model, &in, &out, NULL));
   FSDPCall(FSDPModelGetTokens(model, &ctx, &vocab));
   FSDPCheck(!tokens || ctx, MPI_COMM_SELF, FSDP_ERR_OPTION,
@@ -312,6 +409,7 @@ FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Datase
   if (tokens) return load_tokens(spec, ctx, vocab, seed, d);
   if (!strcmp(spec, "synthetic") || !strncmp(spec, "synthetic:", 10)) return synthetic(spec, in, out, d);
 #if FSDP_WITH_HDF5
+  FSDPCall(regular_file(spec, spec));
   {
     H5E_auto2_t func;
     void *data;
@@ -326,6 +424,42 @@ FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Datase
   return TRAIN_ERR(FSDP_ERR_UNSUPPORTED,
                    "fsdp-train: -data %s: this libfsdp was built without HDF5; use -data synthetic", spec);
 #endif
+}
+
+/* A 64-bit hash of bytes, read as little-endian words on every host. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t len)
+{
+  const unsigned char *b = p;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w = 0;
+    for (int k = 7; k >= 0; k--) w = w << 8 | b[i + (size_t)k];
+    h = (((h << 5) | (h >> 59)) ^ w) * 0x9e3779b97f4a7c15ULL;
+  }
+  for (; i < len; i++) h = (((h << 5) | (h >> 59)) ^ b[i]) * 0x9e3779b97f4a7c15ULL;
+  return mix64(h ^ len);
+}
+
+/* What a checkpoint records of the data it was trained on: the sizes and
+   every value, as loaded (so a file's name or its spelling does not matter). */
+static uint64_t dataset_hash(const Dataset *d)
+{
+  int64_t sizes[4] = {d->n, d->in, d->out, d->text};
+  uint64_t h = hash_bytes(0, sizes, sizeof sizes);
+  if (d->x) h = hash_bytes(h, d->x, (size_t)(d->n * d->in) * sizeof *d->x);
+  if (d->y) h = hash_bytes(h, d->y, (size_t)(d->n * d->out) * sizeof *d->y);
+  if (d->labels) h = hash_bytes(h, d->labels, (size_t)d->n * sizeof *d->labels);
+  if (d->tokens) h = hash_bytes(h, d->tokens, (size_t)d->n * sizeof *d->tokens);
+  return h;
+}
+
+/* -data SPEC for this model: text:, tokens:, synthetic or an HDF5 file. */
+FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Dataset *d)
+{
+  memset(d, 0, sizeof *d);
+  FSDPCall(load_any(spec, model, seed, d));
+  d->hash = dataset_hash(d);
+  return FSDP_SUCCESS;
 }
 
 /* The first value of x or y that is NaN or infinite, named by dataset, row and column. */

@@ -37,8 +37,10 @@ static FSDPErrorCode next_token(Run *r, const float *window, int64_t len, double
 }
 
 /* -prompt as tokens: its bytes for a model trained on text:, else token ids
-   separated by spaces; an error names what is not a token. */
-static FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float *tokens, int64_t *n)
+   separated by spaces; an error names what is not a token.  Pre-flight
+   (check_generate) calls it too, so that a bad prompt stops the job before
+   its first step. */
+FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float *tokens, int64_t *n)
 {
   *n = 0;
   for (const char *c = prompt; text && *c; c++) {

@@ -6,6 +6,7 @@
 #ifndef FSDP_TRAIN_H
 #define FSDP_TRAIN_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,10 @@ typedef struct {
   int64_t steps, batch, warmup_steps, grad_accum, seed, log_every, checkpoint_every, generate;
   double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm, temperature;
   bool nesterov;
+  /* Where the outputs are written: the paths above, or, where the last
+     component of one is a symbolic link, the file it leads to (pre-flight
+     fills these; messages quote the paths as given). */
+  char checkpoint_file[PATH_MAX], export_file[PATH_MAX], loss_log_file[PATH_MAX];
 } Args;
 
 typedef struct {
@@ -31,6 +36,7 @@ typedef struct {
   uint16_t *tokens;   /* or a token stream [n] for a GPT: windows of in + 1 tokens */
   bool text;          /* from text:, a byte per token (what -prompt and -generate then read and print) */
   uint64_t seed;      /* where a token window starts */
+  uint64_t hash;      /* of every value loaded: what a checkpoint records of its data */
   char description[128];
 } Dataset;
 
@@ -45,6 +51,7 @@ typedef struct {
   float *x, *yt;                  /* this rank's rows of a micro-batch, and their targets */
   int64_t *labels;                /* or their labels */
   FILE *log;                      /* rank 0's loss log, or NULL */
+  int log_errno;                  /* the errno of rank 0's first failed write to it, or 0 */
   bool guard_loss;                /* a non-finite loss stops the run before its update */
   FSDPLogEvent comm_events[3];
   double t_start, t_last, loss, comm_last;
@@ -61,7 +68,9 @@ FSDPErrorCode agree_on_args(const Args *a);
 
 /* train-preflight.c */
 FSDPErrorCode check_args(const Args *a, int size);
-FSDPErrorCode preflight(FSDPContext ctx, const Args *a);
+FSDPErrorCode preflight(FSDPContext ctx, Args *a);
+FSDPErrorCode check_generate(const Args *a, FSDPModel model, const Dataset *d);
+FSDPErrorCode check_resume(const Args *a, const FSDPTrainingState *ts, const Dataset *d);
 
 /* train-data.c */
 FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Dataset *d);
@@ -78,6 +87,7 @@ FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int fa
                             int64_t comm_bytes);
 
 /* train-generate.c */
+FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float *tokens, int64_t *n);
 FSDPErrorCode generate(Run *r, const Args *a);
 
 #endif
