@@ -8,6 +8,7 @@
 
 #include "fsdp_nn.h"
 #include "fsdptest.h"
+#include "formattest.h"
 
 static char dir[256];
 static int rank;

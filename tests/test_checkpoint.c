@@ -18,6 +18,7 @@ int main(void) { return 77; } /* built without HDF5: no checkpoints */
 #include <hdf5.h>
 
 #include "fsdp_nn.h"
+#include "formattest.h"
 #include "fsdptest.h"
 
 #define SPEC "mlp:in=5,hidden=7,depth=3,out=2,act=gelu,norm=layernorm"
@@ -140,17 +141,6 @@ static double train_step(Job *j, MPI_Comm comm, int64_t b)
 
 /* ------------------------------------------------------------------ reading files without libfsdp */
 
-/* Bitwise CRC-32C, independent of the library's table and SSE4.2 code. */
-static uint32_t crc32c_bitwise(const unsigned char *p, size_t n)
-{
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; i++) {
-    c ^= p[i];
-    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-  }
-  return ~c;
-}
-
 /* A dataset's values as raw bytes and its crc32c attribute. */
 static unsigned char *read_dataset(hid_t file, const char *path, size_t *bytes, uint32_t *crc)
 {
@@ -184,8 +174,9 @@ static int dataset_paths(char paths[][128], int max)
   return n;
 }
 
-/* Rank 0: every dataset's stored CRC-32C is that of its values, and (other
-   not NULL) the datasets of the two files are identical. */
+/* Rank 0: every dataset's stored CRC-32C is that of its values bound to its
+   path and the file's id, and (other not NULL) the datasets of the two files
+   hold the same values; each file has its own id. */
 static void check_files(const char *path, const char *other, const float *params)
 {
   char paths[256][128];
@@ -196,14 +187,16 @@ static void check_files(const char *path, const char *other, const float *params
     size_t b1, b2;
     uint32_t c1, c2;
     unsigned char *v1 = read_dataset(f1, paths[k], &b1, &c1);
-    TEST_ASSERT(crc32c_bitwise(v1, b1) == c1, "%s: %s has CRC-32C 0x%08x, its attribute says 0x%08x", path, paths[k],
-                crc32c_bitwise(v1, b1), c1);
+    TEST_ASSERT(bound_crc(file_id(f1), paths[k], v1, b1) == c1,
+                "%s: %s has the bound CRC-32C 0x%08x, its attribute says 0x%08x", path, paths[k],
+                bound_crc(file_id(f1), paths[k], v1, b1), c1);
     if (k < catalog.n && params)
       TEST_ASSERT(b1 == (size_t)catalog.numel[k] * 4 && !memcmp(v1, params + catalog.offset[k], b1),
                   "%s: %s is not the job's parameter", path, paths[k]);
     if (other) {
       unsigned char *v2 = read_dataset(f2, paths[k], &b2, &c2);
-      TEST_ASSERT(b1 == b2 && c1 == c2 && !memcmp(v1, v2, b1), "%s differs between %s and %s", paths[k], path, other);
+      TEST_ASSERT(b1 == b2 && !memcmp(v1, v2, b1), "%s differs between %s and %s", paths[k], path, other);
+      TEST_ASSERT(k || file_id(f1) != file_id(f2), "%s and %s have the same file_id", path, other);
       free(v2);
     }
     free(v1);

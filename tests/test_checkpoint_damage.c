@@ -165,12 +165,59 @@ static void sweep(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt, const Sta
    string attribute; optionally deletes the metadata checksum too. */
 typedef enum { DELETE, SET_INT, SET_STRING, CHANGE } EditKind;
 
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t LinkInfo;
+#define VISIT H5Lvisit2
+#else
+typedef H5L_info_t LinkInfo;
+#define VISIT H5Lvisit
+#endif
+
+/* An older file: format 1 had each dataset's crc32c over its values alone,
+   no file_id, and (before the metadata checksum) no metadata_crc32c. */
+static herr_t unbind_crc(hid_t f, const char *name, const LinkInfo *info, void *arg)
+{
+  hid_t o = H5Oopen(f, name, H5P_DEFAULT), type, space, a;
+  (void)info;
+  (void)arg;
+  if (H5Iget_type(o) == H5I_DATASET) {
+    size_t bytes;
+    unsigned char *buf;
+    uint32_t crc;
+    type = H5Dget_type(o);
+    space = H5Dget_space(o);
+    bytes = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(type);
+    buf = malloc(bytes + 1);
+    TEST_ASSERT(H5Dread(o, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0, "cannot read %s", name);
+    crc = crc32c_extend(0, buf, bytes);
+    a = H5Aopen(o, "crc32c", H5P_DEFAULT);
+    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
+    H5Aclose(a);
+    free(buf);
+    H5Sclose(space);
+    H5Tclose(type);
+  }
+  H5Oclose(o);
+  return 0;
+}
+
+static void make_format1(hid_t f)
+{
+  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+  int one = 1;
+  TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &one) >= 0, "cannot set format_version");
+  H5Aclose(a);
+  if (H5Aexists(f, "file_id") > 0) TEST_ASSERT(H5Adelete(f, "file_id") >= 0, "cannot delete file_id");
+  TEST_ASSERT(VISIT(f, H5_INDEX_NAME, H5_ITER_INC, unbind_crc, NULL) >= 0, "cannot rewrite the checksums");
+}
+
 static void edit(const char *path, const char *group, const char *name, EditKind kind, long long value,
                  const char *text, bool drop_crc)
 {
   if (rank == 0) {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Oopen(f, group, H5P_DEFAULT), a, type, space;
     TEST_ASSERT(f >= 0 && g >= 0, "cannot open %s in %s", group, path);
+    if (drop_crc) make_format1(f); /* a format-1 file from before the metadata checksum, then the edit */
     if (kind == DELETE) TEST_ASSERT(H5Adelete(g, name) >= 0, "cannot delete %s", name);
     else {
       a = H5Aopen(g, name, H5P_DEFAULT);
@@ -235,23 +282,28 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
     H5Fclose(f);
   }
   MPI_Bcast(names, sizeof names, MPI_CHAR, 0, MPI_COMM_WORLD);
-  TEST_ASSERT(!strcmp(names[0], "creation_time") && names[12][0] && !names[13][0],
-              "expected the 13 root attributes of doc/checkpoint-format.md, from creation_time");
+  TEST_ASSERT(!strcmp(names[0], "creation_time") && names[13][0] && !names[14][0],
+              "expected the 14 root attributes of doc/checkpoint-format.md, from creation_time");
 
   /* Each root attribute deleted, or its first byte changed: refused, never loaded as something else. */
   for (int k = 0; names[k][0]; k++) {
     bool is_crc = !strcmp(names[k], "metadata_crc32c");
     copy_file(file("good.h5"), e);
     edit(e, "/", names[k], DELETE, 0, NULL, false);
-    if (is_crc) { /* a file from before the checksum: its values are still checked, and these are right */
+    if (is_crc) { /* format 2 always has it; a format-1 file from before the checksum loads, its values checked */
       const char *what;
+      expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, "format_version 2 always has the root attribute metadata_crc32c");
+      copy_file(file("good.h5"), e);
+      edit(e, "/", "creation_time", SET_STRING, 0, "2026-01-01T00:00:00Z", true);
       TEST_OK(FSDPContextLoad(ctx, opt, file("other.h5")));
       TEST_OK(FSDPContextLoad(ctx, opt, e));
-      TEST_ASSERT(holds(ctx, model, opt, want, &what), "without metadata_crc32c, %s differ", what);
+      TEST_ASSERT(holds(ctx, model, opt, want, &what), "a format-1 file without metadata_crc32c: %s differ", what);
     } else expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, "is damaged");
     copy_file(file("good.h5"), e);
     edit(e, "/", names[k], CHANGE, 0, NULL, false);
-    expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, is_crc ? "fail their checksum" : "is damaged");
+    if (!strcmp(names[k], "format_version")) /* 2 became 3: a newer format, which this library cannot check */
+      expect_refused(ctx, opt, e, FSDP_ERR_UNSUPPORTED, "has checkpoint format 3");
+    else expect_refused(ctx, opt, e, FSDP_ERR_CORRUPT, is_crc ? "fail their checksum" : "is damaged");
   }
   /* The /optim attributes the load uses are under the checksum too. */
   copy_file(file("good.h5"), e);
@@ -275,7 +327,7 @@ static void attribute_edits(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt,
       {"/optim", "step", SET_INT, 3, NULL, "the root says step 2, /optim says step 3", FSDP_ERR_CORRUPT},
       {"/", "format_version", SET_INT, 0, NULL, "format_version 0 is not a version", FSDP_ERR_CORRUPT},
       {"/", "format_version", DELETE, 0, NULL, "the attribute format_version of / is missing", FSDP_ERR_CORRUPT},
-      {"/", "format_version", SET_INT, 2, NULL, "has checkpoint format 2", FSDP_ERR_UNSUPPORTED},
+      {"/", "format_version", SET_INT, 3, NULL, "has checkpoint format 3", FSDP_ERR_UNSUPPORTED},
       {"/", "format", SET_STRING, 0, "libfsdp checkpoinX", "format is 'libfsdp checkpoinX'", FSDP_ERR_CORRUPT},
       {"/", "format", DELETE, 0, NULL, "the root attribute format_version of a libfsdp checkpoint but not format",
        FSDP_ERR_CORRUPT},

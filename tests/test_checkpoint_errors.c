@@ -66,6 +66,60 @@ static void edit(const char *path, const char *remove, const char *create, hsize
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Rank 0 renames datasets or groups of a file: a to b, then c to a (a swap with b = tmp), as h5py's move does. */
+static void move_links(const char *path, const char *const *moves, int n)
+{
+  if (rank == 0) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    TEST_ASSERT(f >= 0, "cannot open %s", path);
+    for (int i = 0; i < n; i++)
+      TEST_ASSERT(H5Lmove(f, moves[2 * i], f, moves[2 * i + 1], H5P_DEFAULT, H5P_DEFAULT) >= 0, "cannot move %s to %s",
+                  moves[2 * i], moves[2 * i + 1]);
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 replaces dataset `name` of `to` by `from`'s (values and attributes, its checksum too). */
+static void copy_dataset(const char *from, const char *to, const char *name)
+{
+  if (rank == 0) {
+    hid_t src = H5Fopen(from, H5F_ACC_RDONLY, H5P_DEFAULT), dst = H5Fopen(to, H5F_ACC_RDWR, H5P_DEFAULT);
+    TEST_ASSERT(src >= 0 && dst >= 0 && H5Ldelete(dst, name, H5P_DEFAULT) >= 0 &&
+                    H5Ocopy(src, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) >= 0,
+                "cannot copy %s from %s to %s", name, from, to);
+    H5Fclose(src);
+    H5Fclose(dst);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0 forges a dataset: new values, and the crc32c that format 2 binds to them. */
+static void forge_dataset(const char *path, const char *name, float value)
+{
+  if (rank == 0) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space, a;
+    hssize_t n;
+    float *v;
+    uint32_t crc;
+    TEST_ASSERT(ds >= 0, "no %s in %s", name, path);
+    space = H5Dget_space(ds);
+    n = H5Sget_simple_extent_npoints(space);
+    v = malloc((size_t)n * sizeof *v);
+    for (hssize_t i = 0; i < n; i++) v[i] = value;
+    TEST_ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot write %s", name);
+    crc = bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v);
+    a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
+    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Load must fail with `code` and a message containing `text`, on every
    rank, and leave the shards, the optimizer's step and the training state
    as they were. */
@@ -296,8 +350,56 @@ int main(int argc, char **argv)
     TEST_ASSERT(strlen(m) < 1000, "the message is %zu characters: it may be cut: %s", strlen(m), m);
   }
   copy_file(file("good.h5"), file("newer.h5"));
-  edit(file("newer.h5"), NULL, NULL, 0, "format_version", 2);
-  expect_failure(ctx, opt, file("newer.h5"), FSDP_ERR_UNSUPPORTED, "has checkpoint format 2");
+  edit(file("newer.h5"), NULL, NULL, 0, "format_version", 3);
+  expect_failure(ctx, opt, file("newer.h5"), FSDP_ERR_UNSUPPORTED, "has checkpoint format 3");
+
+  /* Datasets that each verify alone, in the wrong place: each checksum is bound to its name and its file. */
+  copy_file(file("good.h5"), file("swap.h5")); /* two parameters of one shape, swapped */
+  move_links(file("swap.h5"),
+             (const char *const[]){"/params/blocks.0.fc.bias", "/params/tmp", "/params/blocks.1.fc.bias",
+                                   "/params/blocks.0.fc.bias", "/params/tmp", "/params/blocks.1.fc.bias"},
+             3);
+  expect_failure(ctx, opt, file("swap.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/blocks.0.fc.bias");
+  copy_file(file("good.h5"), file("states.h5")); /* AdamW's two moments, swapped */
+  move_links(file("states.h5"),
+             (const char *const[]){"/optim/exp_avg", "/optim/tmp", "/optim/exp_avg_sq", "/optim/exp_avg", "/optim/tmp",
+                                   "/optim/exp_avg_sq"},
+             3);
+  expect_failure(ctx, opt, file("states.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /optim/exp_avg/");
+  copy_file(file("good.h5"), file("soft.h5")); /* one parameter a soft link to another */
+  if (rank == 0) {
+    hid_t f = H5Fopen(file("soft.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    TEST_ASSERT(
+        H5Ldelete(f, "/params/blocks.1.fc.bias", H5P_DEFAULT) >= 0 &&
+            H5Lcreate_soft("/params/blocks.0.fc.bias", f, "/params/blocks.1.fc.bias", H5P_DEFAULT, H5P_DEFAULT) >= 0,
+        "cannot make the soft link");
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_failure(ctx, opt, file("soft.h5"), FSDP_ERR_CORRUPT, "/params/blocks.1.fc.bias is a soft link");
+  TEST_OK(FSDPContextSave(ctx, opt, file("later.h5"))); /* a later save of the same run, one dataset from good.h5 */
+  copy_dataset(file("good.h5"), file("later.h5"), "/params/head.bias");
+  expect_failure(ctx, opt, file("later.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/head.bias");
+  copy_file(file("good.h5"), file("negative.h5")); /* forged with a valid checksum: still impossible */
+  forge_dataset(file("negative.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", -1.0f);
+  expect_failure(ctx, opt, file("negative.h5"), FSDP_ERR_CORRUPT,
+                 "/optim/exp_avg_sq/blocks.0.fc.bias[0] is -1: AdamW's second moment is never negative");
+  copy_file(file("good.h5"), file("nocrc.h5")); /* the metadata checksum deleted, the step edited in both places */
+  if (rank == 0) {
+    hid_t f = H5Fopen(file("nocrc.h5"), H5F_ACC_RDWR, H5P_DEFAULT), a, b;
+    int64_t step = 1000;
+    TEST_ASSERT(H5Adelete(f, "metadata_crc32c") >= 0, "cannot delete metadata_crc32c");
+    a = H5Aopen(f, "step", H5P_DEFAULT);
+    b = H5Aopen_by_name(f, "optim", "step", H5P_DEFAULT, H5P_DEFAULT);
+    TEST_ASSERT(H5Awrite(a, H5T_NATIVE_INT64, &step) >= 0 && H5Awrite(b, H5T_NATIVE_INT64, &step) >= 0,
+                "cannot edit the step");
+    H5Aclose(a);
+    H5Aclose(b);
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_failure(ctx, opt, file("nocrc.h5"), FSDP_ERR_CORRUPT,
+                 "format_version 2 always has the root attribute metadata_crc32c, and it is missing");
   TEST_OK(FSDPOptimizerCreate(ctx, &sgd));
   TEST_OK(FSDPOptimizerSetType(sgd, FSDP_OPTIMIZER_SGD));
   TEST_OK(FSDPOptimizerSetMomentum(sgd, 0.9, false));

@@ -72,6 +72,20 @@ uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void 
                                  (uint64_t)(p->numel - pc->end) * es);
 }
 
+/* A dataset's crc32c in format 2: the CRC-32C of its values, bound to its
+   path and to the file's id, so that a dataset moved, swapped with another of
+   its shape, or copied with its checksum from another file fails it. */
+uint32_t CheckpointBindCRC_Private(uint64_t file_id, const char *path, uint32_t values)
+{
+  unsigned char b[8];
+  uint32_t crc;
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(file_id >> (8 * i)); /* little-endian on every host */
+  crc = FSDPCRC32C_Private(0, b, sizeof b);
+  crc = FSDPCRC32C_Private(crc, path, strlen(path) + 1);
+  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(values >> (8 * i));
+  return FSDPCRC32C_Private(crc, b, 4);
+}
+
 /* Every dataset of the checkpoint, in file order: parameters, then each
    state tensor of each trainable parameter. */
 FSDPErrorCode CheckpointListItems_Private(FSDPContext ctx, int nstates, Item **items, int *n)

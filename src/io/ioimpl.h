@@ -30,7 +30,9 @@ uint32_t FSDPCRC32CShift_Private(uint32_t crc, uint64_t n);
 #include <hdf5.h>
 
 #define FORMAT_NAME "libfsdp checkpoint"
-#define FORMAT_VERSION 1
+/* 2: a random file_id, each dataset's crc32c bound to its name and the file's
+   id, metadata_crc32c always there.  1 still loads. */
+#define FORMAT_VERSION 2
 /* The root attribute that checksums every attribute of / and /optim (format.c). */
 #define METADATA_CRC "metadata_crc32c"
 
@@ -58,6 +60,8 @@ typedef struct {
   double scale;
   bool have_scale;
   bool have_metadata_crc; /* files of libfsdp before 0.? have none */
+  int version;            /* format_version; 0: not libfsdp's */
+  uint64_t file_id;       /* format 2: what each dataset's checksum is bound to */
 } Header;
 
 /* A list of names for an error message or a report: as many whole entries
@@ -116,6 +120,7 @@ char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard
 char *CheckpointStaged_Private(const UnitLoad *L, int k);
 int64_t CheckpointFirstNonfinite_Private(FSDPDataType dtype, const void *mem, int64_t n, double *v);
 uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es);
+uint32_t CheckpointBindCRC_Private(uint64_t file_id, const char *path, uint32_t values);
 FSDPErrorCode CheckpointListItems_Private(FSDPContext ctx, int nstates, Item **items, int *n);
 /* format.c: HDF5 */
 const char *CheckpointH5Reason_Private(char buf[256]);

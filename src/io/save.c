@@ -17,8 +17,27 @@
 
 #ifdef FSDP_HAVE_HDF5
 
+/* Rank 0's random id of this save, the same on every rank: what each
+   dataset's checksum is bound to (a dataset copied in from another file,
+   even another save of the same run, fails it). */
+static FSDPErrorCode new_file_id(FSDPContext ctx, uint64_t *id)
+{
+  *id = 0;
+  if (ctx->rank == 0) {
+    FILE *f = fopen("/dev/urandom", "rb");
+    struct timespec t;
+    if (!f || fread(id, sizeof *id, 1, f) != 1) { /* no /dev/urandom: the time and the process */
+      clock_gettime(CLOCK_REALTIME, &t);
+      *id = ((uint64_t)t.tv_sec * 1000000007ULL) ^ ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)getpid();
+    }
+    if (f) fclose(f);
+  }
+  FSDPCallMPI(MPI_Bcast(id, 1, MPI_UINT64_T, 0, ctx->comm));
+  return FSDP_SUCCESS;
+}
+
 /* The file's root attributes: what it is, who wrote it, how, and the training state. */
-static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file)
+static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file, uint64_t file_id)
 {
   char when[64] = "", layout_text[128];
   int *layout = NULL, mine[3], node, nnodes;
@@ -47,6 +66,7 @@ static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file)
     s |= CheckpointPutAttr_Private(file, "format_version", H5T_NATIVE_INT, 0, &version);
     s |= CheckpointPutString_Private(file, "library_version", FSDP_VERSION_STRING);
     s |= CheckpointPutString_Private(file, "creation_time", when);
+    s |= CheckpointPutAttr_Private(file, "file_id", H5T_NATIVE_UINT64, 0, &file_id);
     s |= CheckpointPutInt64_Private(file, "step", step);
     s |= CheckpointPutInt64_Private(file, "data_cursor", ctx->training.data_cursor);
     s |= CheckpointPutAttr_Private(file, "rng_state", H5T_NATIVE_UINT64, 4, ctx->training.rng);
@@ -165,8 +185,8 @@ static void watch_failure(FSDPContext ctx, FSDPErrorCode failed, const char *tmp
 
 /* Writes every dataset: each rank its own pieces, with one collective
    H5Dwrite per dataset, and their checksums, combined beforehand. */
-static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, const Item *items,
-                                    int nitems, int64_t *bytes, FSDPWatch *watch)
+static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, uint64_t file_id,
+                                    const Item *items, int nitems, int64_t *bytes, FSDPWatch *watch)
 {
   const char *names[2] = {NULL, NULL};
   uint32_t *crc = NULL;
@@ -210,6 +230,11 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
     }
   }
   if (!ierr) ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
+  for (int k = 0; k < nitems && !ierr; k++) { /* each values' CRC, bound to its dataset's path and this file */
+    char path[1200];
+    CheckpointItemPath_Private(&items[k], names, path, sizeof path);
+    crc[k] = CheckpointBindCRC_Private(file_id, path, crc[k]);
+  }
   if (!ierr) ierr = nonfinite;
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
@@ -280,7 +305,9 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
   char reason[256];
   FSDPWatch watch = NULL;
   FSDPErrorCode ierr = FSDP_SUCCESS, e;
+  uint64_t file_id;
 
+  FSDPCall(new_file_id(ctx, &file_id));
   FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &nitems));
   fapl = CheckpointFileAccess_Private(ctx->comm);
   if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
@@ -289,7 +316,7 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
                      CheckpointH5Reason_Private(reason));
   if (fapl >= 0) H5Pclose(fapl);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, write_root(ctx, opt, file));
+  if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, write_root(ctx, opt, file, file_id));
   if (!ierr) {
     /* Groups track creation order, so h5dump lists datasets as the model has them. */
     hid_t g;
@@ -321,7 +348,7 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
       ierr = H5ERR("cannot write the metadata checksum of '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
-  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, items, nitems, bytes, &watch);
+  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, file_id, items, nitems, bytes, &watch);
   if (file >= 0) {
     if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 && !ierr)
       ierr = H5ERR("cannot flush '%s': %s", tmp, CheckpointH5Reason_Private(reason));

@@ -49,7 +49,7 @@ static const char *const root_attrs[] = {"format_version",  "step",
                                          "data_cursor",     "rng_state",
                                          "world_size",      "sharding_strategy",
                                          "sharding_factor", "rank_node_shard_replica",
-                                         METADATA_CRC};
+                                         METADATA_CRC,      "file_id"};
 
 /* rank_node_shard_replica: W rows of a node, a shard index < F and a replica index < W/F. */
 static FSDPErrorCode check_layout(hid_t file, const char *path, int64_t world, int64_t factor)
@@ -135,6 +135,13 @@ FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const 
             "%s says 0x%08x): they changed after the save; nothing was loaded",
             path, crc, METADATA_CRC, want);
   h->have_metadata_crc = got > 0;
+  h->version = version;
+  /* Format 2 always writes both: a file that claims it and lacks one was edited. */
+  FSDPCheck(version < 2 || h->have_metadata_crc, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: format_version %d always has the root attribute %s, and it is "
+            "missing; nothing was loaded",
+            path, version, METADATA_CRC);
+  if (version >= 2) FSDPCall(require_attr(file, "/", "file_id", H5T_NATIVE_UINT64, 0, &h->file_id, path));
 
   FSDPCall(require_attr(file, "/", "step", H5T_NATIVE_INT64, 0, &h->training.step, path));
   FSDPCall(require_attr(file, "/", "data_cursor", H5T_NATIVE_INT64, 0, &h->training.data_cursor, path));
@@ -224,11 +231,39 @@ typedef struct {
   NameList missing, shape, type, extra;
 } Mismatch;
 
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t LinkInfo;
+#define ITERATE H5Literate2
+#define LINK_INFO H5Lget_info2
+#else
+typedef H5L_info_t LinkInfo;
+#define ITERATE H5Literate
+#define LINK_INFO H5Lget_info
+#endif
+
+/* A libfsdp checkpoint's groups and datasets are hard links, each object
+   under its own name: a soft or external link would load another dataset's
+   values under this one's name. */
+static FSDPErrorCode check_hard_link(hid_t file, const char *path, const char *fname)
+{
+  LinkInfo info;
+  char what[1300];
+  snprintf(what, sizeof what, "the link %s", path);
+  if (LINK_INFO(file, path, &info, H5P_DEFAULT) < 0) return unreadable(fname, what);
+  FSDPCheck(info.type == H5L_TYPE_HARD, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+            "FSDPContextLoad: '%s' is damaged: %s is %s link, and a checkpoint has none; nothing was loaded", fname,
+            path,
+            info.type == H5L_TYPE_SOFT       ? "a soft"
+            : info.type == H5L_TYPE_EXTERNAL ? "an external"
+                                             : "a user-defined");
+  return FSDP_SUCCESS;
+}
+
 /* Whether dataset `path` has the parameter's shape and a float type (1); adds
    it to the right list when it does not, or is not there (0).  -1: its
    metadata cannot be read, and *err says so. */
-static int check_dataset(hid_t file, const char *path, const char *fname, const ParamInfo *p, Mismatch *mm,
-                         FSDPErrorCode *err)
+static int check_dataset(hid_t file, const char *path, const char *fname, bool libfsdp, const ParamInfo *p,
+                         Mismatch *mm, FSDPErrorCode *err)
 {
   hsize_t dims[32];
   int ndim;
@@ -244,6 +279,7 @@ static int check_dataset(hid_t file, const char *path, const char *fname, const 
     CheckpointNameListAdd_Private(&mm->missing, path, NULL);
     return 0;
   }
+  if (libfsdp && (*err = check_hard_link(file, path, fname))) return -1;
   ds = H5Dopen2(file, path, H5P_DEFAULT);
   space = ds >= 0 ? H5Dget_space(ds) : -1;
   type = ds >= 0 ? H5Dget_type(ds) : -1;
@@ -283,14 +319,6 @@ typedef struct {
   NameList *extra;
   bool trainable_only;
 } ExtraArgs;
-
-#if H5_VERSION_GE(1, 12, 0)
-typedef H5L_info2_t LinkInfo;
-#define ITERATE H5Literate2
-#else
-typedef H5L_info_t LinkInfo;
-#define ITERATE H5Literate
-#endif
 
 static herr_t find_extra(hid_t group, const char *name, const LinkInfo *info, void *arg)
 {
@@ -350,6 +378,18 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
               h->optim_type[0] == 'a' ? "n" : "", h->optim_type, FSDPOptimizerTypeName(opt->type));
     for (int s = 0; s < opt->nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
   }
+  if (h->libfsdp) FSDPCall(check_hard_link(file, "/params", path));
+  if (h->libfsdp && have_optim) {
+    FSDPCall(check_hard_link(file, "/optim", path));
+    for (int s = 0; s < opt->nstates; s++) {
+      char g[64];
+      htri_t there;
+      snprintf(g, sizeof g, "/optim/%s", names[s]);
+      there = H5Lexists(file, g, H5P_DEFAULT);
+      if (there < 0) return unreadable(path, g);
+      if (there) FSDPCall(check_hard_link(file, g, path));
+    }
+  }
   for (int k = 0; k < nitems; k++) {
     char dpath[1200];
     FSDPErrorCode err = FSDP_SUCCESS;
@@ -359,7 +399,7 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
       continue;
     }
     CheckpointItemPath_Private(&items[k], names, dpath, sizeof dpath);
-    got = check_dataset(file, dpath, path, &items[k].unit->params[items[k].param], &mm, &err);
+    got = check_dataset(file, dpath, path, h->libfsdp, &items[k].unit->params[items[k].param], &mm, &err);
     FSDPCall(err);
     load[k] = got > 0;
     loaded += load[k] && items[k].state < 0;
@@ -433,25 +473,48 @@ FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
   ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, L->crc, m, MPI_UINT32_T, MPI_BXOR, L->ctx->shard_comm));
   for (int k = L->nitems - 1; k >= 0; k--)
     if (L->items[k].unit == L->unit) L->crc[k] = L->crc[--m];
-  for (int k = 0; k < L->nitems && !ierr; k++)
-    if (L->items[k].unit == L->unit && L->load[k] && L->have[k] && L->crc[k] != L->want[k]) {
-      char dpath[1200], detail[64];
-      CheckpointItemPath_Private(&L->items[k], L->names, dpath, sizeof dpath);
-      snprintf(detail, sizeof detail, " (CRC-32C 0x%08x, the file says 0x%08x)", L->crc[k], L->want[k]);
-      CheckpointNameListAdd_Private(&bad, dpath, detail);
-    }
+  for (int k = 0; k < L->nitems && !ierr; k++) {
+    char dpath[1200], detail[64];
+    uint32_t got;
+    if (L->items[k].unit != L->unit || !L->load[k] || !L->have[k]) continue;
+    CheckpointItemPath_Private(&L->items[k], L->names, dpath, sizeof dpath);
+    /* Format 2 binds the values' CRC to the dataset's path and the file's id. */
+    got = L->h->version >= 2 ? CheckpointBindCRC_Private(L->h->file_id, dpath, L->crc[k]) : L->crc[k];
+    if (got == L->want[k]) continue;
+    snprintf(detail, sizeof detail, " (CRC-32C 0x%08x, the file says 0x%08x)", got, L->want[k]);
+    CheckpointNameListAdd_Private(&bad, dpath, detail);
+  }
   CheckpointNameListFormat_Private(&bad, text, sizeof text);
   if (!ierr && bad.count)
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_CORRUPT,
-                     "FSDPContextLoad: '%s' is corrupt: checksum mismatch in %s; unit '%s' and those after it were not "
-                     "loaded",
+                     "FSDPContextLoad: '%s' is corrupt: checksum mismatch in %s (values changed, or a dataset moved, "
+                     "linked or copied from another file); unit '%s' and those after it were not loaded",
                      L->path, text, L->unit->name);
   return ierr;
 }
 
-/* Values that verify can still be NaN: saved with -fsdp_check_finite false, or by another tool. */
+/* Values that verify can still be impossible: NaN (saved with
+   -fsdp_check_finite false, or by another tool), or a negative second moment
+   of AdamW, which would drive the weights to NaN. */
 FSDPErrorCode CheckpointVerifyFinite_Private(const UnitLoad *L)
 {
+  for (int k = 0; k < L->nitems; k++) {
+    const Item *it = &L->items[k];
+    const Piece *pc = &L->pieces[it->param];
+    const char *v = CheckpointStaged_Private(L, k);
+    size_t es = FSDPDataTypeSize(L->unit->dtype);
+    char dpath[1200];
+    if (it->unit != L->unit || !L->load[k] || it->state < 0 || strcmp(L->names[it->state], "exp_avg_sq")) continue;
+    for (int64_t i = 0; i < pc->end - pc->begin; i++) {
+      double x = es == 8 ? ((const double *)(const void *)v)[i] : (double)((const float *)(const void *)v)[i];
+      if (!(x < 0)) continue;
+      CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+                "FSDPContextLoad: '%s' is damaged: %s[%lld] is %g: AdamW's second moment is never negative; unit "
+                "'%s' and those after it were not loaded",
+                L->path, dpath, (long long)(pc->begin + i), x, L->unit->name);
+    }
+  }
   for (int k = 0; k < L->nitems && L->ctx->check_finite; k++) {
     const Item *it = &L->items[k];
     const Piece *pc = &L->pieces[it->param];
