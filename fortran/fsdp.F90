@@ -898,11 +898,12 @@ contains
     end do
   end subroutine
 
-  ! An error the module finds itself, recorded like the library's own.
+  ! An error the module finds itself, recorded like the library's own; the
+  ! message names the Fortran call (func), as C's messages name C's.
   integer function raise(code, func, message) result(ierr)
     integer, intent(in) :: code
     character(len=*), intent(in) :: func, message
-    ierr = c_raise(int(code, c_int), cstr(func), cstr(message))
+    ierr = c_raise(int(code, c_int), cstr(func), cstr(func//': '//message))
   end function
 
   ! ---------------------------------------------------------------- initialization
@@ -993,7 +994,7 @@ contains
   integer function fsdp_error(code, message) result(ierr)
     integer, intent(in) :: code
     character(len=*), intent(in) :: message
-    ierr = raise(code, 'Fortran initializer', message)
+    ierr = c_raise(int(code, c_int), cstr('Fortran initializer'), cstr(message))
   end function
 
   ! A program's top level: on an error, print the traceback (with this
@@ -1562,12 +1563,27 @@ contains
     ierr = c_context_get_num_units(ctx%ptr, nunits)
   end subroutine
 
-  ! Unit i, 1 <= i <= nunits, in the order they were added.
+  ! Unit i, 1 <= i <= nunits, in the order they were added.  The index is
+  ! checked here, so that the message speaks of Fortran's, not C's (i - 1).
   subroutine fsdp_context_get_unit(ctx, i, unit, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: i
     type(fsdp_flatparam), intent(out) :: unit
     integer, intent(out) :: ierr
+    integer(c_int) :: n
+    character(len=96) :: msg
+    unit%ptr = c_null_ptr
+    ierr = c_context_get_num_units(ctx%ptr, n)
+    if (ierr /= FSDP_SUCCESS) return
+    if (i < 1 .or. i > n) then
+      if (n == 0) then
+        write (msg, '(a,i0,a)') 'unit index ', i, ': the context has no units'
+      else
+        write (msg, '(a,i0,a,i0,a)') 'unit index ', i, ' is not in [1, ', n, ']'
+      end if
+      ierr = raise(FSDP_ERR_ARG, 'fsdp_context_get_unit', trim(msg))
+      return
+    end if
     ierr = c_context_get_unit(ctx%ptr, int(i - 1, c_int), unit%ptr)
   end subroutine
 
@@ -1609,14 +1625,25 @@ contains
   end subroutine
 
   ! shape in Fortran's order: a weight w(in, out) is C's [out, in].  size(shape) = 0: a scalar.
+  ! A negative extent is refused here, named by its Fortran position (C's
+  ! message would name the reversed one).
   subroutine fsdp_flatparam_add_param(unit, name, shape, id, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     character(len=*), intent(in) :: name
     integer, intent(in) :: shape(:)
     integer, intent(out) :: id, ierr
     integer(c_int64_t) :: cshape(max(1, size(shape)))
+    character(len=64) :: msg
     integer :: i, n
     n = size(shape)
+    id = -1
+    do i = 1, n
+      if (shape(i) < 0) then
+        write (msg, '(a,i0,a,i0)') ': shape(', i, ') is ', shape(i)
+        ierr = raise(FSDP_ERR_ARG, 'fsdp_flatparam_add_param', 'parameter '''//trim(name)//''''//trim(msg))
+        return
+      end if
+    end do
     cshape = 0
     do i = 1, n
       cshape(i) = shape(n + 1 - i)
@@ -1688,7 +1715,8 @@ contains
     if (rank == 1) then
       fshape(1) = numel
     else if (ndim /= rank) then
-      write (msg, '(a,i0,a,i0)') ' has ', ndim, ' dimensions, the view has rank ', rank
+      write (msg, '(a,i0,a,a,i0)') ' has ', ndim, trim(merge(' dimension ', ' dimensions', ndim == 1)), &
+        ', the view has rank ', rank
       ierr = raise(FSDP_ERR_ARG, caller, 'parameter '''//trim(pname)//''''//trim(msg))
       return
     else
@@ -2142,7 +2170,7 @@ contains
     want = merge(in, out, input)
     if (extent /= want) then
       write (msg, '(a,a,i0,a,a,a,i0)') what, '''s first extent is ', extent, ', the model''s ', &
-        merge('in ', 'out', input), ' is ', want
+        trim(merge('in ', 'out', input)), ' is ', want
       ierr = raise(FSDP_ERR_ARG, caller, trim(msg))
     end if
   end function
@@ -2188,7 +2216,7 @@ contains
     real(c_float), pointer, intent(out) :: dy(:, :)
     integer, intent(out) :: ierr
     type(c_ptr) :: p
-    integer(c_int64_t) :: ctx, vocab, per
+    integer(c_int64_t) :: ctx, vocab, per, classes, k
     character(len=128) :: msg
     dy => null()
     loss = 0
@@ -2202,6 +2230,16 @@ contains
     end if
     ierr = check_batch(model, 'fsdp_model_loss', 'labels', size(labels, kind=c_int64_t) / per)
     if (ierr /= FSDP_SUCCESS) return
+    ! Checked here, so that a bad label is named by its Fortran index (C's
+    ! message counts rows from 0).
+    classes = merge(vocab, out_of(model), ctx > 0)
+    do k = 1, size(labels, kind=c_int64_t)
+      if (labels(k) < 0 .or. labels(k) >= classes) then
+        write (msg, '(a,i0,a,i0,a,i0,a)') 'labels(', k, ') is ', labels(k), ', not in [0, ', classes, ')'
+        ierr = raise(FSDP_ERR_ARG, 'fsdp_model_loss', trim(msg))
+        return
+      end if
+    end do
     ierr = c_model_loss(model%ptr, 1_c_int, c_loc(labels), scale, loss, p)
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, [out_of(model), size(labels, kind=c_int64_t) / per])
   end subroutine

@@ -3,6 +3,7 @@
    MPI_Fint, converted with MPI_Comm_f2c/c2f), Fortran initializers (called
    through trampolines that hand them the unit by reference), and errors
    raised or traced from Fortran.  Only the public headers are used. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,16 +190,44 @@ FSDPF_EXTERN FSDPErrorCode fsdpf_context_destroy(FSDPContext *ctx)
 
 /* ------------------------------------------------------------------ errors */
 
+/* A traceback frame keeps the names of its function and file by address (C's
+   are literals); the module passes Fortran temporaries, freed when the call
+   returns, and fsdp_error_print_trace would read them later.  Each distinct
+   name is copied here once and kept for the life of the process (a few: the
+   module's callers and the files that use FSDPCallA). */
+typedef struct KeptName {
+  struct KeptName *next;
+  char text[];
+} KeptName;
+
+static const char *kept_name(const char *name, const char *fallback)
+{
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static KeptName *names;
+  KeptName *n = NULL;
+  size_t len = strlen(name);
+  pthread_mutex_lock(&lock);
+  for (KeptName *k = names; k && !n; k = k->next)
+    if (!strcmp(k->text, name)) n = k;
+  if (!n && (n = malloc(sizeof *n + len + 1))) {
+    memcpy(n->text, name, len + 1);
+    n->next = names;
+    names = n;
+  }
+  pthread_mutex_unlock(&lock);
+  return n ? n->text : fallback;
+}
+
 /* An error found by the module itself (a shape that does not match, ...). */
 FSDPF_EXTERN FSDPErrorCode fsdpf_raise(FSDPErrorCode code, const char *func, const char *message)
 {
-  return FSDPError(MPI_COMM_SELF, 0, func, "fsdp.F90", code, "%s", message);
+  return FSDPError(MPI_COMM_SELF, 0, kept_name(func, "(Fortran)"), "fsdp.F90", code, "%s", message);
 }
 
 /* A Fortran frame of the traceback (FSDPCallA's). */
 FSDPF_EXTERN FSDPErrorCode fsdpf_traceback(FSDPErrorCode code, int line, const char *file)
 {
-  return FSDPErrorTraceback(line, "(Fortran)", file, code);
+  return FSDPErrorTraceback(line, "(Fortran)", kept_name(file, "(a Fortran file)"), code);
 }
 
 FSDPF_EXTERN void fsdpf_abort(FSDPErrorCode code) { FSDPErrorAbort(MPI_COMM_WORLD, code); }

@@ -278,7 +278,18 @@ program test_fortran_api
   call check(ierr == FSDP_ERR_ARG .and. .not. associated(v3), 'a rank-3 view of w is FSDP_ERR_ARG')
   call fsdp_get_last_error(code, message, ierr)
   call check(ierr == 0 .and. code == FSDP_ERR_ARG, 'fsdp_get_last_error: the code')
-  call check(index(message, '''w'' has 2 dimensions, the view has rank 3') > 0, 'the message: '//trim(message))
+  call check(index(message, 'fsdp_flatparam_get_param: parameter ''w'' has 2 dimensions, the view has rank 3') > 0, &
+             'the message: '//trim(message))
+  call fsdp_flatparam_get_param(unit, id_vec, g, ierr)
+  call check(ierr == FSDP_ERR_ARG .and. .not. associated(g), 'a rank-2 view of vec is FSDP_ERR_ARG')
+  call fsdp_get_last_error(code, message, ierr)
+  call check(code == FSDP_ERR_ARG .and. &
+             index(message, 'fsdp_flatparam_get_param: parameter ''vec'' has 1 dimension, the view has rank 2') > 0, &
+             'a rank-2 view of vec: '//trim(message))
+  ! The traceback of an error the module raised names the Fortran call
+  ! (valgrind: its frame's name is still there after the call returned).
+  call fsdp_error_print_trace(ierr)
+  call ok(ierr, 'fsdp_error_print_trace')
 
   ! Gradients: written in Fortran, read by C, reduced into the shard.
   call fsdp_context_begin_backward(ctx, ierr)
@@ -310,12 +321,24 @@ program test_fortran_api
     call check(shard(offset + k - first + 1) == init_value(id_w, k), 'the shard holds w')
   end do
 
-  ! Bad arguments: the right code and a readable message; nothing aborts.
+  ! Bad arguments: the right code and a readable message, in Fortran's
+  ! terms (1-based units, Fortran's shapes, the Fortran call); nothing aborts.
+  call fsdp_context_get_unit(ctx, 1, found, ierr)
+  call check(ierr == 0 .and. c_associated(found%ptr, unit%ptr), 'fsdp_context_get_unit(ctx, 1) is the first unit')
   call fsdp_context_get_unit(ctx, 5, found, ierr)
+  call check(ierr == FSDP_ERR_ARG .and. .not. c_associated(found%ptr), 'get_unit(5) is FSDP_ERR_ARG')
   call fsdp_get_last_error(code, message, ierr)
   call ok(ierr, 'fsdp_get_last_error')
-  call check(code == FSDP_ERR_ARG .and. index(message, 'unit index 4 is not in [0, 1)') > 0, &
+  call check(code == FSDP_ERR_ARG .and. message == 'fsdp_context_get_unit: unit index 5 is not in [1, 1]', &
              'get_unit(5): '//trim(message))
+  call fsdp_context_get_unit(ctx, 0, found, ierr)
+  call fsdp_get_last_error(code, message, ierr)
+  call check(code == FSDP_ERR_ARG .and. message == 'fsdp_context_get_unit: unit index 0 is not in [1, 1]', &
+             'get_unit(0): '//trim(message))
+  call fsdp_flatparam_add_param(unit, 'neg', [2, -3], id, ierr)
+  call fsdp_get_last_error(code, message, ierr)
+  call check(code == FSDP_ERR_ARG .and. message == 'fsdp_flatparam_add_param: parameter ''neg'': shape(2) is -3', &
+             'add_param with shape [2, -3]: '//trim(message))
   call fsdp_flatparam_add_param(unit, 'late', [2], id, ierr)
   call check(ierr /= 0, 'add_param after set_up fails')
   call fsdp_get_error_string(FSDP_ERR_ARG, name)
@@ -356,19 +379,32 @@ contains
     integer, intent(in) :: comm
     type(fsdp_context) :: mctx
     type(fsdp_model) :: model
-    real(c_float), target :: x(3, 4), t(2, 3), out(2, 4)
+    real(c_float), target :: x(3, 4), t(2, 3), out(2, 4), wide(5, 4)
     real(c_float), pointer :: y(:, :), dy(:, :)
     real(c_double) :: l
     integer :: ierr, code
     character(len=256) :: message
     x = 0.5
     t = 0
+    wide = 0
     call fsdp_context_create(comm, mctx, ierr)
     call fsdp_model_create(mctx, 'mlp:in=3,hidden=4,depth=1,out=2', model, ierr)
     call fsdp_model_set_up(model, ierr)
     call ok(ierr, 'the model''s set up')
+    call fsdp_model_forward(model, wide, y, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. message == 'fsdp_model_forward: x''s first extent is 5, the model''s in is 3', &
+               'forward of x(5, 4): '//trim(message))
     call fsdp_model_forward(model, x, y, ierr)
     call check(ierr == 0 .and. size(y, 1) == 2 .and. size(y, 2) == 4, 'forward: y(2, 4)')
+    call fsdp_model_backward(model, t, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. message == 'fsdp_model_backward: dy has 3 samples, the last forward had 4', &
+               'backward of dy(2, 3): '//trim(message))
+    call fsdp_model_backward(model, x, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. message == 'fsdp_model_backward: dy''s first extent is 3, the model''s out is 2', &
+               'backward of dy(3, 4): '//trim(message))
     call fsdp_model_loss(model, t, 1.0_c_double, l, dy, ierr)
     call fsdp_get_last_error(code, message, ierr)
     call check(code == FSDP_ERR_ARG .and. index(message, 'target has 3 samples, the last forward had 4') > 0, &
@@ -387,7 +423,7 @@ contains
     type(fsdp_context) :: mctx
     type(fsdp_model) :: model
     real(c_float), target :: x(4, 3)
-    integer(fsdp_int64), target :: labels(12), short(5)
+    integer(fsdp_int64), target :: labels(12), short(5), bad(12)
     real(c_float), pointer :: y(:, :), dy(:, :)
     real(c_double) :: l
     integer(fsdp_int64) :: ctx, vocab
@@ -412,6 +448,12 @@ contains
     call fsdp_get_last_error(code, message, ierr)
     call check(code == FSDP_ERR_ARG .and. index(message, 'labels has 5 elements: a GPT takes 4 per sample') > 0, &
                'gpt labels not a multiple of ctx: '//trim(message))
+    bad = labels
+    bad(6) = 7
+    call fsdp_model_loss(model, bad, 1.0_c_double, l, dy, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_ARG .and. message == 'fsdp_model_loss: labels(6) is 7, not in [0, 7)', &
+               'a label out of range: '//trim(message))
     call fsdp_model_loss(model, labels, 1.0_c_double, l, dy, ierr)
     call check(ierr == 0 .and. abs(l - log(7.0_c_double)) < 0.05 .and. size(dy, 1) == 28 .and. size(dy, 2) == 3, &
                'gpt cross-entropy near log(7) at initialization')

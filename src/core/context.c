@@ -1145,7 +1145,8 @@ FSDPErrorCode FSDPContextGetNumUnits(FSDPContext ctx, int *nunits)
 FSDPErrorCode FSDPContextGetUnit(FSDPContext ctx, int i, FlatParam *unit)
 {
   CHECK_CTX(ctx);
-  FSDPCheck(i >= 0 && i < ctx->nunits, MPI_COMM_SELF, FSDP_ERR_ARG, "unit index %d is not in [0, %d)", i, ctx->nunits);
+  FSDPCheck(i >= 0 && i < ctx->nunits, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextGetUnit: unit index %d is not in [0, %d)", i, ctx->nunits);
   if (unit) *unit = ctx->units[i];
   return FSDP_SUCCESS;
 }
