@@ -18,6 +18,8 @@ fsdp_fortran_why=""
 FSDP_FCFLAGS=""
 # FSDPCallA (fsdpf.h) expands to more than 132 columns: gfortran must allow it.
 FSDP_FC_LINE_FLAGS=""
+# What users' debug builds trap (gfortran's -ffpe-trap): tests/test_fortran_fpe is built with it.
+FSDP_FC_TRAP_FLAGS=""
 AS_IF([test "x$enable_fortran" = xno], [fsdp_fortran_why="--disable-fortran"],
       [test -z "$FC"], [fsdp_fortran_why="no Fortran compiler (looked for mpifort, mpif90; set FC)"], [
   AC_LANG_PUSH([Fortran])
@@ -67,6 +69,7 @@ AS_IF([test "x$enable_fortran" = xno], [fsdp_fortran_why="--disable-fortran"],
     # Warnings as for C; gfortran checks the standard too.
     AS_IF([test "x$ac_cv_fc_compiler_gnu" = xyes],
       [FSDP_FC_LINE_FLAGS=-ffree-line-length-none
+       FSDP_FC_TRAP_FLAGS=-ffpe-trap=invalid,zero,overflow
        AS_IF([test "x$enable_warnings" = xyes], [FSDP_FCFLAGS="$FSDP_FCFLAGS -std=f2008 -Wall -Wextra"])
        AS_IF([test "x$enable_werror" = xyes], [FSDP_FCFLAGS="$FSDP_FCFLAGS -Werror"])])
   ])
@@ -79,5 +82,6 @@ AS_IF([test $fsdp_fortran = yes], [fsdp_fortran_summary="yes ($FC$fsdp_fortran_f
       [fsdp_fortran_summary="no ($fsdp_fortran_why)"])
 AC_SUBST([FSDP_FCFLAGS])
 AC_SUBST([FSDP_FC_LINE_FLAGS])
+AC_SUBST([FSDP_FC_TRAP_FLAGS])
 AM_CONDITIONAL([FSDP_FORTRAN], [test $fsdp_fortran = yes])
 ])

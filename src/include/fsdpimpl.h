@@ -2,6 +2,8 @@
 #ifndef FSDPIMPL_H
 #define FSDPIMPL_H
 
+#include <fenv.h>
+
 #include "fsdp_config.h"
 #include "fsdp.h"
 
@@ -20,6 +22,14 @@ extern const char *const FSDPDataTypeNames_Private[];
 MPI_Datatype FSDPDataTypeMPI_Private(FSDPDataType dtype);
 void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
 void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type);
+
+/* Around a call into another library that may raise floating-point
+   exceptions (hwloc's libxml2, MPI's start-up, OpenBLAS, HDF5): Enter saves
+   the caller's floating-point environment, clears its flags and masks its
+   traps; Leave restores the saved environment, dropping every flag raised in
+   between.  No trap of the caller's fires inside and no flag reaches it. */
+void FSDPFPEnter_Private(fenv_t *saved);
+void FSDPFPLeave_Private(const fenv_t *saved);
 
 /* Reads FSDP_OPTIONS and argv; where argv names options files, *argc and *argv
    are replaced by the expanded list, which lives until FSDPOptionsFinalize_Private. */

@@ -435,7 +435,12 @@ static void fit_blas_threads(FSDPModel m)
     m->blas_threads = share > 1 ? share : 1;
     m->blas_why = "the CPUs per rank on this node";
   }
-  openblas_set_num_threads(m->blas_threads);
+  {
+    fenv_t fpenv; /* OpenBLAS may start threads: with the caller's traps masked, and no flag left */
+    FSDPFPEnter_Private(&fpenv);
+    openblas_set_num_threads(m->blas_threads);
+    FSDPFPLeave_Private(&fpenv);
+  }
 #else
   m->blas_threads = 1;
   m->blas_why = "not OpenBLAS: its own";

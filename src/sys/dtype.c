@@ -54,9 +54,16 @@ VECTORIZE FSDPErrorCode FSDPDataTypeConvert(FSDPDataType to, void *dst, FSDPData
     case FSDP_BFLOAT16:
       for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = fsdp_bf16_from_f32(s[i]);
       return FSDP_SUCCESS;
-    case FSDP_FLOAT16:
+    case FSDP_FLOAT16: {
+      /* A value beyond fp16's range becomes inf by overflowing in fp32: an
+         expected result (the gradient scaler looks for it), not a trap or
+         an FE_OVERFLOW in the caller's program. */
+      fenv_t fpenv;
+      FSDPFPEnter_Private(&fpenv);
       for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = fsdp_f16_from_f32(s[i]);
+      FSDPFPLeave_Private(&fpenv);
       return FSDP_SUCCESS;
+    }
     case FSDP_FLOAT64:
       for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = s[i];
       return FSDP_SUCCESS;
@@ -95,10 +102,16 @@ VECTORIZE void FSDPSumBF16_Private(void *in, void *inout, int *len, MPI_Datatype
   for (int i = 0; i < *len; i++) b[i] = fsdp_bf16_from_f32(fsdp_f32_from_bf16(a[i]) + fsdp_f32_from_bf16(b[i]));
 }
 
+/* fp16 sums overflow to inf (and inf - inf is NaN) where the gradient
+   scaler's scale is too large: expected, and found by the scaler, so held
+   from the caller's traps and flags as the conversion is. */
 VECTORIZE void FSDPSumFP16_Private(void *in, void *inout, int *len, MPI_Datatype *type)
 {
   const uint16_t *a = in;
   uint16_t *b = inout;
+  fenv_t fpenv;
   (void)type;
+  FSDPFPEnter_Private(&fpenv);
   for (int i = 0; i < *len; i++) b[i] = fsdp_f16_from_f32(fsdp_f32_from_f16(a[i]) + fsdp_f32_from_f16(b[i]));
+  FSDPFPLeave_Private(&fpenv);
 }

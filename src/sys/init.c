@@ -88,7 +88,13 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
             "MPI has been finalized already: FSDPInitialize() must come before MPI_Finalize()");
   MPI_Initialized(&up);
   if (!up) {
-    FSDPCallMPI(MPI_Init_thread(argc, argv, FSDP_MPI_THREAD_NEEDED, &provided));
+    /* MPI's start-up (its transports, their libraries) runs with the caller's traps masked and leaves no flag. */
+    fenv_t fpenv;
+    int mpierr;
+    FSDPFPEnter_Private(&fpenv);
+    mpierr = MPI_Init_thread(argc, argv, FSDP_MPI_THREAD_NEEDED, &provided);
+    FSDPFPLeave_Private(&fpenv);
+    if (mpierr != MPI_SUCCESS) return FSDPErrorMPI(__LINE__, __func__, __FILE__, mpierr, "MPI_Init_thread");
     sys.initialized_mpi = true;
   } else FSDPCallMPI(MPI_Query_thread(&provided));
   FSDPCallMPI(MPI_Comm_dup(MPI_COMM_WORLD, &sys.world));
@@ -125,8 +131,13 @@ FSDPErrorCode FSDPFinalize(void)
   FSDPCallMPI(MPI_Comm_free(&sys.world));
   sys.initialized = false;
   if (sys.initialized_mpi) {
+    fenv_t fpenv;
+    int mpierr;
     sys.initialized_mpi = false;
-    FSDPCallMPI(MPI_Finalize());
+    FSDPFPEnter_Private(&fpenv);
+    mpierr = MPI_Finalize();
+    FSDPFPLeave_Private(&fpenv);
+    if (mpierr != MPI_SUCCESS) return FSDPErrorMPI(__LINE__, __func__, __FILE__, mpierr, "MPI_Finalize");
   }
   return trace_err;
 }

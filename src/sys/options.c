@@ -50,11 +50,27 @@ static FSDPErrorCode lookup(const char *name, const char *type, const char *defs
 
 /* ------------------------------------------------------------------ tokens */
 
+/* strtod, which raises FE_OVERFLOW on "1e999" and FE_UNDERFLOW on "1e-999":
+   a bad option value is an error message, not a trap or a flag in the
+   caller's program.  errno is strtod's. */
+static double parse_double(const char *s, char **end)
+{
+  fenv_t fpenv;
+  double x;
+  int err;
+  FSDPFPEnter_Private(&fpenv);
+  x = strtod(s, end);
+  err = errno;
+  FSDPFPLeave_Private(&fpenv);
+  errno = err;
+  return x;
+}
+
 static bool is_number(const char *s)
 {
   char *end;
   if (!*s) return false;
-  (void)strtod(s, &end);
+  (void)parse_double(s, &end);
   return *end == '\0';
 }
 
@@ -509,7 +525,7 @@ static bool parse_real(const char *s, double *v)
   char *end;
   double x;
   errno = 0;
-  x = strtod(s, &end);
+  x = parse_double(s, &end);
   if (end == s || *end || isnan(x) || (errno == ERANGE && isinf(x))) return false;
   *v = x;
   return true;

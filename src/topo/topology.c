@@ -272,8 +272,12 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
   FSDPCall(FSDPLogEventRegister("TopologyDiscover", &event));
   FSDPCall(FSDPCalloc(1, sizeof *t, FSDP_MEM_OTHER, &t));
   if (rank == 0) {
+    fenv_t fpenv;
     FSDPCall(FSDPLogEventBegin(event));
+    /* hwloc's XML export starts libxml2, which computes 0/0 and 1/0: none of it reaches the caller. */
+    FSDPFPEnter_Private(&fpenv);
     ierr = discover(source, t, &xml, &header.xmllen);
+    FSDPFPLeave_Private(&fpenv);
     FSDPCall(FSDPLogEventEnd(event, header.xmllen));
     header.code = (int)ierr;
     header.this_system = ierr == FSDP_SUCCESS && hwloc_topology_is_thissystem(t->topology);
@@ -291,7 +295,10 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
   FSDPCallMPI(MPI_Bcast(xml, header.xmllen, MPI_CHAR, 0, node_comm));
   if (rank == 0) hwloc_free_xmlbuffer(t->topology, xml);
   else {
+    fenv_t fpenv;
+    FSDPFPEnter_Private(&fpenv); /* the import starts libxml2 too */
     ierr = import(xml, header.xmllen, header.this_system, t);
+    FSDPFPLeave_Private(&fpenv);
     FSDPCall(FSDPFree(&xml));
     if (ierr) goto failed;
     memcpy(t->source, header.source, sizeof t->source);
