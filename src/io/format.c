@@ -387,11 +387,16 @@ hid_t CheckpointFileAccess_Private(MPI_Comm comm)
 
 void CheckpointQuietBegin_Private(QuietHDF5 *q)
 {
+  FSDPFPEnter_Private(&q->fenv); /* before the first HDF5 call, which may start the library */
   H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-void CheckpointQuietEnd_Private(const QuietHDF5 *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+void CheckpointQuietEnd_Private(const QuietHDF5 *q)
+{
+  H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+  FSDPFPLeave_Private(&q->fenv);
+}
 
 /* An MPI call whose failure is recorded, not returned (MPI_RECORD). */
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call)

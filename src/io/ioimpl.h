@@ -102,6 +102,7 @@ typedef struct {
 typedef struct {
   H5E_auto2_t func;
   void *data;
+  fenv_t fenv; /* the caller's floating-point environment: what HDF5 raises stays inside (src/sys/fpenv.c) */
 } QuietHDF5;
 
 /* An error from HDF5, raised where a value, not a return, is wanted. */
