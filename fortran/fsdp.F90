@@ -126,7 +126,8 @@ module fsdp
             fsdp_flatparam_get_shard_range, fsdp_flatparam_get_name, fsdp_flatparam_get_state, &
             fsdp_flatparam_get_num_params, fsdp_flatparam_get_param_info, fsdp_flatparam_get_sizes
   public :: fsdp_optimizer_create, fsdp_optimizer_set_type, fsdp_optimizer_set_learning_rate, &
-            fsdp_optimizer_set_weight_decay, fsdp_optimizer_set_momentum, fsdp_optimizer_set_betas, &
+            fsdp_optimizer_set_weight_decay, fsdp_optimizer_add_param_group, fsdp_optimizer_get_param_settings, &
+            fsdp_optimizer_set_momentum, fsdp_optimizer_set_betas, &
             fsdp_optimizer_set_eps, fsdp_optimizer_set_schedule, fsdp_optimizer_set_clip_grad_norm, &
             fsdp_optimizer_set_from_options, fsdp_optimizer_set_up, fsdp_optimizer_step, &
             fsdp_optimizer_clip_grad_norm, fsdp_optimizer_get_step, fsdp_optimizer_get_learning_rate, &
@@ -725,6 +726,20 @@ module fsdp
       import :: c_ptr, c_int, c_double
       type(c_ptr), value :: obj
       real(c_double), value :: v
+    end function
+    integer(c_int) function c_optimizer_add_param_group(obj, pattern, weight_decay, lr_scale) &
+        bind(C, name="FSDPOptimizerAddParamGroup")
+      import :: c_ptr, c_int, c_double, c_char
+      type(c_ptr), value :: obj
+      character(kind=c_char), intent(in) :: pattern(*)
+      real(c_double), value :: weight_decay, lr_scale
+    end function
+    integer(c_int) function c_optimizer_get_param_settings(obj, name, weight_decay, lr_scale) &
+        bind(C, name="FSDPOptimizerGetParamSettings")
+      import :: c_ptr, c_int, c_double, c_char
+      type(c_ptr), value :: obj
+      character(kind=c_char), intent(in) :: name(*)
+      real(c_double), intent(out) :: weight_decay, lr_scale
     end function
     integer(c_int) function c_optimizer_set_eps(obj, v) bind(C, name="FSDPOptimizerSetEps")
       import :: c_ptr, c_int, c_double
@@ -1961,6 +1976,26 @@ contains
     real(c_double), intent(in) :: weight_decay
     integer, intent(out) :: ierr
     ierr = c_optimizer_set_weight_decay(opt%ptr, weight_decay)
+  end subroutine
+
+  ! Parameter groups (FSDPOptimizerAddParamGroup): the parameters `pattern`
+  ! selects (a shell glob on their names, or 'ndim<2' for nanoGPT's rule) take
+  ! this weight decay and lr_scale times the learning rate.  Before set-up.
+  subroutine fsdp_optimizer_add_param_group(opt, pattern, weight_decay, lr_scale, ierr)
+    type(fsdp_optimizer), intent(in) :: opt
+    character(len=*), intent(in) :: pattern
+    real(c_double), intent(in) :: weight_decay, lr_scale
+    integer, intent(out) :: ierr
+    ierr = c_optimizer_add_param_group(opt%ptr, cstr(pattern), weight_decay, lr_scale)
+  end subroutine
+
+  ! The weight decay and learning-rate scale that parameter `name` takes.
+  subroutine fsdp_optimizer_get_param_settings(opt, name, weight_decay, lr_scale, ierr)
+    type(fsdp_optimizer), intent(in) :: opt
+    character(len=*), intent(in) :: name
+    real(c_double), intent(out) :: weight_decay, lr_scale
+    integer, intent(out) :: ierr
+    ierr = c_optimizer_get_param_settings(opt%ptr, cstr(name), weight_decay, lr_scale)
   end subroutine
 
   subroutine fsdp_optimizer_set_momentum(opt, momentum, nesterov, ierr)

@@ -719,7 +719,20 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetSchedule(FSDPOptimizer opt, FSDPLRSche
                                                    int64_t total_steps);
 /* Clip the global gradient norm to max_norm in every FSDPOptimizerStep (0: off, the default). */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetClipGradNorm(FSDPOptimizer opt, double max_norm);
-/* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
+/* Parameter groups, as torch.optim's param_groups: the parameters `pattern`
+   selects take this weight decay and lr_scale times the learning rate (of the
+   schedule); the others keep the optimizer's.  `pattern` is a shell glob on
+   the parameter's name ("*.bias", "blocks.*.ln_?.*", fnmatch(3)) or a test of
+   its dimensions: "ndim<2" is nanoGPT's and GPT-2's rule, no decay for biases
+   and LayerNorm's weights.  A parameter is in the last group that selects it.
+   Before SetUp; a group that selects no trainable parameter is an error there.
+   Checkpoints record the groups, and a load refuses other patterns. */
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerAddParamGroup(FSDPOptimizer opt, const char *pattern, double weight_decay,
+                                                     double lr_scale);
+/* The weight decay and learning-rate scale that parameter `name` takes. */
+FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetParamSettings(FSDPOptimizer opt, const char *name, double *weight_decay,
+                                                        double *lr_scale);
+/* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_no_decay, -fsdp_momentum, -fsdp_nesterov,
    -fsdp_beta1, -fsdp_beta2, -fsdp_eps, -fsdp_lr_schedule, -fsdp_warmup_steps,
    -fsdp_lr_decay_steps, -fsdp_clip_grad_norm, and before SetUp -fsdp_grad_scaler,
    -fsdp_grad_scaler_init_scale, -fsdp_grad_scaler_growth_interval. */

@@ -7,8 +7,9 @@
 # category peaks at its FSDP formula; activation checkpointing leaves the loss log
 # bit-identical; bf16 parameters track fp32 within the mixed-precision
 # tolerance; token files (flat, llm.c's, HDF5) train as the text does;
-# -generate gives the same text at any W and after a resume; bad input is
-# refused with a message naming the value.
+# -generate gives the same text at any W and after a resume; nanoGPT's
+# parameter groups (-no_decay 'ndim<2') match PyTorch's with them; bad input
+# is refused with a message naming the value.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
 ref="${srcdir:-.}/tests/gpt_reference.py"
@@ -62,6 +63,38 @@ train_run w2_wrap_model 2 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_wrap mo
 close torch0 w2_wrap_model
 train_run w2_wrap_size 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_wrap size:5000
 close torch1 w2_wrap_size
+
+# ------------------------------------------------------------------ nanoGPT's parameter groups
+# Weight decay 0.1 on the 2-D weights only (nanoGPT's configure_optimizers, in the
+# reference): -no_decay 'ndim<2' gives the same curve and parameters, at W = 4 with
+# shards that span a bias and a weight; decaying every parameter does not.
+"$python" "$ref" train "$gpt" "$fsdp_tmp/init0.h5" "$text" 5 8 20 0.003 1.0 "$fsdp_tmp/torch_groups.csv" 0.1 nanogpt \
+  "$fsdp_tmp/torch_groups.h5" || { echo "FAIL: the PyTorch reference with nanoGPT's groups"; exit 1; }
+train_run groups_w1 1 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -no_decay 'ndim<2' \
+  -export "$fsdp_tmp/groups_w1.h5"
+close torch_groups groups_w1
+train_run groups_w4 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -fsdp_no_decay 'ndim<2' \
+  -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -export "$fsdp_tmp/groups_w4.h5"
+close torch_groups groups_w4
+train_run decay_all 1 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -export "$fsdp_tmp/decay_all.h5"
+# max |difference| over every parameter: within 1e-4 of PyTorch's (Adam divides by sqrt(v): rounding in a
+# near-zero gradient moves a weight by ~1e-5), and LayerNorm's
+# weight far from it when every parameter decays.
+"$python" - "$fsdp_tmp" <<'PY' || exit 1
+import sys, h5py, numpy as np
+d = sys.argv[1]
+ref = h5py.File(d + "/torch_groups.h5")["params"]
+def worst(name):
+    got = h5py.File("%s/%s.h5" % (d, name))["params"]
+    return max((float(np.max(np.abs(got[k][...] - ref[k][...]))), k) for k in ref)
+for name in ("groups_w1", "groups_w4"):
+    w, k = worst(name)
+    print("%s: parameters within %.2g of PyTorch's with nanoGPT's groups (largest at %s)" % (name, w, k))
+    if w > 1e-4: sys.exit("FAIL: %s differs from PyTorch by %g at %s" % (name, w, k))
+ln = float(np.max(np.abs(h5py.File(d + "/decay_all.h5")["params/blocks.0.ln_1.weight"][...] - ref["blocks.0.ln_1.weight"][...])))
+print("decaying every parameter instead: blocks.0.ln_1.weight differs by %.2g" % ln)
+if ln < 1e-3: sys.exit("FAIL: the test cannot tell the groups apart (%g)" % ln)
+PY
 
 # The per-rank peak of each planned category is the FSDP formula's, tied head included.
 train_run memory 4 -model "$gpt,tied=1" -log_every 20 -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2

@@ -7,7 +7,7 @@ imported, benchmarks/vs-pytorch).
       normal(0, 0.02), projections into the residual stream 0.02/sqrt(2L))
       and writes its parameters as /params/<name>, what fsdp-train -init reads
       (a tied head's weight is wte.weight's, written once).
-  gpt_reference.py train SPEC INIT.h5 TEXT SEED B STEPS LR CLIP OUT.csv
+  gpt_reference.py train SPEC INIT.h5 TEXT SEED B STEPS LR CLIP OUT.csv [WD GROUPS FINAL.h5]
       trains it from INIT.h5 on the same windows of TEXT (a byte per token)
       as fsdp-train -data text:TEXT -seed SEED -batch B: window g = s*B + j of
       step s starts at splitmix64(splitmix64(SEED) ^ g) mod (N - ctx). AdamW
@@ -15,6 +15,10 @@ imported, benchmarks/vs-pytorch).
       0.01 on every parameter), the global gradient norm clipped to CLIP
       (0: off), constant LR; the loss is the mean cross-entropy over the
       B * ctx positions. Writes step,loss as fsdp-train's -loss_log does.
+      WD sets the weight decay; GROUPS "nanogpt" splits the parameters as
+      nanoGPT's GPT.configure_optimizers does (decay WD for p.dim() >= 2,
+      none for the rest: biases and LayerNorm weights), "all" decays all.
+      FINAL.h5 gets the trained parameters as /params/<name>.
 
 The architecture is nn.md's: token plus position embedding; per block
 x1 = x + attn.proj(attention(ln_1(x))), y = x1 + mlp.proj(gelu(mlp.fc(ln_2(x1))))
@@ -138,13 +142,23 @@ def windows(tokens, t, seed, first, count):
     return x, y
 
 
-def train(spec, init_path, text, seed, batch, steps, lr, clip, out):
+def param_groups(model, wd, groups):
+    """model.parameters() with one weight decay, or nanoGPT's two groups."""
+    if groups == "all":
+        return [{"params": list(model.parameters()), "weight_decay": wd}]
+    assert groups == "nanogpt", groups
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    return [{"params": [p for p in params.values() if p.dim() >= 2], "weight_decay": wd},
+            {"params": [p for p in params.values() if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def train(spec, init_path, text, seed, batch, steps, lr, clip, out, wd="0.01", groups="all", final=None):
     p = parse(spec)
     model = GPT(p)
     load(model, init_path)
     tokens = read_text(text)
     seed, batch, steps, lr, clip = int(seed), int(batch), int(steps), float(lr), float(clip)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    opt = torch.optim.AdamW(param_groups(model, float(wd), groups), lr=lr, betas=(0.9, 0.999), eps=1e-8)
     with open(out, "w") as log:
         log.write("step,loss\n")
         for s in range(steps):
@@ -156,12 +170,16 @@ def train(spec, init_path, text, seed, batch, steps, lr, clip, out):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
             log.write("%d,%.9g\n" % (s + 1, loss.item()))
+    if final:
+        with h5py.File(final, "w") as f:
+            for name, w in names(model).items():
+                f["params/" + name] = w.detach().numpy()
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "init" and len(sys.argv) == 5:
         init(*sys.argv[2:])
-    elif sys.argv[1] == "train" and len(sys.argv) == 11:
+    elif sys.argv[1] == "train" and len(sys.argv) in (11, 12, 13, 14):
         train(*sys.argv[2:])
     else:
         sys.exit(__doc__)

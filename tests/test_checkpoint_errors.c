@@ -406,6 +406,17 @@ int main(int argc, char **argv)
   TEST_OK(FSDPOptimizerSetUp(sgd));
   expect_failure(ctx, sgd, file("good.h5"), FSDP_ERR_ARG, "holds the state of an adamw optimizer, not sgd");
   TEST_OK(FSDPOptimizerDestroy(&sgd));
+  /* State saved under parameter groups resumes those groups only. */
+  TEST_OK(FSDPOptimizerCreate(ctx, &sgd));
+  TEST_OK(FSDPOptimizerAddParamGroup(sgd, "*.bias", 0.0, 1.0));
+  TEST_OK(FSDPOptimizerSetUp(sgd));
+  TEST_OK(FSDPContextSave(ctx, sgd, file("grouped.h5")));
+  expect_failure(ctx, opt, file("grouped.h5"), FSDP_ERR_ARG,
+                 "was saved with the parameter groups '*.bias: weight decay 0, lr x1' and this optimizer has '(none)'");
+  expect_failure(ctx, sgd, file("good.h5"), FSDP_ERR_ARG,
+                 "saved with the parameter groups '(none)' and this optimizer has '*.bias: weight decay 0, lr x1'");
+  TEST_OK(FSDPContextLoad(ctx, sgd, file("grouped.h5")));
+  TEST_OK(FSDPOptimizerDestroy(&sgd));
   TEST_OK(FSDPContextGetUnit(ctx, 0, &unit));
   TEST_OK(FlatParamUnshard(unit));
   TEST_CODE(FSDP_ERR_STATE, FSDPContextLoad(ctx, opt, file("good.h5")));
@@ -432,6 +443,13 @@ int main(int argc, char **argv)
   /* Non-strict: what matches loads, the rest is reported and left alone. */
   train(ctx, model, opt);
   TEST_OK(FSDPContextSetCheckpointStrict(ctx, false));
+  capture_begin(&cap, 2);
+  TEST_OK(FSDPContextLoad(ctx, opt, file("grouped.h5")));
+  text = capture_end(&cap);
+  if (rank == 0)
+    TEST_ASSERT(strstr(text, "saved with the parameter groups '*.bias: weight decay 0, lr x1'; going on with '(none)'"),
+                "the non-strict note on other groups is '%s'", text);
+  free(text);
   capture_begin(&cap, 2);
   TEST_OK(FSDPContextLoad(ctx, opt, file("missing.h5")));
   text = capture_end(&cap);

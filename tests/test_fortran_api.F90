@@ -422,6 +422,8 @@ contains
     integer, intent(in) :: comm
     type(fsdp_context) :: mctx
     type(fsdp_model) :: model
+    type(fsdp_optimizer) :: opt
+    real(c_double) :: wd, scale
     real(c_float), target :: x(4, 3)
     integer(fsdp_int64), target :: labels(12), short(5), bad(12)
     real(c_float), pointer :: y(:, :), dy(:, :)
@@ -461,6 +463,20 @@ contains
     call ok(ierr, 'gpt backward')
     call fsdp_context_finish_backward(mctx, ierr)
     call ok(ierr, 'gpt: the backward pass finished')
+    ! nanoGPT's parameter groups: no weight decay for biases and LayerNorm's weights
+    call fsdp_optimizer_create(mctx, opt, ierr)
+    call fsdp_optimizer_add_param_group(opt, 'ndim<2', 0.0_c_double, 1.0_c_double, ierr)
+    call ok(ierr, 'fsdp_optimizer_add_param_group')
+    call fsdp_optimizer_get_param_settings(opt, 'blocks.0.ln_1.weight', wd, scale, ierr)
+    call check(ierr == 0 .and. wd == 0 .and. scale == 1, 'blocks.0.ln_1.weight in the ndim<2 group')
+    call fsdp_optimizer_get_param_settings(opt, 'wte.weight', wd, scale, ierr)
+    call check(ierr == 0 .and. wd == 0.01_c_double .and. scale == 1, 'wte.weight decays at the default 0.01')
+    call fsdp_optimizer_set_up(opt, ierr)
+    call ok(ierr, 'gpt: the optimizer with a group set up')
+    call fsdp_optimizer_step(opt, ierr)
+    call ok(ierr, 'gpt: a step with parameter groups')
+    call fsdp_optimizer_destroy(opt, ierr)
+    call ok(ierr, 'gpt: the optimizer destroyed')
     call fsdp_model_destroy(model, ierr)
     call ok(ierr, 'gpt: the model destroyed')
     call fsdp_context_destroy(mctx, ierr)

@@ -4,7 +4,8 @@
    every sharding strategy; global-norm clipping (each distinct shard once,
    replicas and padding excluded); frozen parameters (unchanged, no state);
    the warmup + cosine schedule; the non-finite guard (-fsdp_check_finite);
-   and the errors.
+   parameter groups (b with its own weight decay and learning-rate scale,
+   also in shards that hold the end of a and the start of b); and the errors.
    mpitest: -n 4
    mpitest: -n 3
    mpitest: -n 1 */
@@ -33,6 +34,8 @@ typedef struct {
   FSDPOptimizerType type;
   bool nesterov, freeze_b;
   double momentum, weight_decay, clip;
+  const char *group_b; /* a pattern that selects b (and not a): b takes wd_b and lr x lr_b */
+  double wd_b, lr_b;
 } Case;
 
 /* The reference: both parameters as one vector [a | b], W = 1, in double. */
@@ -51,21 +54,22 @@ static void reference(const Case *c, double p[NA + NB], double norms[STEPS])
     if (c->clip > 0 && c->clip / (norms[t] + 1e-6) < 1) coef = c->clip / (norms[t] + 1e-6);
     for (int i = 0; i < NA + NB; i++) {
       double d;
+      double wd = c->group_b && i >= NA ? c->wd_b : c->weight_decay, lr = c->group_b && i >= NA ? LR * c->lr_b : LR;
       if (c->freeze_b && i >= NA) continue;
       d = g[i] * coef;
       if (c->type == FSDP_OPTIMIZER_SGD) {
-        d += c->weight_decay * p[i];
+        d += wd * p[i];
         if (c->momentum > 0) {
           buf[i] = t == 0 ? d : c->momentum * buf[i] + d;
           d = c->nesterov ? d + c->momentum * buf[i] : buf[i];
         }
-        p[i] -= LR * d;
+        p[i] -= lr * d;
       } else {
         double b1 = 0.9, b2 = 0.999;
-        p[i] *= 1 - LR * c->weight_decay;
+        p[i] *= 1 - lr * wd;
         m[i] = b1 * m[i] + (1 - b1) * d;
         v[i] = b2 * v[i] + (1 - b2) * d * d;
-        p[i] -= LR / (1 - pow(b1, t + 1)) * m[i] / (sqrt(v[i]) / sqrt(1 - pow(b2, t + 1)) + 1e-8);
+        p[i] -= lr / (1 - pow(b1, t + 1)) * m[i] / (sqrt(v[i]) / sqrt(1 - pow(b2, t + 1)) + 1e-8);
       }
     }
   }
@@ -97,6 +101,15 @@ static void run_case(FSDPShardingStrategy strategy, const Case *c)
   TEST_OK(FSDPOptimizerSetWeightDecay(opt, c->weight_decay));
   if (c->type == FSDP_OPTIMIZER_SGD) TEST_OK(FSDPOptimizerSetMomentum(opt, c->momentum, c->nesterov));
   TEST_OK(FSDPOptimizerSetClipGradNorm(opt, c->clip));
+  if (c->group_b) {
+    double wd, scale;
+    TEST_OK(FSDPOptimizerAddParamGroup(opt, c->group_b, c->wd_b, c->lr_b));
+    TEST_OK(FSDPOptimizerGetParamSettings(opt, "b", &wd, &scale));
+    TEST_ASSERT(wd == c->wd_b && scale == c->lr_b, "%s: b takes weight decay %g and lr x%g, expected %g and x%g",
+                c->group_b, wd, scale, c->wd_b, c->lr_b);
+    TEST_OK(FSDPOptimizerGetParamSettings(opt, "a", &wd, &scale));
+    TEST_ASSERT(wd == c->weight_decay && scale == 1, "%s selects a: weight decay %g, lr x%g", c->group_b, wd, scale);
+  }
   TEST_OK(FSDPOptimizerSetUp(opt));
 
   /* State exists for the trainable elements of this rank's shard only. */
@@ -228,6 +241,57 @@ static void test_finite_guard(FSDPShardingStrategy strategy)
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* Groups chosen by dimension, the last match winning; and what is refused. */
+static void test_param_groups(void)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  FlatParam unit;
+  FSDPOptimizer opt;
+  double wd, scale;
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  TEST_OK(FSDPContextAddUnit(ctx, "u", &unit));
+  TEST_OK(FlatParamAddParam(unit, "fc.weight", 2, (int64_t[]){3, 4}, NULL));
+  TEST_OK(FlatParamAddParam(unit, "fc.bias", 1, (int64_t[]){3}, NULL));
+  TEST_OK(FlatParamAddParam(unit, "ln.weight", 1, (int64_t[]){4}, NULL));
+  TEST_OK(FSDPContextSetUp(ctx));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerAddParamGroup(opt, "ndim<2", 0.0, 1.0)); /* nanoGPT's rule */
+  TEST_OK(FSDPOptimizerAddParamGroup(opt, "ln.*", 0.05, 0.1));  /* later: wins for ln.weight */
+  TEST_OK(FSDPOptimizerGetParamSettings(opt, "fc.weight", &wd, &scale));
+  TEST_ASSERT(wd == 0.01 && scale == 1, "fc.weight: %g x%g, expected the optimizer's 0.01 x1", wd, scale);
+  TEST_OK(FSDPOptimizerGetParamSettings(opt, "fc.bias", &wd, &scale));
+  TEST_ASSERT(wd == 0 && scale == 1, "fc.bias: %g x%g, expected ndim<2's 0 x1", wd, scale);
+  TEST_OK(FSDPOptimizerGetParamSettings(opt, "ln.weight", &wd, &scale));
+  TEST_ASSERT(wd == 0.05 && scale == 0.1, "ln.weight: %g x%g, expected ln.*'s 0.05 x0.1", wd, scale);
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerGetParamSettings(opt, "nothing", &wd, &scale));
+  TEST_MESSAGE_HAS("no parameter 'nothing'");
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerAddParamGroup(opt, "", 0, 1));
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerAddParamGroup(opt, "ndim<two", 0, 1));
+  TEST_MESSAGE_HAS("'ndim<two' is not a dimension test");
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerAddParamGroup(opt, "*.bias", -1, 1));
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerAddParamGroup(opt, "*.bias", 0, NAN));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  TEST_CODE(FSDP_ERR_STATE, FSDPOptimizerAddParamGroup(opt, "*.bias", 0, 1));
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt)); /* a typo selects nothing: refused, naming it */
+  TEST_OK(FSDPOptimizerAddParamGroup(opt, "*.bais", 0, 1));
+  TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetUp(opt));
+  TEST_MESSAGE_HAS("parameter group '*.bais' selects no trainable parameter");
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) { /* ranks with other groups: every rank refuses, none hangs */
+    TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+    if (rank == 0) TEST_OK(FSDPOptimizerAddParamGroup(opt, "*.bias", 0, 1));
+    TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetUp(opt));
+    TEST_MESSAGE_HAS("different parameter groups");
+    TEST_OK(FSDPOptimizerDestroy(&opt));
+  }
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
 static void test_schedule(void)
 {
   FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
@@ -286,12 +350,17 @@ int main(int argc, char **argv)
       {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0}, /* the defaults but lr */
       {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3},   /* frozen b, clipped */
       {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100},  /* a clip that does not bite */
+      /* parameter groups: b decays otherwise and steps at another rate (a glob, a dimension test after a
+         group for a that the later one overrides) */
+      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 0.0, "b", 0.0, 0.5},
+      {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.3, "[b]", 0.3, 2.0},
   };
   TEST_OK(FSDPInitialize(&argc, &argv));
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   for (int s = 0; s < TEST_NUM_STRATEGIES; s++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(test_strategies[s], &cases[c]);
   test_schedule();
+  test_param_groups();
   for (int s = 0; s < TEST_NUM_STRATEGIES; s++) test_finite_guard(test_strategies[s]);
   TEST_OK(FSDPFinalize());
   return 0;

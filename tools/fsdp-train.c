@@ -174,6 +174,12 @@ static FSDPErrorCode configure_optimizer(FSDPContext ctx, FSDPOptimizer opt, con
   else return TRAIN_ERR(FSDP_ERR_OPTION, "fsdp-train: -optimizer %s is not sgd or adamw", a->optimizer);
   FSDPCall(FSDPOptimizerSetLearningRate(opt, a->lr));
   if (arg_set("-weight_decay")) FSDPCall(FSDPOptimizerSetWeightDecay(opt, a->weight_decay));
+  if (a->no_decay[0]) { /* one group per pattern, without decay */
+    char list[sizeof a->no_decay], *item, *save = NULL;
+    snprintf(list, sizeof list, "%s", a->no_decay);
+    for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
+      FSDPCall(FSDPOptimizerAddParamGroup(opt, item, 0.0, 1.0));
+  }
   if (arg_set("-momentum") || arg_set("-nesterov")) FSDPCall(FSDPOptimizerSetMomentum(opt, a->momentum, a->nesterov));
   FSDPCall(FSDPOptimizerSetBetas(opt, a->beta1, a->beta2));
   FSDPCall(FSDPOptimizerSetEps(opt, a->eps));

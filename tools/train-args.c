@@ -34,7 +34,11 @@ static ArgSpec arg_specs[] = {
     ARG("-batch", ARG_INT, batch, "global batch size B (rows per micro-batch, all ranks together; B % W == 0)"),
     ARG("-optimizer", ARG_STRING, optimizer, "sgd or adamw"),
     ARG("-lr", ARG_REAL, lr, "learning rate (peak rate of the cosine schedule)"),
-    ARG("-weight_decay", ARG_REAL, weight_decay, "weight decay (default: adamw 0.01, sgd 0)"),
+    ARG("-weight_decay", ARG_REAL, weight_decay,
+        "weight decay (default: adamw 0.01, sgd 0), of every parameter but -no_decay's"),
+    ARG("-no_decay", ARG_STRING, no_decay,
+        "parameters without weight decay: comma-separated shell globs on their names ('*.bias,*ln_*') or ndim<2 "
+        "(nanoGPT's and GPT-2's rule: biases and LayerNorm weights)"),
     ARG("-momentum", ARG_REAL, momentum, "sgd momentum"),
     ARG("-nesterov", ARG_FLAG, nesterov, "sgd nesterov momentum"),
     ARG("-beta1", ARG_REAL, beta1, "adamw beta1"),

@@ -19,7 +19,7 @@
 /* The program's options (train-args.c lists them with their help). */
 typedef struct {
   char model[512], data[1024], init[1024], loss_log[1024], optimizer[16], lr_schedule[16], prompt[1024];
-  char checkpoint[1024], resume[1024], export_path[1024];
+  char checkpoint[1024], resume[1024], export_path[1024], no_decay[512];
   int64_t steps, batch, warmup_steps, grad_accum, seed, log_every, checkpoint_every, generate;
   double lr, weight_decay, momentum, beta1, beta2, eps, clip_grad_norm, temperature;
   bool nesterov;

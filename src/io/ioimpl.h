@@ -59,9 +59,10 @@ typedef struct {
   int64_t step, growth_tracker; /* /optim's */
   double scale;
   bool have_scale;
-  bool have_metadata_crc; /* files of libfsdp before 0.? have none */
-  int version;            /* format_version; 0: not libfsdp's */
-  uint64_t file_id;       /* format 2: what each dataset's checksum is bound to */
+  bool have_metadata_crc;  /* files of libfsdp before 0.? have none */
+  int version;             /* format_version; 0: not libfsdp's */
+  uint64_t file_id;        /* format 2: what each dataset's checksum is bound to */
+  char param_groups[1024]; /* /optim's (FSDPOptimizerDescribeGroups_Private); "" in older files */
 } Header;
 
 /* A list of names for an error message or a report: as many whole entries

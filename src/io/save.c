@@ -89,6 +89,11 @@ static FSDPErrorCode write_optim_attrs(FSDPOptimizer opt, hid_t group)
   s |= CheckpointPutInt64_Private(group, "step", opt->step);
   s |= CheckpointPutDouble_Private(group, "lr", opt->lr);
   s |= CheckpointPutDouble_Private(group, "weight_decay", opt->weight_decay);
+  {
+    char groups[1024];
+    FSDPOptimizerDescribeGroups_Private(opt, groups, sizeof groups);
+    s |= CheckpointPutString_Private(group, "param_groups", groups);
+  }
   if (opt->type == FSDP_OPTIMIZER_ADAMW) {
     double betas[2] = {opt->beta1, opt->beta2};
     s |= CheckpointPutAttr_Private(group, "betas", H5T_NATIVE_DOUBLE, 2, betas);

@@ -169,6 +169,8 @@ FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const 
     if (g < 0) return unreadable(path, "the group /optim");
     ierr = require_string(g, "/optim", "type", h->optim_type, sizeof h->optim_type, path);
     if (!ierr) ierr = require_attr(g, "/optim", "step", H5T_NATIVE_INT64, 0, &h->step, path);
+    if (!ierr && CheckpointGetString_Private(g, "param_groups", h->param_groups, sizeof h->param_groups) < 0)
+      ierr = unreadable(path, "the attribute param_groups of /optim");
     scale = ierr ? 0 : CheckpointGetAttr_Private(g, "grad_scale", H5T_NATIVE_DOUBLE, 0, &h->scale);
     tracker =
         ierr ? 0 : CheckpointGetAttr_Private(g, "grad_scaler_growth_tracker", H5T_NATIVE_INT64, 0, &h->growth_tracker);
@@ -377,6 +379,20 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
               "FSDPContextLoad: '%s' holds the state of a%s %s optimizer, not %s", path,
               h->optim_type[0] == 'a' ? "n" : "", h->optim_type, FSDPOptimizerTypeName(opt->type));
     for (int s = 0; s < opt->nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
+    if (have_optim) { /* the state of one grouping resumes that grouping */
+      char groups[1024];
+      FSDPOptimizerDescribeGroups_Private(opt, groups, sizeof groups);
+      FSDPCheck(!strcmp(groups, h->param_groups) || !ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
+                "FSDPContextLoad: '%s' was saved with the parameter groups '%s' and this optimizer has '%s': load it "
+                "with the same groups (FSDPOptimizerAddParamGroup, -fsdp_no_decay, fsdp-train -no_decay), or with "
+                "-fsdp_checkpoint_strict false to go on under this optimizer's",
+                path, h->param_groups[0] ? h->param_groups : "(none)", groups[0] ? groups : "(none)");
+      if (strcmp(groups, h->param_groups) && ctx->rank == 0) {
+        fprintf(stderr, "FSDPContextLoad: '%s' was saved with the parameter groups '%s'; going on with '%s'\n", path,
+                h->param_groups[0] ? h->param_groups : "(none)", groups[0] ? groups : "(none)");
+        fflush(stderr);
+      }
+    }
   }
   if (h->libfsdp) FSDPCall(check_hard_link(file, "/params", path));
   if (h->libfsdp && have_optim) {

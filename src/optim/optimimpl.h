@@ -7,7 +7,15 @@
 
 typedef struct {
   int64_t offset, numel; /* in the shard */
+  int group;             /* the parameter group its parameters are in; -1: none (the optimizer's settings) */
 } Segment;
+
+/* A parameter group (FSDPOptimizerAddParamGroup): the parameters `pattern`
+   selects take this weight decay and this multiple of the learning rate. */
+typedef struct {
+  char *pattern;
+  double weight_decay, lr_scale;
+} ParamGroup;
 
 typedef struct {
   FlatParam unit;
@@ -38,6 +46,8 @@ struct FSDPOptimizer_s {
   int64_t trainable_changes; /* the context's count at SetUp */
   OptUnit *units;
   int nunits;
+  ParamGroup *groups; /* in the order added: a parameter is in the last one that selects it */
+  int ngroups, groups_capacity;
   Device dev; /* the context's at SetUp: the state is freed there, even after the context */
   int nstates;
   int64_t state_numel;
@@ -46,5 +56,8 @@ struct FSDPOptimizer_s {
 /* The names of state tensor s of an optimizer of this type, as
    torch.optim's state_dict calls them. */
 const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s);
+/* The optimizer's parameter groups as text, "PATTERN: weight decay W, lr xS;
+   ..." ("" when it has none): what a checkpoint records, and a load compares. */
+void FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char *buf, size_t len);
 
 #endif

@@ -1,9 +1,13 @@
 /* FSDPOptimizer: SGD and AdamW on shards (doc/optim.md).  Each unit's
    trainable elements in this rank's shard form a few segments (frozen
-   parameters and padding are the gaps); state is allocated for the segments
-   only, packed, and every update walks the segments. */
+   parameters and padding are the gaps, and a parameter group's parameters
+   are segments of their own); state is allocated for the segments only,
+   packed, and every update walks the segments. */
 #include <float.h>
+#include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "optimimpl.h"
@@ -195,6 +199,109 @@ FSDPErrorCode FSDPOptimizerGetGradScale(FSDPOptimizer opt, double *scale, int64_
   return FSDP_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ parameter groups */
+
+/* "ndim<N", "ndim<=N", "ndim=N", "ndim>=N", "ndim>N": 1 when ndim satisfies
+   it, 0 when not, -1 when the pattern is not one of these. */
+static int ndim_test(const char *pattern, int ndim)
+{
+  static const char *const ops[] = {"<=", ">=", "<", ">", "="};
+  if (strncmp(pattern, "ndim", 4)) return -1;
+  for (int k = 0; k < 5; k++) {
+    size_t len = strlen(ops[k]);
+    char *end;
+    long n;
+    if (strncmp(pattern + 4, ops[k], len)) continue;
+    n = strtol(pattern + 4 + len, &end, 10);
+    if (end == pattern + 4 + len || *end || n < 0) return -1;
+    switch (k) {
+    case 0: return ndim <= n;
+    case 1: return ndim >= n;
+    case 2: return ndim < n;
+    case 3: return ndim > n;
+    default: return ndim == n;
+    }
+  }
+  return -1;
+}
+
+static bool selects(const char *pattern, const ParamInfo *p)
+{
+  int t = ndim_test(pattern, p->ndim);
+  return t >= 0 ? t == 1 : fnmatch(pattern, p->name, 0) == 0;
+}
+
+/* The group a parameter is in: the last that selects it, or -1. */
+static int group_of(FSDPOptimizer opt, const ParamInfo *p)
+{
+  for (int g = opt->ngroups - 1; g >= 0; g--)
+    if (selects(opt->groups[g].pattern, p)) return g;
+  return -1;
+}
+
+FSDPErrorCode FSDPOptimizerAddParamGroup(FSDPOptimizer opt, const char *pattern, double weight_decay, double lr_scale)
+{
+  ParamGroup *g;
+  CHECK_NOT_SETUP(opt);
+  FSDPCheck(pattern && *pattern, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerAddParamGroup: the pattern must not be NULL or empty");
+  FSDPCheck(strncmp(pattern, "ndim", 4) || ndim_test(pattern, 0) >= 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerAddParamGroup: '%s' is not a dimension test (ndim<N, ndim<=N, ndim=N, ndim>=N or ndim>N)",
+            pattern);
+  CHECK_HYPER(weight_decay >= 0 && isfinite(weight_decay), "weight decay", weight_decay);
+  CHECK_HYPER(lr_scale >= 0 && isfinite(lr_scale), "learning-rate scale", lr_scale);
+  FSDPCall(FSDPGrowArray_Private(&opt->groups, sizeof *opt->groups, opt->ngroups + 1, &opt->groups_capacity,
+                                 FSDP_MEM_OTHER));
+  g = &opt->groups[opt->ngroups];
+  FSDPCall(FSDPStrdup(pattern, &g->pattern));
+  g->weight_decay = weight_decay;
+  g->lr_scale = lr_scale;
+  opt->ngroups++;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPOptimizerGetParamSettings(FSDPOptimizer opt, const char *name, double *weight_decay, double *lr_scale)
+{
+  FlatParam unit;
+  FSDPParamId id;
+  int g;
+  CHECK_OPT(opt);
+  FSDPCheck(name, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPOptimizerGetParamSettings: name must not be NULL");
+  FSDPCheck(FSDPContextLookupParam_Private(opt->ctx, name, &unit, &id), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPOptimizerGetParamSettings: the context has no parameter '%s'", name);
+  g = group_of(opt, &unit->params[id]);
+  if (weight_decay) *weight_decay = g < 0 ? opt->weight_decay : opt->groups[g].weight_decay;
+  if (lr_scale) *lr_scale = g < 0 ? 1.0 : opt->groups[g].lr_scale;
+  return FSDP_SUCCESS;
+}
+
+void FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char *buf, size_t len)
+{
+  size_t used = 0;
+  if (len) buf[0] = '\0';
+  for (int g = 0; g < opt->ngroups && used < len; g++) {
+    int n = snprintf(buf + used, len - used, "%s%s: weight decay %g, lr x%g", g ? "; " : "", opt->groups[g].pattern,
+                     opt->groups[g].weight_decay, opt->groups[g].lr_scale);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+}
+
+/* -fsdp_no_decay: a comma-separated list of patterns whose parameters take no weight decay. */
+static FSDPErrorCode no_decay_from_options(FSDPOptimizer opt)
+{
+  char list[1024], *item, *save = NULL;
+  bool set;
+  FSDPCall(FSDPOptionsGetString("-fsdp_no_decay",
+                                "parameters without weight decay: comma-separated patterns (shell globs on the names, "
+                                "or ndim<2: nanoGPT's rule, no decay for biases and LayerNorm's weights)",
+                                "", list, sizeof list, &set));
+  if (!set || opt->setup) return FSDP_SUCCESS;
+  for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
+    FSDPCall(FSDPOptimizerAddParamGroup(opt, item, 0.0, 1.0));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
 {
   int choice;
@@ -209,6 +316,7 @@ FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
   if (set) FSDPCall(FSDPOptimizerSetLearningRate(opt, v));
   FSDPCall(FSDPOptionsGetReal("-fsdp_weight_decay", "weight decay (decoupled for adamw)", opt->weight_decay, &v, &set));
   if (set) FSDPCall(FSDPOptimizerSetWeightDecay(opt, v));
+  FSDPCall(no_decay_from_options(opt));
   FSDPCall(FSDPOptionsGetReal("-fsdp_momentum", "sgd momentum", opt->momentum, &v, &set));
   FSDPCall(FSDPOptionsGetBool("-fsdp_nesterov", "sgd nesterov momentum", opt->nesterov, &nesterov, &set2));
   if (set || set2) FSDPCall(FSDPOptimizerSetMomentum(opt, v, nesterov));
@@ -248,25 +356,43 @@ FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt)
 
 /* ------------------------------------------------------------------ set up */
 
-static FSDPErrorCode build_segments(OptUnit *ou)
+static FSDPErrorCode build_segments(FSDPOptimizer opt, OptUnit *ou)
 {
   FlatParam u = ou->unit;
   for (int i = 0; i < u->nparams; i++) {
     int64_t begin, end, offset;
+    int group = group_of(opt, &u->params[i]);
+    Segment *last = ou->nsegments > 0 ? &ou->segments[ou->nsegments - 1] : NULL;
     if (u->params[i].frozen) continue;
     FSDPCall(FlatParamGetShardRange(u, i, &begin, &end, &offset));
     if (begin == end) continue;
-    /* Parameters are contiguous: neighbours merge into one segment. */
-    if (ou->nsegments > 0 && ou->segments[ou->nsegments - 1].offset + ou->segments[ou->nsegments - 1].numel == offset) {
-      ou->segments[ou->nsegments - 1].numel += end - begin;
-    } else {
+    /* Parameters are contiguous: neighbours in one group merge into one
+       segment; a shard that spans a bias and a weight of two groups updates
+       each with its own settings. */
+    if (last && last->offset + last->numel == offset && last->group == group) last->numel += end - begin;
+    else {
       FSDPCall(
           FSDPGrowArray_Private(&ou->segments, sizeof *ou->segments, ou->nsegments + 1, &ou->capacity, FSDP_MEM_OTHER));
-      ou->segments[ou->nsegments].offset = offset;
-      ou->segments[ou->nsegments].numel = end - begin;
-      ou->nsegments++;
+      ou->segments[ou->nsegments++] = (Segment){offset, end - begin, group};
     }
     ou->numel += end - begin;
+  }
+  return FSDP_SUCCESS;
+}
+
+/* A group that selects no trainable parameter is, most often, a pattern with a typo. */
+static FSDPErrorCode check_groups(FSDPOptimizer opt)
+{
+  FSDPContext ctx = opt->ctx;
+  for (int g = 0; g < opt->ngroups; g++) {
+    bool any = false;
+    for (int u = 0; u < ctx->nunits && !any; u++)
+      for (int i = 0; i < ctx->units[u]->nparams && !any; i++)
+        any = !ctx->units[u]->params[i].frozen && selects(opt->groups[g].pattern, &ctx->units[u]->params[i]);
+    FSDPCheck(any, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "FSDPOptimizerSetUp: parameter group '%s' selects no trainable parameter (a pattern is a shell glob on "
+              "the names, e.g. '*.bias', or ndim<N; FSDPContextView lists the names)",
+              opt->groups[g].pattern);
   }
   return FSDP_SUCCESS;
 }
@@ -282,12 +408,19 @@ static FSDPErrorCode agree_on_frozen(FSDPOptimizer opt)
       h = FSDPHashBytes_Private(h, &ctx->units[u]->params[i].frozen, sizeof(bool));
   /* A rank without the scaler would miss its all-reduce in every step. */
   h = FSDPHashBytes_Private(h, &opt->scaler, sizeof opt->scaler);
+  /* Ranks with other groups would update the replicas of a shard differently. */
+  for (int g = 0; g < opt->ngroups; g++) {
+    h = FSDPHashBytes_Private(h, opt->groups[g].pattern, strlen(opt->groups[g].pattern) + 1);
+    h = FSDPHashBytes_Private(h, &opt->groups[g].weight_decay, sizeof(double));
+    h = FSDPHashBytes_Private(h, &opt->groups[g].lr_scale, sizeof(double));
+  }
   minmax[0] = h;
   minmax[1] = ~h;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
   FSDPCheck(minmax[0] == h && ~minmax[1] == h, ctx->comm, FSDP_ERR_ARG,
-            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable), or not all of them turned "
-            "the gradient scaler on: every rank must freeze the same ones and set the same scaler");
+            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable), not all of them turned "
+            "the gradient scaler on, or they added different parameter groups: every rank must freeze the same "
+            "ones, set the same scaler and add the same groups");
   return FSDP_SUCCESS;
 }
 
@@ -303,6 +436,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
             "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
             (long long)opt->total, (long long)opt->warmup);
   FSDPCall(agree_on_frozen(opt));
+  FSDPCall(check_groups(opt));
   opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;
   FSDPCall(
       FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
@@ -311,7 +445,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   for (int u = 0; u < ctx->nunits; u++) {
     OptUnit *ou = &opt->units[u];
     ou->unit = ctx->units[u];
-    FSDPCall(build_segments(ou));
+    FSDPCall(build_segments(opt, ou));
     ou->state_bytes = (size_t)ou->numel * FSDPDataTypeSize(ou->unit->dtype);
     for (int s = 0; s < opt->nstates; s++)
       FSDPCall(DeviceCalloc_Private(ctx->dev, ou->state_bytes, FSDP_MEM_OPTIM_STATE, &ou->state[s]));
@@ -504,9 +638,9 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
 /* torch.optim.SGD with dampening 0: d = g + wd p; buf = d on the first step,
    momentum buf + d after; d = d + momentum buf (nesterov) or buf; p -= lr d. */
 #define DEFINE_SGD(T, suffix)                                                                                          \
-  static void sgd_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *buf, int64_t n)                      \
+  static void sgd_##suffix(const FSDPOptimizer o, double lr, double weight_decay, T *p, const T *g, T *buf, int64_t n) \
   {                                                                                                                    \
-    const T wd = (T)o->weight_decay, mom = (T)o->momentum, rate = (T)lr;                                               \
+    const T wd = (T)weight_decay, mom = (T)o->momentum, rate = (T)lr;                                                  \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
       T d = g[i];                                                                                                      \
       if (wd != 0) d += wd * p[i];                                                                                     \
@@ -522,10 +656,11 @@ DEFINE_SGD(double, f64)
 /* torch.optim.AdamW: p *= 1 - lr wd; m = m + (1 - b1)(g - m); v = b2 v + (1 - b2) g^2;
    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
 #define DEFINE_ADAMW(T, suffix)                                                                                        \
-  static void adamw_##suffix(const FSDPOptimizer o, double lr, T *p, const T *g, T *m, T *v, int64_t n)                \
+  static void adamw_##suffix(const FSDPOptimizer o, double lr, double weight_decay, T *p, const T *g, T *m, T *v,      \
+                             int64_t n)                                                                                \
   {                                                                                                                    \
     double t = (double)(o->step + 1);                                                                                  \
-    const T decay = (T)(1.0 - lr * o->weight_decay), b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps;              \
+    const T decay = (T)(1.0 - lr * weight_decay), b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps;                 \
     const T step_size = (T)(lr / (1.0 - pow(o->beta1, t))), bc2_sqrt = (T)sqrt(1.0 - pow(o->beta2, t));                \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
       p[i] *= decay;                                                                                                   \
@@ -556,12 +691,13 @@ FSDP_SIMD_KERNEL(adamw_f32_kernel,
                   const float *restrict k),
                  (n, p, g, m, v, k))
 
-static void adamw_f32(const FSDPOptimizer o, double lr, float *p, const float *g, float *m, float *v, int64_t n)
+static void adamw_f32(const FSDPOptimizer o, double lr, double weight_decay, float *p, const float *g, float *m,
+                      float *v, int64_t n)
 {
   double t = (double)(o->step + 1);
   /* 1 - beta in double, then rounded, as PyTorch passes it: (1 - (float)0.999)
      would be 1.3e-5 too small, and every update 6e-6 too large. */
-  const float k[7] = {(float)(1.0 - lr * o->weight_decay),
+  const float k[7] = {(float)(1.0 - lr * weight_decay),
                       (float)(1.0 - o->beta1),
                       (float)o->beta2,
                       (float)o->eps,
@@ -593,20 +729,22 @@ FSDP_SIMD_KERNEL(sgd_f32_kernel,
                   int first, int nesterov),
                  (n, p, g, buf, k, first, nesterov))
 
-static void sgd_f32(const FSDPOptimizer o, double lr, float *p, const float *g, float *buf, int64_t n)
+static void sgd_f32(const FSDPOptimizer o, double lr, double weight_decay, float *p, const float *g, float *buf,
+                    int64_t n)
 {
-  const float k[3] = {(float)o->weight_decay, (float)o->momentum, (float)lr};
+  const float k[3] = {(float)weight_decay, (float)o->momentum, (float)lr};
   sgd_f32_kernel(n, p, g, buf, k, o->step == 0, o->nesterov);
 }
 
 /* The same update on a GPU: one kernel per segment, the bias corrections
    computed here as the host loops compute them. */
-static FSDPErrorCode device_update(FSDPOptimizer o, OptUnit *ou, double lr, int64_t off, int64_t packed, int64_t n)
+static FSDPErrorCode device_update(FSDPOptimizer o, OptUnit *ou, double lr, double weight_decay, int64_t off,
+                                   int64_t packed, int64_t n)
 {
   Device dev = o->ctx->dev;
   double t = (double)(o->step + 1);
   DeviceHyper h = {.lr = lr,
-                   .weight_decay = o->weight_decay,
+                   .weight_decay = weight_decay,
                    .momentum = o->momentum,
                    .beta1 = o->beta1,
                    .beta2 = o->beta2,
@@ -664,20 +802,24 @@ static FSDPErrorCode step(FSDPOptimizer opt)
     int64_t packed = 0;
     bool f64 = ou->unit->dtype == FSDP_FLOAT64;
     for (int s = 0; s < ou->nsegments; s++) {
-      int64_t off = ou->segments[s].offset, n = ou->segments[s].numel;
-      if (opt->ctx->dev) FSDPCall(device_update(opt, ou, lr, off, packed, n));
+      const Segment *sg = &ou->segments[s];
+      int64_t off = sg->offset, n = sg->numel;
+      /* The segment's group's settings, or the optimizer's. */
+      double wd = sg->group < 0 ? opt->weight_decay : opt->groups[sg->group].weight_decay;
+      double rate = sg->group < 0 ? lr : lr * opt->groups[sg->group].lr_scale;
+      if (opt->ctx->dev) FSDPCall(device_update(opt, ou, rate, wd, off, packed, n));
       else if (f64) {
         double *p = (double *)ou->unit->shard + off, *g = (double *)ou->unit->grad_shard + off;
         double *s0 = ou->state[0] ? (double *)ou->state[0] + packed : NULL;
         double *s1 = ou->state[1] ? (double *)ou->state[1] + packed : NULL;
-        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f64(opt, lr, p, g, s0, s1, n);
-        else sgd_f64(opt, lr, p, g, s0, n);
+        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f64(opt, rate, wd, p, g, s0, s1, n);
+        else sgd_f64(opt, rate, wd, p, g, s0, n);
       } else {
         float *p = (float *)ou->unit->shard + off, *g = (float *)ou->unit->grad_shard + off;
         float *s0 = ou->state[0] ? (float *)ou->state[0] + packed : NULL;
         float *s1 = ou->state[1] ? (float *)ou->state[1] + packed : NULL;
-        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f32(opt, lr, p, g, s0, s1, n);
-        else sgd_f32(opt, lr, p, g, s0, n);
+        if (opt->type == FSDP_OPTIMIZER_ADAMW) adamw_f32(opt, rate, wd, p, g, s0, s1, n);
+        else sgd_f32(opt, rate, wd, p, g, s0, n);
       }
       packed += n;
     }
@@ -735,6 +877,14 @@ static FSDPErrorCode optimizer_view(FSDPViewer viewer, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: %lld warmup steps, cosine decay to 0 at step %lld\n",
                                    (long long)o->warmup, (long long)o->total));
   else FSDPCall(FSDPViewerASCIIPrintf(viewer, "schedule: constant\n"));
+  for (int g = 0; g < o->ngroups; g++) {
+    int count = 0;
+    for (int u = 0; u < o->ctx->nunits; u++)
+      for (int i = 0; i < o->ctx->units[u]->nparams; i++) count += group_of(o, &o->ctx->units[u]->params[i]) == g;
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameter group '%s': weight decay %g, lr x%g (%d parameter%s)\n",
+                                   o->groups[g].pattern, o->groups[g].weight_decay, o->groups[g].lr_scale, count,
+                                   count == 1 ? "" : "s"));
+  }
   if (o->max_norm > 0) FSDPCall(FSDPViewerASCIIPrintf(viewer, "gradient clipping: global norm %g\n", o->max_norm));
   if (o->scaler)
     FSDPCall(FSDPViewerASCIIPrintf(viewer,
@@ -769,6 +919,8 @@ FSDPErrorCode FSDPOptimizerDestroy(FSDPOptimizer *opt)
       FSDPCall(DeviceFree_Private(o->dev, &o->units[u].state[s], o->units[u].state_bytes, FSDP_MEM_OPTIM_STATE));
   }
   FSDPCall(FSDPFree(&o->units));
+  for (int g = 0; g < o->ngroups; g++) FSDPCall(FSDPFree(&o->groups[g].pattern));
+  FSDPCall(FSDPFree(&o->groups));
   FSDPCall(FSDPFree(opt));
   return FSDP_SUCCESS;
 }
