@@ -429,8 +429,39 @@ int main(int argc, char **argv)
   TEST_CODE(FSDP_ERR_IO, FSDPContextSave(ctx, opt, file("dir.h5")));
   TEST_MESSAGE_HAS("dir.h5' is a directory: a checkpoint is a file");
   TEST_ASSERT(!exists(file("dir.h5.partial")), "a refused save left %s", file("dir.h5.partial"));
+  TEST_CODE(FSDP_ERR_IO, FSDPContextLoad(ctx, opt, file("dir.h5"))); /* and a load from one */
+  TEST_MESSAGE_HAS("dir.h5' is a directory: a checkpoint is a file");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) rmdir(file("dir.h5"));
+
+  /* Links are followed: the save replaces the target, kept copies sit beside
+     it, the link stays a link; a stale temporary that is a link is removed,
+     its target untouched. */
+  if (rank == 0) {
+    FILE *f = fopen(file("untouched"), "w");
+    TEST_ASSERT(f && fputs("mine", f) >= 0 && fclose(f) == 0, "cannot write %s", file("untouched"));
+    TEST_ASSERT(mkdir(file("real"), 0755) == 0 && symlink("real/run.h5", file("link.h5")) == 0 &&
+                    symlink("../untouched", file("real/run.h5.partial")) == 0,
+                "cannot make the links");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  TEST_OK(FSDPContextSetCheckpointKeep(ctx, 2));
+  TEST_OK(FSDPContextSave(ctx, opt, file("link.h5")));
+  TEST_OK(FSDPContextSave(ctx, opt, file("link.h5")));
+  TEST_OK(FSDPContextSetCheckpointKeep(ctx, 1));
+  if (rank == 0) {
+    struct stat st;
+    char buf[8] = "";
+    FILE *f = fopen(file("untouched"), "r");
+    TEST_ASSERT(lstat(file("link.h5"), &st) == 0 && S_ISLNK(st.st_mode), "the save replaced the link itself");
+    TEST_ASSERT(exists(file("real/run.h5")) && exists(file("real/run.h5.1")),
+                "no checkpoint and kept copy at the target");
+    TEST_ASSERT(lstat(file("real/run.h5.partial"), &st) != 0, "the stale temporary link is still there");
+    TEST_ASSERT(f && fgets(buf, sizeof buf, f) && !strcmp(buf, "mine"), "the temporary link's target changed");
+    fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  TEST_OK(FSDPContextLoad(ctx, opt, file("link.h5")));
 
   /* A parameters-only file: not for an optimizer, fine without one. */
   TEST_OK(FSDPContextSave(ctx, NULL, file("params.h5")));

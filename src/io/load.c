@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ioimpl.h"
@@ -241,7 +242,11 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
     fapl = CheckpointFileAccess_Private(ctx->comm);
     if (fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
-      if (access(path, R_OK))
+      struct stat st;
+      if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                         "FSDPContextLoad: '%s' is a directory: a checkpoint is a file", path);
+      else if (access(path, R_OK))
         ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
                          "FSDPContextLoad: cannot open '%s': %s", path, strerror(errno));
       else

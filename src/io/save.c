@@ -459,7 +459,7 @@ static FSDPErrorCode reserve_space(FSDPContext ctx, FSDPOptimizer opt, const cha
   const char *test = getenv("FSDP_TEST_CHECKPOINT_UNRESERVED"); /* test hook: a disk that fills during the save */
 
   if (test && atoi(test) > 0) return FSDP_SUCCESS;
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   FSDPCheck(fd >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: cannot create '%s': %s", tmp, strerror(errno));
 #ifdef __linux__
   if (fallocate(fd, 0, 0, (off_t)need)) err = errno;
@@ -485,11 +485,39 @@ static FSDPErrorCode reserve_space(FSDPContext ctx, FSDPOptimizer opt, const cha
 /* The temporary file beside path that a save writes and renames. */
 static void temporary_path(const char *path, char *tmp, size_t len) { snprintf(tmp, len, "%s.partial", path); }
 
+/* Where a save to `path` goes: the file a chain of symbolic links ends at
+   (it need not exist yet), so that the rename replaces the link's target, not
+   the link, and the older checkpoints sit beside the target. */
+static FSDPErrorCode follow_links(const char *path, char *target, size_t len)
+{
+  char cur[4200], link[4200];
+  snprintf(cur, sizeof cur, "%s", path);
+  for (int hops = 0;; hops++) {
+    struct stat st;
+    ssize_t n;
+    char *slash;
+    if (lstat(cur, &st) || !S_ISLNK(st.st_mode)) break;
+    FSDPCheck(hops < 40, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: '%s': too many levels of symbolic links", path);
+    n = readlink(cur, link, sizeof link - 1);
+    FSDPCheck(n >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: cannot read the link '%s': %s", cur,
+              strerror(errno));
+    link[n] = '\0';
+    slash = strrchr(cur, '/');
+    if (link[0] == '/' || !slash) snprintf(cur, sizeof cur, "%s", link);
+    else snprintf(slash + 1, sizeof cur - (size_t)(slash + 1 - cur), "%s", link); /* relative to the link's folder */
+  }
+  FSDPCheck(strlen(cur) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSave: '%s' is a link to a path longer than 4000 characters", path);
+  snprintf(target, len, "%s", cur);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path)
 {
-  char tmp[4200];
+  char tmp[4200], target[4200] = "";
   int64_t bytes = 0;
   QuietHDF5 quiet;
+  struct stat st;
   FSDPErrorCode ierr = FSDP_SUCCESS;
 
   CHECK_CTX_SETUP(ctx);
@@ -503,13 +531,17 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
-  temporary_path(path, tmp, sizeof tmp);
+  /* Rank 0 resolves links, and every rank writes the file it chose. */
+  if (ctx->rank == 0) ierr = follow_links(path, target, sizeof target);
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
+  FSDPCallMPI(MPI_Bcast(target, sizeof target, MPI_CHAR, 0, ctx->comm));
+  temporary_path(target, tmp, sizeof tmp);
   /* Found now, not at the rename, after the whole file is written. */
-  if (ctx->rank == 0 && is_directory(path))
+  if (ctx->rank == 0 && is_directory(target))
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
                      "FSDPContextSave: '%s' is a directory: a checkpoint is a file", path);
-  /* A save that died left its temporary: say so, and start afresh. */
-  if (!ierr && ctx->rank == 0 && exists(tmp)) {
+  /* A save that died left its temporary (a link, too, is removed, never followed): say so, and start afresh. */
+  if (!ierr && ctx->rank == 0 && lstat(tmp, &st) == 0) {
     if (unlink(tmp) == 0) fprintf(stderr, "FSDPContextSave: removed '%s', left by an interrupted save\n", tmp);
     else
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
@@ -524,7 +556,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   if (ierr) {
     ierr = FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
     if (ctx->rank == 0) unlink(tmp);
-  } else if (ctx->rank == 0) ierr = commit_file(tmp, path, ctx->checkpoint_keep);
+  } else if (ctx->rank == 0) ierr = commit_file(tmp, target, ctx->checkpoint_keep);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   FSDPCall(FSDPLogEventEnd(ctx->ev_save, bytes));
   FSDPCall(ierr);
