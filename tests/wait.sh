@@ -55,6 +55,14 @@ fi
 (OPENBLAS_NUM_THREADS=1 && export OPENBLAS_NUM_THREADS && fsdp_run 1 "$train" $args) >"$fsdp_tmp/blasenv.out" 2>&1 ||
   { cat "$fsdp_tmp/blasenv.out"; echo "FAIL: OPENBLAS_NUM_THREADS=1"; exit 1; }
 expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the environment's)" "$fsdp_tmp/blasenv.out"
+# OpenBLAS ignores 0 and an empty value (and starts a thread per CPU): so does the fitting; GOTO_NUM_THREADS counts.
+(unset OMP_NUM_THREADS && OPENBLAS_NUM_THREADS=0 && export OPENBLAS_NUM_THREADS && one_cpu 2 "$train" $args) \
+  >"$fsdp_tmp/blaszero.out" 2>&1 || { cat "$fsdp_tmp/blaszero.out"; echo "FAIL: OPENBLAS_NUM_THREADS=0"; exit 1; }
+expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the CPUs per rank on this node)" "$fsdp_tmp/blaszero.out"
+(unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS && GOTO_NUM_THREADS=1 && export GOTO_NUM_THREADS &&
+  fsdp_run 1 "$train" $args) >"$fsdp_tmp/blasgoto.out" 2>&1 ||
+  { cat "$fsdp_tmp/blasgoto.out"; echo "FAIL: GOTO_NUM_THREADS=1"; exit 1; }
+expect_grep "^ *host GEMMs: 1 BLAS thread per rank (the environment's)" "$fsdp_tmp/blasgoto.out"
 fsdp_run 1 "$train" $args -fsdp_blas_threads 3 >"$fsdp_tmp/blasopt.out" 2>&1 ||
   { cat "$fsdp_tmp/blasopt.out"; echo "FAIL: -fsdp_blas_threads 3"; exit 1; }
 expect_grep "^ *host GEMMs: 3 BLAS threads per rank (-fsdp_blas_threads)" "$fsdp_tmp/blasopt.out"

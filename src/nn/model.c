@@ -418,6 +418,18 @@ static FSDPErrorCode init_shard(FlatParam unit, FSDPParamId id, int64_t begin, i
   return FSDP_SUCCESS; /* a unit the model does not own stays zero */
 }
 
+/* Whether the environment sets OpenBLAS's threads: OpenBLAS reads these
+   three, and takes a positive number only (empty, 0 or text: one per CPU). */
+static bool blas_threads_in_environment(void)
+{
+  const char *names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(names[i]);
+    if (v && atoi(v) > 0) return true;
+  }
+  return false;
+}
+
 /* OpenBLAS starts a thread per CPU in every process: ranks sharing a node
    would each start one per CPU of the node, and their GEMMs would fight for
    the cores (a GPT at W = 2 on 2 cores ran 7x slower).  Unless the user set
@@ -427,7 +439,7 @@ static void fit_blas_threads(FSDPModel m)
 #ifdef FSDP_HAVE_OPENBLAS_THREADS
   int share = m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
   if (m->blas_threads > 0) m->blas_why = "-fsdp_blas_threads";
-  else if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS")) {
+  else if (blas_threads_in_environment()) {
     m->blas_threads = openblas_get_num_threads();
     m->blas_why = "the environment's";
     return;
