@@ -120,6 +120,19 @@ static void test_names_and_wrapping(void)
   TEST_ASSERT(model == NULL, "a failed create left a model");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=64,depth=3,hidden=32,out=2", &model));
   TEST_MESSAGE_HAS("model spec 'mlp:in=5,hidden=64,depth=3,hidden=32,out=2': key 'hidden' is given twice (64 and 32)");
+  /* Empty items are slips, not specs: each is named by its place. */
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=16,,hidden=32,depth=2,out=4", &model));
+  TEST_MESSAGE_HAS("model spec 'mlp:in=16,,hidden=32,depth=2,out=4': item 2 is empty (the ',' at character 11)");
+  TEST_ASSERT(model == NULL, "a failed create left a model");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=16,hidden=32,depth=2,out=4,", &model));
+  TEST_MESSAGE_HAS("model spec 'mlp:in=16,hidden=32,depth=2,out=4,': item 5 is empty (a trailing comma)");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:,in=16,hidden=32,depth=2,out=4", &model));
+  TEST_MESSAGE_HAS("item 1 is empty (the ',' at character 5)");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "gpt:vocab=16,ctx=4,dim=8,,heads=2,layers=1", &model));
+  TEST_MESSAGE_HAS(
+      "model spec 'gpt:vocab=16,ctx=4,dim=8,,heads=2,layers=1': item 4 is empty (the ',' at character 26)");
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "gpt:vocab=16,ctx=4,dim=8,heads=2,layers=1,dim=16", &model));
+  TEST_MESSAGE_HAS("key 'dim' is given twice (8 and 16)");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=7,out=2", &model));
   TEST_MESSAGE_HAS("lacks depth=");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=5,hidden=7,depth=3,out=2,act=swish", &model));

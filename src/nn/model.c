@@ -110,9 +110,9 @@ static FSDPErrorCode check_gpt(FSDPModel m, const char *spec)
 
 static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
 {
-  char buf[512], *save = NULL, *item;
+  char buf[512], *item, *next;
   const char *seen[16][2]; /* the keys so far and their values */
-  int nseen = 0;
+  int nseen = 0, n;
 
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
   m->gpt = strncmp(spec, "gpt:", 4) == 0;
@@ -122,9 +122,18 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
             spec);
   strcpy(buf, spec + 4);
   m->act = m->gpt ? FSDP_ACT_GELU : FSDP_ACT_RELU;
-  for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    char *eq = strchr(item, '=');
+  /* Item by item, empty ones included: 'in=16,,hidden=32' or a trailing comma is a slip, not a spec. */
+  for (item = buf, n = 1; *buf && item; item = next, n++) {
+    char *eq, *comma = strchr(item, ',');
     const char *key = item, *value;
+    next = comma ? comma + 1 : NULL;
+    if (comma) *comma = '\0';
+    FSDPCheck(*item || comma, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': item %d is empty (a trailing comma): remove the comma", spec, n);
+    FSDPCheck(*item, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': item %d is empty (the ',' at character %d): remove the extra comma", spec, n,
+              (int)(comma - buf) + 5);
+    eq = strchr(item, '=');
     FSDPCheck(eq, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': '%s' is not key=value", spec, item);
     *eq = '\0';
     value = eq + 1;
