@@ -409,13 +409,17 @@ typedef enum {
   FSDP_NUM_REPLICATE_ENGINES
 } FSDPReplicateEngine;
 
-/* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (the
-   default: MPI-IO aggregates the ranks' pieces into large aligned writes,
-   what parallel file systems want) or INDEPENDENT ones (each rank reads and
-   writes its own contiguous pieces, with no synchronization per dataset). */
+/* How ranks move a checkpoint's data: COLLECTIVE MPI-IO transfers (MPI-IO
+   aggregates the ranks' pieces into large aligned writes, what parallel file
+   systems want), INDEPENDENT ones (each rank reads and writes its own
+   contiguous pieces, with no synchronization per dataset), or AUTO (the
+   default): independent where a node of the job has more ranks than CPUs
+   (collective transfers there wait for descheduled ranks), else collective;
+   decided at FSDPContextSetUp, alike on every rank. */
 typedef enum {
   FSDP_CHECKPOINT_IO_COLLECTIVE = 0,
   FSDP_CHECKPOINT_IO_INDEPENDENT,
+  FSDP_CHECKPOINT_IO_AUTO,
   FSDP_NUM_CHECKPOINT_IO
 } FSDPCheckpointIO;
 
@@ -536,6 +540,13 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckpointStrict(FSDPContext ctx, bool s
    refuses to write non-finite parameters or state, and FSDPContextLoad
    refuses a file that holds them.  false lets all three go on. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetCheckFinite(FSDPContext ctx, bool check); /* -fsdp_check_finite */
+/* The most memory the rank's memory plan may take (doc/options.md): FSDPContextSetUp
+   refuses, on every rank and before allocating, a plan above it.  bytes > 0: this
+   limit; 0: no check; FSDP_MEMORY_LIMIT_AUTO (the default): the least of the
+   node's physical memory divided by its ranks, the cgroup's memory limit divided
+   by its ranks on the node, and what RLIMIT_AS leaves.  Set before SetUp. */
+#define FSDP_MEMORY_LIMIT_AUTO (-1)
+FSDP_EXTERN FSDPErrorCode FSDPContextSetMemoryLimit(FSDPContext ctx, int64_t bytes); /* -fsdp_memory_limit */
 
 /* Every option above (-fsdp_sharding_strategy, -fsdp_comm_engine, ...), -fsdp_view, and the ShardGroup's options. */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx);

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
   expect_setup_error(options, FSDP_ERR_ARG,
                      "ranks disagree on the ShardGroup's -fsdp_sharding_factor: rank 0 has 2, rank 1 has 4");
   expect_setup_error(rank == 0 ? "-fsdp_view" : "", FSDP_ERR_ARG,
-                     "ranks disagree on the ShardGroup's -fsdp_view: rank 0 has 1, rank 1 has 0");
+                     "ranks disagree on the ShardGroup's -fsdp_view: rank 0 has true, rank 1 has false");
 #if FSDP_HAVE_HWLOC
   expect_setup_error(rank == 3 ? "-fsdp_topology 'pack:2 core:2 pu:1'" : "", FSDP_ERR_ARG,
                      "ranks disagree on the ShardGroup's -fsdp_topology: rank 0 and rank 3 give different values");
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     cpu_set_t before, after;
     TEST_ASSERT(sched_getaffinity(0, sizeof before, &before) == 0, "sched_getaffinity failed");
     expect_setup_error(rank == 0 ? "-fsdp_bind core" : "", FSDP_ERR_ARG,
-                       "ranks disagree on the ShardGroup's -fsdp_bind: rank 0 has 1, rank 1 has 0");
+                       "ranks disagree on the ShardGroup's -fsdp_bind: rank 0 has core, rank 1 has none");
     TEST_ASSERT(sched_getaffinity(0, sizeof after, &after) == 0, "sched_getaffinity failed");
     TEST_ASSERT(CPU_EQUAL(&before, &after), "a SetUp that failed changed the CPU binding");
   }

@@ -1,6 +1,12 @@
 /* FSDPContext: the units of a model, how they are sharded, and the runtime
    that gathers and reduces them (doc/flatparam.md). */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "coreimpl.h"
 #ifdef FSDP_HAVE_CUDA
@@ -15,7 +21,7 @@ static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid"
 static const char *const strategy_aliases[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
                                                "hybrid_shard_zero2"};
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
-static const char *const checkpoint_io_names[] = {"collective", "independent", NULL};
+static const char *const checkpoint_io_names[] = {"collective", "independent", "auto", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const device_names[] = {"host", "cuda", NULL};
 static const char *const replicate_engine_names[] = {"mpi", "nccl", NULL};
@@ -95,6 +101,8 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->checkpoint_keep = 1;
   c->checkpoint_strict = true;
   c->check_finite = true;
+  c->checkpoint_io = c->checkpoint_io_requested = FSDP_CHECKPOINT_IO_AUTO;
+  c->memory_limit = FSDP_MEMORY_LIMIT_AUTO;
   c->shm_reduce = true;
   c->shm_views = true;
   c->timeout = 600;
@@ -250,7 +258,7 @@ FSDPErrorCode FSDPContextSetWaitMode(FSDPContext ctx, FSDPWaitMode mode)
   CHECK_SETTABLE(ctx);
   FSDPCheck((int)mode >= 0 && mode < FSDP_NUM_WAIT_MODES, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetWaitMode: %d is not an FSDPWaitMode (auto, poll, sleep)", (int)mode);
-  ctx->wait = mode;
+  ctx->wait = ctx->wait_requested = mode;
   return FSDP_SUCCESS;
 }
 
@@ -311,6 +319,47 @@ FSDPErrorCode FSDPContextSetSignalGrace(FSDPContext ctx, double seconds)
   FSDPCheck(seconds >= 0 && seconds == seconds, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetSignalGrace: %g seconds; the grace is >= 0 (0: wait for the watchdog)", seconds);
   ctx->signal_grace = seconds;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPContextSetMemoryLimit(FSDPContext ctx, int64_t bytes)
+{
+  CHECK_SETTABLE(ctx);
+  FSDPCheck(bytes >= FSDP_MEMORY_LIMIT_AUTO, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPContextSetMemoryLimit: %lld is not a number of bytes, 0 (no check) or FSDP_MEMORY_LIMIT_AUTO (%d)",
+            (long long)bytes, FSDP_MEMORY_LIMIT_AUTO);
+  ctx->memory_limit = bytes;
+  return FSDP_SUCCESS;
+}
+
+/* -fsdp_memory_limit: auto, none (or 0), or bytes with an optional K, M, G or T (KiB ... TiB) suffix. */
+static FSDPErrorCode parse_memory_limit(const char *text, int64_t *bytes)
+{
+  static const char units[] = "KMGT";
+  char *end;
+  double v, scale = 1;
+  bool ok;
+  fenv_t fpenv; /* strtod raises overflow on 1e999: a message, not a flag in the caller's program */
+
+  if (!strcasecmp(text, "auto")) *bytes = FSDP_MEMORY_LIMIT_AUTO;
+  else if (!strcasecmp(text, "none")) *bytes = 0;
+  else {
+    FSDPFPEnter_Private(&fpenv);
+    v = strtod(text, &end);
+    if (end != text && *end && strchr(units, toupper((unsigned char)*end))) {
+      for (const char *u = units; *u != toupper((unsigned char)*end); u++) scale *= 1024;
+      scale *= 1024;
+      end++;
+      if (!strcasecmp(end, "iB")) end += 2;
+    }
+    ok = end != text && !*end && v >= 0 && v * scale < 9.2e18;
+    if (ok) *bytes = (int64_t)(v * scale);
+    FSDPFPLeave_Private(&fpenv);
+    FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_memory_limit '%s': expected auto, none, or a number of bytes with an optional K, M, G or T "
+              "suffix (KiB, MiB, GiB, TiB: 12G is 12 GiB)",
+              text);
+  }
   return FSDP_SUCCESS;
 }
 
@@ -505,10 +554,25 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                              ctx->checkpoint_keep, 1, 1 << 20, &limit, NULL));
   ctx->checkpoint_keep = (int)limit;
   FSDPCall(FSDPOptionsGetEnum("-fsdp_checkpoint_io",
-                              "checkpoint transfers: collective (MPI-IO aggregates them) or independent (each rank "
-                              "its own pieces)",
-                              checkpoint_io_names, (int)ctx->checkpoint_io, &choice, NULL));
-  ctx->checkpoint_io = (FSDPCheckpointIO)choice;
+                              "checkpoint transfers: collective (MPI-IO aggregates them), independent (each rank "
+                              "its own pieces), or auto (independent where a node has more ranks than CPUs)",
+                              checkpoint_io_names, (int)ctx->checkpoint_io_requested, &choice, NULL));
+  ctx->checkpoint_io = ctx->checkpoint_io_requested = (FSDPCheckpointIO)choice;
+  {
+    char text[64], now[32];
+    int64_t bytes = FSDP_MEMORY_LIMIT_AUTO;
+    if (ctx->memory_limit == FSDP_MEMORY_LIMIT_AUTO) snprintf(now, sizeof now, "auto");
+    else if (ctx->memory_limit == 0) snprintf(now, sizeof now, "none");
+    else snprintf(now, sizeof now, "%lld", (long long)ctx->memory_limit);
+    FSDPCall(FSDPOptionsGetString("-fsdp_memory_limit",
+                                  "the most memory a rank's memory plan may take: auto (physical memory, cgroup and "
+                                  "RLIMIT_AS), none, or bytes (12G)",
+                                  now, text, sizeof text, &set));
+    if (set) {
+      FSDPCall(parse_memory_limit(text, &bytes));
+      FSDPCall(FSDPContextSetMemoryLimit(ctx, bytes));
+    }
+  }
   FSDPCall(FSDPOptionsGetBool("-fsdp_checkpoint_strict",
                               "FSDPContextLoad: any parameter or state missing, unexpected or mis-shaped is an error "
                               "(false: load what matches and report the rest)",
@@ -551,17 +615,49 @@ FSDPErrorCode FSDPContextAddUnit(FSDPContext ctx, const char *name, FlatParam *u
 
 /* ------------------------------------------------------------------ SetUp */
 
-/* Everything that must be the same on every rank, in one number. */
-static uint64_t model_hash(FSDPContext ctx, int *nparams)
+/* The settings that decide which collectives run, with what sizes and in
+   what order, how checkpoints move data, or what every rank must compute
+   alike: every rank must have the same (doc/options.md, "Settings that must
+   agree").  What was asked for, before SetUp decides the automatic ones
+   (alike on every rank where it matters).  The ShardGroup compares its own
+   settings in ShardGroupSetUp. */
+static int agreed_settings(FSDPContext ctx, FSDPSetting *s)
+{
+  int n = 0;
+#define YES(b) ((b) ? "true" : "false")
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_sharding_strategy", "%s", strategy_names[ctx->strategy]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_param_dtype", "%s", FSDPDataTypeNames_Private[ctx->param_dtype]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_reduce_dtype", "%s", FSDPDataTypeNames_Private[ctx->reduce_dtype]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_device", "%s", device_names[ctx->device]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_replicate_engine", "%s", replicate_engine_names[ctx->replicate_engine]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_sync_params", "%s", YES(ctx->sync_params));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_view", "%s", YES(ctx->view_at_setup));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_comm_engine", "%s",
+                               ctx->engine_set ? engine_names[ctx->engine] : "auto");
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_shm_reduce", "%s", YES(ctx->shm_reduce));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_shm_views", "%s", YES(ctx->shm_views));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_backward_prefetch", "%s", prefetch_names[ctx->backward_prefetch]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_forward_prefetch", "%s", YES(ctx->forward_prefetch));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_limit_all_gathers", "%d", ctx->limit);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_wait", "%s", wait_names[ctx->wait_requested]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_debug_collectives", "%s", YES(ctx->debug_collectives));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_checkpoint_keep", "%d", ctx->checkpoint_keep);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_checkpoint_io", "%s", checkpoint_io_names[ctx->checkpoint_io_requested]);
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_checkpoint_strict", "%s", YES(ctx->checkpoint_strict));
+  (void)FSDPSettingSet_Private(&s[n++], "-fsdp_check_finite", "%s", YES(ctx->check_finite));
+  (void)FSDPSettingSet_Private(&s[n++], "the initializer", "%s",
+                               ctx->unit_init    ? "a unit initializer (FSDPContextSetUnitInit)"
+                               : ctx->shard_init ? "a shard initializer (FSDPContextSetShardInit)"
+                                                 : "none");
+#undef YES
+  return n;
+}
+
+/* The units and parameters, which must be the same on every rank, in one number. */
+static uint64_t units_hash(FSDPContext ctx, int *nparams)
 {
   uint64_t h = FSDP_HASH_INIT;
-  /* The overlap settings decide which collectives run when: they must agree too. */
-  int settings[] = {(int)ctx->strategy,     ctx->sync_params,  ctx->view_at_setup,         ctx->nunits,
-                    !!ctx->unit_init,       !!ctx->shard_init, (int)ctx->engine,           (int)ctx->backward_prefetch,
-                    ctx->forward_prefetch,  ctx->limit,        ctx->debug_collectives,     (int)ctx->param_dtype,
-                    (int)ctx->reduce_dtype, (int)ctx->device,  (int)ctx->replicate_engine, ctx->shm_views};
   *nparams = 0;
-  h = FSDPHashBytes_Private(h, settings, sizeof settings);
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     h = FSDPHashBytes_Private(h, u->name, strlen(u->name) + 1);
@@ -595,28 +691,27 @@ static FSDPErrorCode strategy_factor(FSDPContext ctx, int *factor)
   return FSDP_SUCCESS;
 }
 
-/* Collective: same units on every rank, and a strategy that fits them. */
+/* Collective: the same settings and units on every rank, and a strategy that fits them. */
 static FSDPErrorCode agree_on_model(FSDPContext ctx, int *factor)
 {
   struct {
     uint64_t hash;
     int nunits, nparams;
   } mine, root;
+  FSDPSetting settings[FSDP_MAX_SETTINGS];
   FSDPErrorCode ierr = FSDP_SUCCESS;
 
-  mine.hash = model_hash(ctx, &mine.nparams);
+  FSDPCall(FSDPSettingsAgree_Private(ctx->comm, "FSDPContextSetUp", agreed_settings(ctx, settings), settings));
+  mine.hash = units_hash(ctx, &mine.nparams);
   mine.nunits = ctx->nunits;
   root = mine;
   FSDPCallMPI(MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, ctx->comm));
   if (mine.hash != root.hash)
     ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_ARG,
-                     "the context on this rank (%d units, %d parameters, strategy %s) differs from rank 0's (%d units, "
-                     "%d parameters): every rank must register the same units and parameters, with the same names, "
-                     "shapes and data types, in the same order, and use the same settings (strategy, initializer, "
-                     "-fsdp_sync_params, -fsdp_view, -fsdp_comm_engine, the prefetch and limiter options, "
-                     "-fsdp_debug_collectives, the mixed-precision types, -fsdp_device, -fsdp_replicate_engine, "
-                     "-fsdp_shm_views)",
-                     mine.nunits, mine.nparams, strategy_names[ctx->strategy], root.nunits, root.nparams);
+                     "the context on this rank (%d units, %d parameters) differs from rank 0's (%d units, %d "
+                     "parameters): every rank must register the same units and parameters, with the same names, "
+                     "shapes and data types, in the same order (an FSDPModel: the same spec and -fsdp_wrap)",
+                     mine.nunits, mine.nparams, root.nunits, root.nparams);
   else ierr = strategy_factor(ctx, factor);
   for (int i = 0; !ierr && i < ctx->nunits; i++)
     if (ctx->units[i]->dtype != FSDP_FLOAT32 && (ctx->param_dtype != FSDP_FLOAT32 || ctx->reduce_dtype != FSDP_FLOAT32))
@@ -737,24 +832,200 @@ static FSDPErrorCode lay_out(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
-/* How this node's load shapes the engine and the waits.  A communication
-   thread that polls is worth its CPU only when it has one of its own: with
-   fewer than two CPUs per rank it takes cycles from the ranks' compute and
-   its peers' progress (doc/overlap.md: 3.4 against 0.34 ms per step for a
-   small model at 2 ranks on 2 CPUs).  Every rank must choose alike, since a
-   nonblocking collective does not match a blocking one: collective, and
-   called where every rank gets to it. */
+/* How this node's load shapes the engine, the waits and checkpoint I/O.  A
+   communication thread that polls is worth its CPU only when it has one of
+   its own: with fewer than two CPUs per rank it takes cycles from the ranks'
+   compute and its peers' progress (doc/overlap.md: 3.4 against 0.34 ms per
+   step for a small model at 2 ranks on 2 CPUs).  Every rank must choose the
+   engine alike, since a nonblocking collective does not match a blocking
+   one: collective, and called where every rank gets to it.  For the same
+   reason the thread and sync engines, which run a collective blocking when
+   they poll and nonblocking when they sleep, wait alike on every rank; the
+   nonblocking engine's waits are each rank's own.  Collective MPI-IO waits
+   for every rank in each transfer, spinning: where a node is oversubscribed
+   a small save or load took 4 times longer than with independent transfers
+   (doc/performance.md), so auto chooses those, alike on every rank. */
+static void resolve_checkpoint_io(FSDPContext ctx);
+
 static FSDPErrorCode fit_to_node(FSDPContext ctx)
 {
-  int crowded;
+  int provided, any[3]; /* some node crowded (< 2 CPUs per rank), oversubscribed; some rank lacks threads */
+  bool over, alike;
+  FSDPCallMPI(MPI_Query_thread(&provided));
   FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
-  crowded = 2 * ctx->node_ranks > ctx->node_cpus;
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_LOR, ctx->comm));
-  if (crowded && !ctx->engine_set && ctx->engine == FSDP_COMM_ENGINE_THREAD && ctx->device == FSDP_DEVICE_HOST) {
+  over = ctx->node_ranks > ctx->node_cpus;
+  any[0] = 2 * ctx->node_ranks > ctx->node_cpus;
+  any[1] = over;
+  any[2] = provided != MPI_THREAD_MULTIPLE;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, any, 3, MPI_INT, MPI_LOR, ctx->comm));
+  ctx->oversubscribed = any[1];
+  ctx->engine_auto_why = NULL;
+  if (!ctx->engine_set && ctx->device == FSDP_DEVICE_HOST && (any[0] || any[2])) {
     ctx->engine = FSDP_COMM_ENGINE_NONBLOCKING;
-    ctx->engine_auto_why = "fewer than 2 CPUs per rank on a node";
+    ctx->engine_auto_why = any[0] ? "fewer than 2 CPUs per rank on a node" : "MPI_THREAD_MULTIPLE missing on a rank";
   }
-  if (ctx->wait == FSDP_WAIT_AUTO) ctx->wait = ctx->node_ranks > ctx->node_cpus ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
+  ctx->wait_why = NULL;
+  if (ctx->wait_requested == FSDP_WAIT_AUTO) {
+    alike = ctx->device == FSDP_DEVICE_HOST && ctx->engine != FSDP_COMM_ENGINE_NONBLOCKING;
+    ctx->wait = (alike ? any[1] : over) ? FSDP_WAIT_SLEEP : FSDP_WAIT_POLL;
+    if (alike && any[1] && !over)
+      ctx->wait_why = "another node is oversubscribed, and every rank of this engine must wait alike";
+  }
+  resolve_checkpoint_io(ctx);
+  return FSDP_SUCCESS;
+}
+
+void FSDPContextResolveCheckpointIO_Private(FSDPContext ctx)
+{
+  if (ctx->laid_out) resolve_checkpoint_io(ctx); /* else SetUp decides */
+}
+
+static void resolve_checkpoint_io(FSDPContext ctx)
+{
+  bool over = ctx->oversubscribed;
+  ctx->checkpoint_io = ctx->checkpoint_io_requested;
+  ctx->checkpoint_io_why = NULL;
+  if (ctx->checkpoint_io_requested != FSDP_CHECKPOINT_IO_AUTO) return;
+  ctx->checkpoint_io = over ? FSDP_CHECKPOINT_IO_INDEPENDENT : FSDP_CHECKPOINT_IO_COLLECTIVE;
+  ctx->checkpoint_io_why = over ? "auto: a node has more ranks than CPUs, where collective transfers wait for "
+                                  "descheduled ranks"
+                                : "auto: no node has more ranks than CPUs";
+}
+
+/* ------------------------------------------------------------------ the memory check */
+
+/* What lay_out, start_shm and plan_params will allocate, computed before
+   anything is: the units' padding, the buffers, and whether the shard group
+   gets views (start_shm's conditions; collective on the shard group when
+   they may hold, which every rank of it agrees on). */
+static FSDPErrorCode estimate_plan(FSDPContext ctx, size_t bytes[FSDP_MEM_NUM_CATEGORIES])
+{
+  size_t shards = 0, max_p = 0, max_g = 0, max_shard = 0, own = 0;
+  int64_t f = ctx->factor;
+  int nparams = 0, ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
+  bool fp32 = ctx->reduce_dtype == FSDP_FLOAT32, views, direct = ctx->factor == 1 && ctx->param_dtype == FSDP_FLOAT32;
+  bool keeps = ctx->strategy == FSDP_SHARD_GRAD_OP || ctx->strategy == FSDP_HYBRID_SHARD_ZERO2;
+
+  for (int i = 0; i < FSDP_MEM_NUM_CATEGORIES; i++) bytes[i] = 0;
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t es = FSDPDataTypeSize(u->dtype);
+    size_t ps = ctx->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(ctx->param_dtype);
+    int64_t padded;
+    size_t p, g, sh;
+    if (u->numel > (INT64_MAX - f) / 8) continue; /* too large to address: FlatParamSetUp_Private says so */
+    padded = (u->numel + f - 1) / f * f;
+    p = (size_t)padded * ps;
+    g = (size_t)padded * es;
+    sh = (size_t)(padded / f) * es;
+    shards += sh;
+    max_p = p > max_p ? p : max_p;
+    max_g = g > max_g ? g : max_g;
+    max_shard = sh > max_shard ? sh : max_shard;
+    own += p;
+    if (u->dtype != FSDP_FLOAT32) fp32 = false;
+  }
+  views = ctx->device == FSDP_DEVICE_HOST && ctx->factor > 1 && ctx->shm_reduce && ctx->shm_views && ngrads > 0 &&
+          fp32 && ctx->param_dtype == FSDP_FLOAT32;
+  if (views) { /* only where the shard group shares a node, as CommShmCreate finds */
+    MPI_Comm node;
+    int node_size;
+    FSDPCallMPI(MPI_Comm_split_type(ctx->shard_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    FSDPCallMPI(MPI_Comm_size(node, &node_size));
+    FSDPCallMPI(MPI_Comm_free(&node));
+    views = node_size == ctx->factor;
+  }
+  if (!(ctx->factor > 1 && keeps) || views) own = 0;
+  if (!direct && !own && !views) nparams = ctx->limit > 0 ? ctx->limit : 2;
+  if (nparams > ctx->nunits) nparams = ctx->nunits;
+  bytes[FSDP_MEM_PARAMS] = bytes[FSDP_MEM_GRADS] = shards;
+  bytes[FSDP_MEM_UNSHARDED] = (size_t)ngrads * max_g + (size_t)nparams * max_p + own + (views ? shards : 0);
+  bytes[FSDP_MEM_COMM_STAGING] = max_shard;
+  return FSDP_SUCCESS;
+}
+
+/* The most this rank may allocate, and why: -fsdp_memory_limit, else the
+   least of the physical memory's share, the cgroup's share and what
+   RLIMIT_AS leaves of the address space (0: no limit). */
+static FSDPErrorCode memory_limit(FSDPContext ctx, size_t *limit, char *why, size_t len)
+{
+  size_t physical, cgroup_limit, most;
+  int cgroup_ranks;
+  const char *cgroup;
+  struct rlimit rl;
+  char a[32], b[32];
+
+  *limit = 0;
+  why[0] = '\0';
+  if (ctx->memory_limit > 0) {
+    *limit = (size_t)ctx->memory_limit;
+    snprintf(why, len, "-fsdp_memory_limit");
+    return FSDP_SUCCESS;
+  }
+  if (ctx->memory_limit == 0) return FSDP_SUCCESS;
+  FSDPCall(ShardGroupGetNodeMemory_Private(ctx->group, &physical, &cgroup_limit, &cgroup_ranks, &cgroup));
+  if (physical && ctx->node_ranks > 0) {
+    *limit = physical / (size_t)ctx->node_ranks;
+    FSDPFormatBytes(a, sizeof a, (double)physical);
+    snprintf(why, len, "%s of physical memory shared by %d rank%s on this node", a, ctx->node_ranks,
+             ctx->node_ranks == 1 ? "" : "s");
+  }
+  if (cgroup_limit && cgroup_ranks > 0 && (!*limit || cgroup_limit / (size_t)cgroup_ranks < *limit)) {
+    *limit = cgroup_limit / (size_t)cgroup_ranks;
+    FSDPFormatBytes(a, sizeof a, (double)cgroup_limit);
+    snprintf(why, len, "the memory limit of cgroup %s, %s, shared by %d rank%s on this node", cgroup, a, cgroup_ranks,
+             cgroup_ranks == 1 ? "" : "s");
+  }
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t in_use = 0;
+    unsigned long pages;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+      if (fscanf(f, "%lu", &pages) == 1) in_use = (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+      fclose(f);
+    }
+    most = rl.rlim_cur > in_use ? (size_t)rl.rlim_cur - in_use : 0;
+    if (!*limit || most < *limit) {
+      *limit = most ? most : 1;
+      FSDPFormatBytes(a, sizeof a, (double)rl.rlim_cur);
+      FSDPFormatBytes(b, sizeof b, (double)in_use);
+      snprintf(why, len, "RLIMIT_AS (ulimit -v) is %s, of which this process uses %s", a, b);
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+/* The memory plan against what the rank can have, before any of it is
+   allocated: a plan that cannot fit is refused, by category, instead of
+   being killed by the kernel when it touches the pages.  Host memory only:
+   on a GPU the plan is device memory. */
+static FSDPErrorCode check_memory(FSDPContext ctx)
+{
+  static const char *const what[FSDP_MEM_NUM_CATEGORIES] = {[FSDP_MEM_PARAMS] = "parameter shards",
+                                                            [FSDP_MEM_GRADS] = "gradient shards",
+                                                            [FSDP_MEM_UNSHARDED] = "unsharded buffers",
+                                                            [FSDP_MEM_COMM_STAGING] = "communication staging"};
+  size_t bytes[FSDP_MEM_NUM_CATEGORIES], total = 0, limit;
+  char why[768], parts[512] = "", a[32], b[32];
+
+  FSDPCall(estimate_plan(ctx, bytes));
+  if (ctx->device != FSDP_DEVICE_HOST) return FSDP_SUCCESS;
+  FSDPCall(memory_limit(ctx, &limit, why, sizeof why));
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) total += bytes[k];
+  if (!limit || total <= limit) return FSDP_SUCCESS;
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) {
+    size_t used = strlen(parts);
+    if (!what[k]) continue;
+    FSDPFormatBytes(a, sizeof a, (double)bytes[k]);
+    snprintf(parts + used, sizeof parts - used, "%s%s %s", used ? ", " : "", what[k], a);
+  }
+  FSDPFormatBytes(a, sizeof a, (double)total);
+  FSDPFormatBytes(b, sizeof b, (double)limit);
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_MEM,
+            "FSDPContextSetUp: the memory plan needs %s per rank (%s; the optimizer's state and the model's "
+            "activations come on top), but this rank can have at most %s (%s): nothing was allocated; use more "
+            "ranks or a smaller model, or set -fsdp_memory_limit if this estimate is wrong",
+            a, parts, b, why);
   return FSDP_SUCCESS;
 }
 
@@ -969,6 +1240,9 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &rank));
   FSDPCheck(rank == ctx->shard_index, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "shard index %d is rank %d of the shard comm",
             ctx->shard_index, rank);
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  /* Before anything is allocated or decided: a refused plan leaves a context SetUp can be tried on again. */
+  FSDPCall(FSDPErrorAgree_Private(ctx->comm, check_memory(ctx)));
   FSDPCall(fit_to_node(ctx));
   /* A rank without a usable GPU says why; the others learn that it failed. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, start_device(ctx)));
@@ -1264,10 +1538,13 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
         has_views(ctx) ? "into views: each unit's parameters kept once per shard group, read in place (-fsdp_shm_views)"
         : ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory"
                                                        : "MPI"));
-  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s\n", ctx->rank,
+  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s%s%s\n", ctx->rank,
                                              wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
                                              ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",
-                                             ctx->node_ranks > ctx->node_cpus ? " (oversubscribed)" : ""));
+                                             ctx->node_ranks > ctx->node_cpus ? " (oversubscribed)" : "",
+                                             ctx->wait_why ? "; " : "", ctx->wait_why ? ctx->wait_why : ""));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "checkpoint I/O: %s transfers (%s)\n", checkpoint_io_names[ctx->checkpoint_io],
+                                 ctx->checkpoint_io_why ? ctx->checkpoint_io_why : "-fsdp_checkpoint_io"));
   {
     const FSDPMemoryPlan *p = &ctx->plan;
     int L = p->unsharded_buffers;
@@ -1299,6 +1576,15 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                    "  %-22s %12s   one shard, for reductions into a gradient shard that holds "
                                    "gradients\n",
                                    "communication staging", a));
+    if (ctx->device == FSDP_DEVICE_HOST) {
+      char why[768];
+      size_t limit;
+      FSDPCall(memory_limit(ctx, &limit, why, sizeof why));
+      FSDPFormatBytes(a, sizeof a, (double)limit);
+      FSDPCall(FSDPViewerASCIIPrintf(v, "  %-22s %12s   %s%s%s\n", "limit (rank 0)", limit ? a : "none",
+                                     limit ? "the most SetUp lets the plan take: " : "", limit ? why : "",
+                                     limit ? "" : "-fsdp_memory_limit none"));
+    }
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
     FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
     if (has_views(ctx))

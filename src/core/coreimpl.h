@@ -113,11 +113,15 @@ struct FSDPContext_s {
   CommShm shm;                 /* the gradient buffers' and shards' window on one node, or NULL */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
-  int limit;           /* L; 0 = none */
-  double timeout;      /* seconds; 0 = none */
-  double signal_grace; /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */
-  FSDPWaitMode wait;   /* as set; after SetUp, POLL or SLEEP */
+  int limit;                   /* L; 0 = none */
+  double timeout;              /* seconds; 0 = none */
+  double signal_grace;         /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */
+  FSDPWaitMode wait;           /* as set; after SetUp, POLL or SLEEP */
+  FSDPWaitMode wait_requested; /* as set (AUTO is decided again by a SetUp tried again) */
+  const char *wait_why;        /* why SetUp chose the waits, where not this node's load */
   int node_ranks, node_cpus;
+  bool oversubscribed;  /* some node of the context has more ranks than CPUs (agreed at SetUp) */
+  int64_t memory_limit; /* -fsdp_memory_limit: bytes, 0 none, FSDP_MEMORY_LIMIT_AUTO */
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
   MPI_Comm check_comm;                               /* -fsdp_debug_collectives: a duplicate of comm */
@@ -137,12 +141,17 @@ struct FSDPContext_s {
   /* checkpoints (src/io/checkpoint.c) */
   int checkpoint_keep;
   bool checkpoint_strict;
-  bool check_finite; /* -fsdp_check_finite: steps, saves and loads refuse NaN and Inf */
-  FSDPCheckpointIO checkpoint_io;
+  bool check_finite;                        /* -fsdp_check_finite: steps, saves and loads refuse NaN and Inf */
+  FSDPCheckpointIO checkpoint_io;           /* what save and load do: after SetUp, COLLECTIVE or INDEPENDENT */
+  FSDPCheckpointIO checkpoint_io_requested; /* as set: AUTO is decided at SetUp */
+  const char *checkpoint_io_why;            /* why AUTO chose checkpoint_io; NULL when it was set */
   FSDPTrainingState training;
   FSDPLogEvent ev_save, ev_load;
 };
 
+/* Settles checkpoint_io from checkpoint_io_requested: AUTO by the node load
+   SetUp agreed on (before SetUp, nothing to do). */
+void FSDPContextResolveCheckpointIO_Private(FSDPContext ctx);
 /* Whether a parameter called `name` exists (raises nothing). */
 bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the

@@ -39,6 +39,23 @@ FSDPErrorCode FSDPOptionsFinalize_Private(void);
 FSDPErrorCode FSDPOptionsGetEnumAliased_Private(const char *name, const char *help, const char *const *choices,
                                                 const char *const *aliases, int defval, int *value, bool *set);
 
+/* A setting every rank of a communicator must give alike (doc/options.md,
+   "Settings that must agree"): the option that sets it and its value as text. */
+#define FSDP_SETTING_LEN 64
+#define FSDP_MAX_SETTINGS 32
+typedef struct {
+  const char *name; /* "-fsdp_check_finite" */
+  char value[FSDP_SETTING_LEN];
+} FSDPSetting;
+FSDPErrorCode FSDPSettingSet_Private(FSDPSetting *setting, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Collective on comm, with the same n names in the same order on every rank:
+   when some rank's value of a setting differs from rank 0's, every rank
+   returns FSDP_ERR_ARG naming each such setting, the lowest such rank and
+   both values ("caller: -fsdp_check_finite differs across ranks: rank 0 has
+   true, rank 1 has false; ...").  One allreduce when they agree. */
+FSDPErrorCode FSDPSettingsAgree_Private(MPI_Comm comm, const char *caller, int n, const FSDPSetting *settings);
+
 FSDPErrorCode FSDPLogInitialize_Private(void);
 /* Events whose time is measured elsewhere (the communication thread). */
 FSDPErrorCode FSDPLogEventAdd_Private(FSDPLogEvent event, int64_t count, double time, int64_t bytes);
@@ -106,5 +123,9 @@ FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view);
 /* After SetUp: the ranks on this rank's node, and the CPUs they may run on
    (the union of their affinity masks): more ranks than CPUs is oversubscribed. */
 FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus);
+/* After SetUp: the node's physical memory, and this rank's cgroup memory
+   limit (0: none), the node's ranks under it and the cgroup that sets it. */
+FSDPErrorCode ShardGroupGetNodeMemory_Private(ShardGroup group, size_t *physical, size_t *cgroup_limit,
+                                              int *cgroup_ranks, const char **cgroup);
 
 #endif

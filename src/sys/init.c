@@ -78,6 +78,18 @@ static FSDPErrorCode read_sys_options(void)
   return FSDP_SUCCESS;
 }
 
+/* FSDPFinalize's reports are collective on the world: every rank must ask
+   for them, or none (a rank with -fsdp_log_view alone would wait forever). */
+static FSDPErrorCode agree_on_sys_options(void)
+{
+  FSDPSetting s[3];
+  FSDPCall(FSDPSettingSet_Private(&s[0], "-fsdp_log_view", "%s", sys.log_view ? "true" : "false"));
+  FSDPCall(FSDPSettingSet_Private(&s[1], "-fsdp_options_left", "%s", sys.options_left ? "true" : "false"));
+  FSDPCall(FSDPSettingSet_Private(&s[2], "-fsdp_log_trace", "%s", FSDPTraceOn_Private() ? "a file" : "none"));
+  FSDPCall(FSDPSettingsAgree_Private(sys.world, "FSDPInitialize", 3, s));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
 {
   int up = 0, down = 0, provided = MPI_THREAD_SINGLE, rank;
@@ -103,8 +115,14 @@ FSDPErrorCode FSDPInitialize(int *argc, char ***argv)
   /* From here on FSDPFinalize can undo what was done, even if options are bad. */
   sys.initialized = true;
   FSDPCall(FSDPLogInitialize_Private());
-  FSDPCall(FSDPOptionsInitialize_Private(argc, argv));
-  FSDPCall(read_sys_options());
+  {
+    /* FSDP_OPTIONS and options files may differ per rank: a rank whose options
+       are wrong does not leave the others alone in the collectives to come. */
+    FSDPErrorCode ierr = FSDPOptionsInitialize_Private(argc, argv);
+    if (!ierr) ierr = read_sys_options();
+    FSDPCall(FSDPErrorAgree_Private(sys.world, ierr));
+  }
+  FSDPCall(agree_on_sys_options());
   if (provided < FSDP_MPI_THREAD_NEEDED && rank == 0) {
     fprintf(stderr,
             "libfsdp WARNING: MPI provides %s, but libfsdp needs %s to communicate on its own thread;\n"

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,5 +783,61 @@ FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
 FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
 {
   FSDPCall(FSDPViewerApply_Private(viewer, MPI_COMM_NULL, options_view, NULL));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ settings every rank must give alike */
+
+FSDPErrorCode FSDPSettingSet_Private(FSDPSetting *setting, const char *name, const char *fmt, ...)
+{
+  va_list ap;
+  setting->name = name;
+  va_start(ap, fmt);
+  vsnprintf(setting->value, sizeof setting->value, fmt, ap);
+  va_end(ap);
+  return FSDP_SUCCESS;
+}
+
+/* One allreduce when every rank agrees.  Otherwise rank 0's values, then for
+   each setting that differs the lowest rank with another value and that value:
+   every rank builds the same message from them. */
+FSDPErrorCode FSDPSettingsAgree_Private(MPI_Comm comm, const char *caller, int n, const FSDPSetting *settings)
+{
+  uint64_t hash[2 * FSDP_MAX_SETTINGS];
+  char root[FSDP_MAX_SETTINGS][FSDP_SETTING_LEN], other[FSDP_SETTING_LEN], text[FSDP_MAX_MESSAGE - 200] = "";
+  int first[FSDP_MAX_SETTINGS], rank, size, ndiffer = 0, nreal = 0, shown = 0;
+
+  /* The same on every rank (a fixed list per caller): no rank can leave here alone. */
+  FSDPCheck(n >= 0 && n <= FSDP_MAX_SETTINGS, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "%s: %d settings to agree on, at most %d", caller, n, FSDP_MAX_SETTINGS);
+  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  for (int k = 0; k < n; k++) {
+    hash[k] = FSDPHashBytes_Private(FSDP_HASH_INIT, settings[k].value, strlen(settings[k].value) + 1);
+    hash[n + k] = ~hash[k]; /* the minimum of ~h is ~(the maximum of h) */
+  }
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, hash, 2 * n, MPI_UINT64_T, MPI_MIN, comm));
+  for (int k = 0; k < n; k++) ndiffer += hash[k] != ~hash[n + k];
+  if (!ndiffer) return FSDP_SUCCESS;
+  for (int k = 0; k < n; k++) memcpy(root[k], settings[k].value, FSDP_SETTING_LEN);
+  FSDPCallMPI(MPI_Bcast(root, n * FSDP_SETTING_LEN, MPI_CHAR, 0, comm));
+  for (int k = 0; k < n; k++) first[k] = strcmp(root[k], settings[k].value) ? rank : size;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, first, n, MPI_INT, MPI_MIN, comm));
+  for (int k = 0; k < n; k++) {
+    size_t used = strlen(text);
+    if (first[k] == size) continue; /* the hashes differed, the values not: cannot happen */
+    nreal++;
+    if (rank == first[k]) memcpy(other, settings[k].value, FSDP_SETTING_LEN);
+    FSDPCallMPI(MPI_Bcast(other, FSDP_SETTING_LEN, MPI_CHAR, first[k], comm));
+    if (used + 2 * FSDP_SETTING_LEN + 96 > sizeof text) continue; /* room for the end: counted below */
+    snprintf(text + used, sizeof text - used, "%s%s differs across ranks: rank 0 has %.63s, rank %d has %.63s",
+             shown ? "; " : "", settings[k].name, root[k][0] ? root[k] : "(none)", first[k],
+             other[0] ? other : "(none)");
+    shown++;
+  }
+  if (!shown) return FSDP_SUCCESS;
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "%s: %s%s; every rank must give the same (doc/options.md lists the settings that must agree)", caller, text,
+            nreal > shown ? " (and more)" : "");
   return FSDP_SUCCESS;
 }

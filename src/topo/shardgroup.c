@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <sched.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,6 +55,10 @@ struct ShardGroup_s {
   RankInfo *ranks; /* [size] */
   char host[MPI_MAX_PROCESSOR_NAME];
   int node_ranks, node_cpus; /* the ranks on this rank's node, and the CPUs they may run on */
+  size_t node_memory;        /* the node's physical memory, bytes */
+  size_t cgroup_limit;       /* the memory limit of this rank's cgroup (0: none) */
+  int cgroup_ranks;          /* the node's ranks under that limit */
+  char cgroup[512];          /* the cgroup directory that sets it */
 };
 
 /* ------------------------------------------------------------------ node communicators */
@@ -223,6 +228,17 @@ FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *c
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode ShardGroupGetNodeMemory_Private(ShardGroup group, size_t *physical, size_t *cgroup_limit,
+                                              int *cgroup_ranks, const char **cgroup)
+{
+  FSDPCheck(group && group->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "the group is not set up");
+  *physical = group->node_memory;
+  *cgroup_limit = group->cgroup_limit;
+  *cgroup_ranks = group->cgroup_ranks;
+  *cgroup = group->cgroup;
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view)
 {
   CHECK_SETTABLE(group);
@@ -305,11 +321,26 @@ static int string_hash(const char *s)
   return (int)h;
 }
 
+/* A setting's value as its option spells it. */
+static const char *setting_text(int s, int v, char *buf, size_t len)
+{
+  const char *const *names = s == R_DOMAIN        ? FSDPShardDomainNames
+                             : s == R_BIND        ? FSDPBindNames
+                             : s == R_PLACEMENT   ? placement_names
+                             : s == R_NODE_SOURCE ? node_source_names
+                                                  : NULL;
+  if (s == R_VIEW) return v ? "true" : "false";
+  if (names) return names[v];
+  snprintf(buf, len, "%d", v);
+  return buf;
+}
+
 static FSDPErrorCode check_settings(ShardGroup g, const int *all)
 {
   static const char *const what[R_LEADER] = {"-fsdp_sharding_factor", "-fsdp_shard_domain",   "-fsdp_bind",
                                              "-fsdp_ranks_per_node",  "-fsdp_rank_placement", "-fsdp_view",
                                              "-fsdp_node_source",     "-fsdp_topology"};
+  char a[16], b[16];
   for (int r = 1; r < g->size; r++)
     for (int s = 0; s < R_LEADER; s++) {
       if (all[r * R_N + s] == all[s]) continue;
@@ -318,9 +349,9 @@ static FSDPErrorCode check_settings(ShardGroup g, const int *all)
                 "every rank the same options)",
                 r);
       FSDPCheck(0, g->comm, FSDP_ERR_ARG,
-                "ranks disagree on the ShardGroup's %s: rank 0 has %d, rank %d has %d (give every rank the same "
+                "ranks disagree on the ShardGroup's %s: rank 0 has %s, rank %d has %s (give every rank the same "
                 "options)",
-                what[s], all[s], r, all[r * R_N + s]);
+                what[s], setting_text(s, all[s], a, sizeof a), r, setting_text(s, all[r * R_N + s], b, sizeof b));
     }
   FSDPCheck(g->ranks_per_node <= g->size, g->comm, FSDP_ERR_ARG,
             "-fsdp_ranks_per_node %d is larger than the world size %d: a node cannot hold more ranks than the job has",
@@ -629,6 +660,87 @@ static FSDPErrorCode slurm_bound(ShardGroup g)
   return FSDP_SUCCESS;
 }
 
+/* The least memory limit set on `dir` (a cgroup's directory under `mount`),
+   or on the cgroups above it, in `file`; where it is set, in *where. */
+static void cgroup_walk(const char *mount, const char *path, const char *file, size_t *limit, char *where, size_t len)
+{
+  char dir[1024];
+  size_t top = strlen(mount);
+  int n = snprintf(dir, sizeof dir, "%s%s", mount, path);
+  if (n < 0 || (size_t)n >= sizeof dir) return;
+  for (;;) {
+    char name[1100], text[64], *end;
+    unsigned long long v;
+    FILE *f;
+    size_t at = strlen(dir);
+    while (at > top && dir[at - 1] == '/') dir[--at] = '\0';
+    snprintf(name, sizeof name, "%s/%s", dir, file);
+    if ((f = fopen(name, "r"))) {
+      /* "max" (v2), or v1's "unlimited" (a page-rounded 2^63 - 1): no limit */
+      if (fgets(text, sizeof text, f) && (v = strtoull(text, &end, 10)) > 0 && end != text && v < (1ULL << 62) &&
+          (!*limit || v < *limit)) {
+        *limit = (size_t)v;
+        snprintf(where, len, "%s", dir);
+      }
+      fclose(f);
+    }
+    if (at <= top) break;
+    while (at > top && dir[at - 1] != '/') at--;
+    dir[at] = '\0';
+  }
+}
+
+/* The memory limit of this process's cgroups (v2 memory.max, v1
+   memory.limit_in_bytes), from the one it is in up to the hierarchy's root,
+   at their usual mounts; 0 when none is set. */
+static size_t cgroup_memory_limit(char *where, size_t len)
+{
+  char line[1024];
+  size_t limit = 0;
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  where[0] = '\0';
+  if (!f) return 0;
+  while (fgets(line, sizeof line, f)) { /* id:controllers:path */
+    char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL, *nl;
+    if (!b) continue;
+    if ((nl = strchr(b, '\n'))) *nl = '\0';
+    *a = *b = '\0';
+    if (!strcmp(line, "0") && !a[1]) cgroup_walk("/sys/fs/cgroup", b + 1, "memory.max", &limit, where, len);
+    else {
+      char *c, *save = NULL;
+      for (c = strtok_r(a + 1, ",", &save); c; c = strtok_r(NULL, ",", &save))
+        if (!strcmp(c, "memory"))
+          cgroup_walk("/sys/fs/cgroup/memory", b + 1, "memory.limit_in_bytes", &limit, where, len);
+    }
+  }
+  fclose(f);
+  return limit;
+}
+
+/* The node's memory: its physical memory, and the limit of this rank's
+   cgroup with the number of the node's ranks that share it (those whose
+   limit is set in the same directory).  Collective on host. */
+static FSDPErrorCode count_node_memory(ShardGroup g, MPI_Comm host)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t h[2];
+
+  g->node_memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+  g->cgroup_limit = cgroup_memory_limit(g->cgroup, sizeof g->cgroup);
+  h[0] = FSDPHashBytes_Private(FSDP_HASH_INIT, g->cgroup, strlen(g->cgroup) + 1);
+  h[1] = ~h[0];
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MIN, host));
+  if (h[0] == ~h[1]) g->cgroup_ranks = g->node_ranks; /* one cgroup (or none) for the whole node: the usual case */
+  else {
+    MPI_Comm same;
+    uint64_t mine = FSDPHashBytes_Private(FSDP_HASH_INIT, g->cgroup, strlen(g->cgroup) + 1);
+    FSDPCallMPI(MPI_Comm_split(host, (int)(mine % INT32_MAX), 0, &same));
+    FSDPCallMPI(MPI_Comm_size(same, &g->cgroup_ranks));
+    FSDPCallMPI(MPI_Comm_free(&same));
+  }
+  return FSDP_SUCCESS;
+}
+
 /* The CPUs the node's ranks may run on: the union of their affinity masks
    (a launcher's or Slurm's binding, a cgroup's cpuset).  The node is the
    machine the ranks share (MPI's shared-memory split), even where Slurm's
@@ -651,6 +763,7 @@ static FSDPErrorCode count_node_cpus(ShardGroup g)
     for (long c = 0; c < n && c < CPU_SETSIZE; c++) mask[c / 64] |= 1ULL << (c % 64);
   }
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, mask, WORDS, MPI_UINT64_T, MPI_BOR, host));
+  FSDPCall(count_node_memory(g, host));
   if (host != g->node->comm) FSDPCallMPI(MPI_Comm_free(&host));
   g->node_cpus = 0;
   for (int w = 0; w < WORDS; w++) g->node_cpus += __builtin_popcountll(mask[w]);

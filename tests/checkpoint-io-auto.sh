@@ -1,0 +1,44 @@
+#!/bin/sh
+# -fsdp_checkpoint_io auto (the default) takes independent MPI-IO transfers
+# where a node has more ranks than CPUs (2 ranks bound to one CPU here) and
+# collective ones otherwise (1 rank), and -fsdp_view says which and why; a
+# mode given is kept, and says so.  The checkpoints saved either way resume.
+# (doc/overlap.md, "Checkpoint I/O on an oversubscribed node".)
+. "${srcdir:-.}/tests/testlib.sh"
+train="$(cd "$top_builddir" && pwd)/tools/fsdp-train"
+common="-model mlp:in=16,hidden=32,depth=2,out=4 -data synthetic:n=256 -batch 16 -log_every 0 -fsdp_view"
+
+rc=0
+"$top_builddir/tests/h5data" >/dev/null 2>&1 || rc=$?
+[ $rc -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
+command -v taskset >/dev/null || { echo "SKIP: no taskset to put 2 ranks on one CPU"; exit 77; }
+cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//') # the first CPU this shell may use
+
+# run NAME NP CPUS [ARGS...]: on CPUS (a taskset list; "" for this shell's), save at
+# steps 1 and 2, then resume for a third.
+run() {
+  name=$1 np=$2 cpus=$3
+  shift 3
+  pin=""
+  [ -z "$cpus" ] || pin="taskset -c $cpus"
+  timeout -k 30 "$FSDP_TEST_TIMEOUT" $pin $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$train" $common -steps 2 \
+    -checkpoint "$fsdp_tmp/$name.h5" -checkpoint_every 1 "$@" >"$fsdp_tmp/$name.out" 2>&1 ||
+    { cat "$fsdp_tmp/$name.out"; echo "FAIL: $name"; exit 1; }
+  timeout -k 30 "$FSDP_TEST_TIMEOUT" $pin $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$train" $common -steps 3 \
+    -resume "$fsdp_tmp/$name.h5" -loss_log "$fsdp_tmp/$name.csv" "$@" >"$fsdp_tmp/$name-resume.out" 2>&1 ||
+    { cat "$fsdp_tmp/$name-resume.out"; echo "FAIL: $name: resume"; exit 1; }
+  expect_count 1 "^3," "$fsdp_tmp/$name.csv"
+}
+
+run over 2 "$cpu"
+expect_grep "^  checkpoint I/O: independent transfers (auto: a node has more ranks than CPUs" "$fsdp_tmp/over.out"
+expect_grep "^  \[1\] waits sleep: 2 ranks on 1 CPU of this node (oversubscribed)" "$fsdp_tmp/over.out"
+echo "2 ranks on 1 CPU: independent transfers, and the checkpoint resumes"
+
+run one 1 ""
+expect_grep "^  checkpoint I/O: collective transfers (auto: no node has more ranks than CPUs)" "$fsdp_tmp/one.out"
+echo "1 rank: collective transfers"
+
+run given 2 "$cpu" -fsdp_checkpoint_io collective
+expect_grep "^  checkpoint I/O: collective transfers (-fsdp_checkpoint_io)" "$fsdp_tmp/given.out"
+echo "2 ranks on 1 CPU, -fsdp_checkpoint_io collective: kept"
