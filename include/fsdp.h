@@ -743,10 +743,11 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerAddParamGroup(FSDPOptimizer opt, const ch
 /* The weight decay and learning-rate scale that parameter `name` takes. */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerGetParamSettings(FSDPOptimizer opt, const char *name, double *weight_decay,
                                                         double *lr_scale);
-/* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_no_decay, -fsdp_momentum, -fsdp_nesterov,
+/* -fsdp_optimizer, -fsdp_lr, -fsdp_weight_decay, -fsdp_momentum, -fsdp_nesterov,
    -fsdp_beta1, -fsdp_beta2, -fsdp_eps, -fsdp_lr_schedule, -fsdp_warmup_steps,
-   -fsdp_lr_decay_steps, -fsdp_clip_grad_norm, and before SetUp -fsdp_grad_scaler,
-   -fsdp_grad_scaler_init_scale, -fsdp_grad_scaler_growth_interval. */
+   -fsdp_lr_decay_steps, -fsdp_clip_grad_norm, and before SetUp -fsdp_no_decay
+   (its groups added once), -fsdp_grad_scaler, -fsdp_grad_scaler_init_scale,
+   -fsdp_grad_scaler_growth_interval. */
 FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetFromOptions(FSDPOptimizer opt);
 /* Dynamic loss scaling, for fp16 (PyTorch's ShardedGradScaler; doc/optim.md).
    Multiply the loss gradient by FSDPOptimizerGetGradScale's scale before

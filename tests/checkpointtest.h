@@ -4,7 +4,9 @@
 #ifndef FSDP_CHECKPOINTTEST_H
 #define FSDP_CHECKPOINTTEST_H
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fsdp_nn.h"
 #include "fsdptest.h"
@@ -88,6 +90,26 @@ static inline void make_scratch_dir(const char *prefix)
     TEST_ASSERT(mkdtemp(dir), "cannot create %s", dir);
   }
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+/* Removes a directory and everything in it (links as links, never followed). */
+static inline void remove_tree(const char *path)
+{
+  struct stat st;
+  DIR *d;
+  struct dirent *e;
+  if (lstat(path, &st) || !S_ISDIR(st.st_mode)) {
+    unlink(path);
+    return;
+  }
+  d = opendir(path);
+  while (d && (e = readdir(d))) {
+    char child[2048];
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) < sizeof child) remove_tree(child);
+  }
+  if (d) closedir(d);
+  rmdir(path);
 }
 
 #endif

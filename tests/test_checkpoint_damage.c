@@ -420,11 +420,7 @@ int main(int argc, char **argv)
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) {
-    const char *names[] = {"good.h5", "other.h5", "flip.h5", "edit.h5", "nan.h5"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) unlink(file(names[k]));
-    rmdir(dir);
-  }
+  if (rank == 0) remove_tree(dir);
   TEST_OK(FSDPFinalize());
   return 0;
 }

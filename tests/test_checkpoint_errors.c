@@ -349,6 +349,20 @@ int main(int argc, char **argv)
                 "%d names shown and '%s' do not add up to the 70 not in the model: %s", shown, more ? more : "", m);
     TEST_ASSERT(strlen(m) < 1000, "the message is %zu characters: it may be cut: %s", strlen(m), m);
   }
+  { /* the same under a path of 850 characters: the lists get less room, and nothing overflows */
+    char deep[1200], component[201];
+    memset(component, 'd', 200);
+    component[200] = '\0';
+    snprintf(deep, sizeof deep, "%s", dir);
+    for (int k = 0; k < 4; k++) {
+      snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/%s", component);
+      if (rank == 0) TEST_ASSERT(mkdir(deep, 0755) == 0, "cannot create %s", deep);
+    }
+    snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/many.h5");
+    copy_file(file("many.h5"), deep);
+    TEST_CODE(FSDP_ERR_ARG, FSDPContextLoad(ctx, opt, deep));
+    TEST_MESSAGE_HAS("does not match the model");
+  }
   copy_file(file("good.h5"), file("newer.h5"));
   edit(file("newer.h5"), NULL, NULL, 0, "format_version", 3);
   expect_failure(ctx, opt, file("newer.h5"), FSDP_ERR_UNSUPPORTED, "has checkpoint format 3");
@@ -417,6 +431,19 @@ int main(int argc, char **argv)
                  "saved with the parameter groups '(none)' and this optimizer has '*.bias: weight decay 0, lr x1'");
   TEST_OK(FSDPContextLoad(ctx, sgd, file("grouped.h5")));
   TEST_OK(FSDPOptimizerDestroy(&sgd));
+  { /* more groups than a short text holds, told apart in their last digits */
+    FSDPOptimizer many[2];
+    for (int o = 0; o < 2; o++) {
+      TEST_OK(FSDPOptimizerCreate(ctx, &many[o]));
+      for (int g = 0; g < 60; g++)
+        TEST_OK(FSDPOptimizerAddParamGroup(many[o], "*", g < 59 || !o ? 1e-7 : 1.0000001e-7, 1));
+      TEST_OK(FSDPOptimizerSetUp(many[o]));
+    }
+    TEST_OK(FSDPContextSave(ctx, many[0], file("many-groups.h5")));
+    TEST_OK(FSDPContextLoad(ctx, many[0], file("many-groups.h5")));
+    expect_failure(ctx, many[1], file("many-groups.h5"), FSDP_ERR_ARG, "was saved with the parameter groups");
+    for (int o = 0; o < 2; o++) TEST_OK(FSDPOptimizerDestroy(&many[o]));
+  }
   TEST_OK(FSDPContextGetUnit(ctx, 0, &unit));
   TEST_OK(FlatParamUnshard(unit));
   TEST_CODE(FSDP_ERR_STATE, FSDPContextLoad(ctx, opt, file("good.h5")));
@@ -435,13 +462,15 @@ int main(int argc, char **argv)
   if (rank == 0) rmdir(file("dir.h5"));
 
   /* Links are followed: the save replaces the target, kept copies sit beside
-     it, the link stays a link; a stale temporary that is a link is removed,
-     its target untouched. */
+     it, the link stays a link; a stale temporary that is a link (dangling: a
+     save through it would create its target) is removed, and so is a link
+     where the save probes for room, their targets untouched. */
   if (rank == 0) {
     FILE *f = fopen(file("untouched"), "w");
     TEST_ASSERT(f && fputs("mine", f) >= 0 && fclose(f) == 0, "cannot write %s", file("untouched"));
     TEST_ASSERT(mkdir(file("real"), 0755) == 0 && symlink("real/run.h5", file("link.h5")) == 0 &&
-                    symlink("../untouched", file("real/run.h5.partial")) == 0,
+                    symlink("../not-yet", file("real/run.h5.partial")) == 0 &&
+                    symlink("../untouched", file("real/run.h5.partial.reserve")) == 0,
                 "cannot make the links");
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -457,7 +486,8 @@ int main(int argc, char **argv)
     TEST_ASSERT(exists(file("real/run.h5")) && exists(file("real/run.h5.1")),
                 "no checkpoint and kept copy at the target");
     TEST_ASSERT(lstat(file("real/run.h5.partial"), &st) != 0, "the stale temporary link is still there");
-    TEST_ASSERT(f && fgets(buf, sizeof buf, f) && !strcmp(buf, "mine"), "the temporary link's target changed");
+    TEST_ASSERT(!exists(file("not-yet")), "the save created the target of a dangling link in its way");
+    TEST_ASSERT(f && fgets(buf, sizeof buf, f) && !strcmp(buf, "mine"), "the probe link's target changed");
     fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -557,13 +587,7 @@ int main(int argc, char **argv)
   TEST_OK(FSDPOptimizerDestroy(&opt));
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
-  if (rank == 0) {
-    const char *names[] = {"good.h5",  "flip.h5",  "flip-state.h5", "short.h5",     "missing.h5", "shape.h5",
-                           "extra.h5", "newer.h5", "params.h5",     "flip-head.h5", "shapes.h5",  "k.h5",
-                           "k.h5.1",   "k.h5.2",   "f64.h5",        "f64-flip.h5"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(file(names[i]));
-    rmdir(dir);
-  }
+  if (rank == 0) remove_tree(dir); /* every file, link and folder the test made */
   TEST_OK(FSDPFinalize());
   return 0;
 }

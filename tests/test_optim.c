@@ -286,7 +286,14 @@ static void test_param_groups(void)
     TEST_OK(FSDPOptimizerCreate(ctx, &opt));
     if (rank == 0) TEST_OK(FSDPOptimizerAddParamGroup(opt, "*.bias", 0, 1));
     TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetUp(opt));
-    TEST_MESSAGE_HAS("different parameter groups");
+    TEST_MESSAGE_HAS("parameter-group hash differs across ranks");
+    TEST_OK(FSDPOptimizerDestroy(&opt));
+    TEST_OK(FSDPOptimizerCreate(ctx, &opt)); /* another rate on one rank: named, with both values */
+    TEST_OK(FSDPOptimizerSetLearningRate(opt, rank == 1 ? 0.5 : 0.25));
+    TEST_OK(FSDPOptimizerSetClipGradNorm(opt, rank == 1 ? 1.0 : 0.0));
+    TEST_CODE(FSDP_ERR_ARG, FSDPOptimizerSetUp(opt));
+    TEST_MESSAGE_HAS("-fsdp_lr differs across ranks: rank 0 has 0.25, rank 1 has 0.5");
+    TEST_MESSAGE_HAS("-fsdp_clip_grad_norm differs across ranks: rank 0 has 0, rank 1 has 1");
     TEST_OK(FSDPOptimizerDestroy(&opt));
   }
   TEST_OK(FSDPContextDestroy(&ctx));
@@ -344,14 +351,13 @@ static void test_schedule(void)
 int main(int argc, char **argv)
 {
   const Case cases[] = {
-      {FSDP_OPTIMIZER_SGD, false, false, 0.0, 0.0, 0.0},    /* plain SGD */
-      {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.0},    /* momentum and weight decay */
-      {FSDP_OPTIMIZER_SGD, true, true, 0.9, 0.1, 0.3},      /* nesterov, frozen b, clipped */
-      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0}, /* the defaults but lr */
-      {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3},   /* frozen b, clipped */
-      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100},  /* a clip that does not bite */
-      /* parameter groups: b decays otherwise and steps at another rate (a glob, a dimension test after a
-         group for a that the later one overrides) */
+      {FSDP_OPTIMIZER_SGD, false, false, 0.0, 0.0, 0.0, NULL, 0, 0},    /* plain SGD */
+      {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.0, NULL, 0, 0},    /* momentum and weight decay */
+      {FSDP_OPTIMIZER_SGD, true, true, 0.9, 0.1, 0.3, NULL, 0, 0},      /* nesterov, frozen b, clipped */
+      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.01, 0.0, NULL, 0, 0}, /* the defaults but lr */
+      {FSDP_OPTIMIZER_ADAMW, false, true, 0.0, 0.1, 0.3, NULL, 0, 0},   /* frozen b, clipped */
+      {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 100, NULL, 0, 0},  /* a clip that does not bite */
+      /* parameter groups: b decays otherwise and steps at another rate (a name, and a glob bracket) */
       {FSDP_OPTIMIZER_ADAMW, false, false, 0.0, 0.1, 0.0, "b", 0.0, 0.5},
       {FSDP_OPTIMIZER_SGD, false, false, 0.9, 0.1, 0.3, "[b]", 0.3, 2.0},
   };

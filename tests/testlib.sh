@@ -3,12 +3,18 @@
 : "${FSDP_TEST_TIMEOUT:=300}"
 : "${top_builddir:=.}"
 
-# fsdp_run NP PROGRAM [ARGS...]: launch an MPI job, with the test timeout.
+# fsdp_run NP PROGRAM [ARGS...]: launch an MPI job, with the test timeout;
+# a job the timeout ended returns 124.
 fsdp_run() {
   np=$1
   shift
-  # -k: a job that catches SIGTERM (fsdp-train saves on it) and hangs still ends.
+  fsdp_run_start=$(date +%s)
+  # -k: a job that catches SIGTERM (fsdp-train saves on it) and hangs still
+  # ends, by SIGKILL, and timeout then returns 137: still a timeout.
   timeout -k 30 "$FSDP_TEST_TIMEOUT" $MPIEXEC $MPIEXEC_FLAGS -n "$np" "$@"
+  fsdp_run_rc=$?
+  if [ $fsdp_run_rc -eq 137 ] && [ $(($(date +%s) - fsdp_run_start)) -ge "$FSDP_TEST_TIMEOUT" ]; then fsdp_run_rc=124; fi
+  return $fsdp_run_rc
 }
 
 # expect_grep PATTERN FILE: fail the test unless FILE has a line matching PATTERN.

@@ -287,6 +287,27 @@ int CheckpointGetString_Private(hid_t loc, const char *name, char *value, size_t
   return ok;
 }
 
+/* A fixed-length string attribute of any length, in memory of its own
+   (*value, to be freed; NULL when absent): as CheckpointGetString_Private. */
+int CheckpointGetStringAlloc_Private(hid_t loc, const char *name, char **value)
+{
+  hid_t attr, type;
+  size_t size = 0;
+  int got;
+  htri_t there = H5Aexists(loc, name);
+  *value = NULL;
+  if (there <= 0) return there < 0 ? -1 : 0;
+  attr = H5Aopen(loc, name, H5P_DEFAULT);
+  type = attr >= 0 ? H5Aget_type(attr) : -1;
+  if (type >= 0) size = H5Tget_size(type);
+  if (type >= 0) H5Tclose(type);
+  if (attr >= 0) H5Aclose(attr);
+  if (!size || FSDPMalloc(size + 1, FSDP_MEM_OTHER, value)) return -1;
+  got = CheckpointGetString_Private(loc, name, *value, size + 1);
+  if (got <= 0) (void)FSDPFree(value);
+  return got;
+}
+
 /* ------------------------------------------------------------------ the metadata checksum */
 
 /* metadata_crc32c, a root attribute, is the CRC-32C of every attribute of /

@@ -59,10 +59,10 @@ typedef struct {
   int64_t step, growth_tracker; /* /optim's */
   double scale;
   bool have_scale;
-  bool have_metadata_crc;  /* files of libfsdp before 0.? have none */
-  int version;             /* format_version; 0: not libfsdp's */
-  uint64_t file_id;        /* format 2: what each dataset's checksum is bound to */
-  char param_groups[1024]; /* /optim's (FSDPOptimizerDescribeGroups_Private); "" in older files */
+  bool have_metadata_crc; /* files of libfsdp before 0.? have none */
+  int version;            /* format_version; 0: not libfsdp's */
+  uint64_t file_id;       /* format 2: what each dataset's checksum is bound to */
+  char *param_groups;     /* /optim's (FSDPOptimizerDescribeGroups_Private), or NULL: none (older files too) */
 } Header;
 
 /* A list of names for an error message or a report: as many whole entries
@@ -139,6 +139,7 @@ herr_t CheckpointPutInt64_Private(hid_t loc, const char *name, int64_t v);
 herr_t CheckpointPutDouble_Private(hid_t loc, const char *name, double v);
 int CheckpointGetAttr_Private(hid_t loc, const char *name, hid_t type, int n, void *value);
 int CheckpointGetString_Private(hid_t loc, const char *name, char *value, size_t len);
+int CheckpointGetStringAlloc_Private(hid_t loc, const char *name, char **value);
 int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc);
 hid_t CheckpointFileAccess_Private(MPI_Comm comm);
 void CheckpointQuietBegin_Private(QuietHDF5 *q);

@@ -165,7 +165,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   int nitems;
   size_t staging_bytes = 0;
   void *staging = NULL;
-  Header h;
+  Header h = {0};
   FSDPErrorCode ierr, e;
 
   /* One cleanup at the end; the ranks agree before each collective step. */
@@ -205,6 +205,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     }
   }
   if ((e = FSDPFree(&staging)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&h.param_groups)) && !ierr) ierr = e;
   if ((e = FSDPFree(&load)) && !ierr) ierr = e;
   if ((e = FSDPFree(&items)) && !ierr) ierr = e;
   return ierr;

@@ -90,9 +90,10 @@ static FSDPErrorCode write_optim_attrs(FSDPOptimizer opt, hid_t group)
   s |= CheckpointPutDouble_Private(group, "lr", opt->lr);
   s |= CheckpointPutDouble_Private(group, "weight_decay", opt->weight_decay);
   {
-    char groups[1024];
-    FSDPOptimizerDescribeGroups_Private(opt, groups, sizeof groups);
-    s |= CheckpointPutString_Private(group, "param_groups", groups);
+    char *groups = NULL;
+    if (FSDPOptimizerDescribeGroups_Private(opt, &groups)) s = -1;
+    else s |= CheckpointPutString_Private(group, "param_groups", groups);
+    (void)FSDPFree(&groups);
   }
   if (opt->type == FSDP_OPTIMIZER_ADAMW) {
     double betas[2] = {opt->beta1, opt->beta2};
@@ -359,6 +360,7 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
       ierr = H5ERR("cannot flush '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     watch_failure(ctx, ierr, tmp, &watch);
     if (H5Fclose(file) < 0 && !ierr) ierr = H5ERR("cannot close '%s': %s", tmp, CheckpointH5Reason_Private(reason));
+    watch_failure(ctx, ierr, tmp, &watch); /* the others may still be in the close's collective work */
     /* A rank whose data did not reach the file stops the rename on rank 0. */
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
@@ -449,37 +451,43 @@ static int64_t checkpoint_bytes(FSDPContext ctx, FSDPOptimizer opt, int64_t *val
    the whole checkpoint.  HDF5's collective writes do not fail alike on every
    rank when the disk fills under them (one rank leaves a collective the
    others are in), so a full disk is found here, where every rank can be told.
-   The room is reserved and given back at once (fallocate, which counts quotas
-   as writes do; statvfs's free space where a file system cannot reserve). */
+   The room is reserved in a probe file beside the temporary and given back at
+   once (fallocate counts quotas as writes do; where a file system cannot
+   reserve, statvfs's free space must be as large).  The temporary itself is
+   left for MPI-IO to create, so that striping hints and the umask apply. */
 static FSDPErrorCode reserve_space(FSDPContext ctx, FSDPOptimizer opt, const char *tmp)
 {
   int64_t values, need = checkpoint_bytes(ctx, opt, &values);
-  char b1[32], b2[32];
+  char probe[4300], b1[32], b2[32], b3[32] = "";
   int fd, err = 0;
+  struct statvfs fs;
   const char *test = getenv("FSDP_TEST_CHECKPOINT_UNRESERVED"); /* test hook: a disk that fills during the save */
 
   if (test && atoi(test) > 0) return FSDP_SUCCESS;
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-  FSDPCheck(fd >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: cannot create '%s': %s", tmp, strerror(errno));
+  snprintf(probe, sizeof probe, "%s.reserve", tmp);
+  fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == EEXIST && unlink(probe) == 0) /* left by a save that died here */
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+  FSDPCheck(fd >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "FSDPContextSave: cannot create '%s': %s", probe, strerror(errno));
 #ifdef __linux__
   if (fallocate(fd, 0, 0, (off_t)need)) err = errno;
 #else
   err = EOPNOTSUPP;
 #endif
-  if (err == EOPNOTSUPP || err == ENOSYS) {
-    struct statvfs fs;
-    err = fstatvfs(fd, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < (double)need ? ENOSPC : 0;
-  }
-  if (ftruncate(fd, 0) && !err) err = errno;
+  if (err && err != ENOSPC && err != EDQUOT && err != EFBIG) /* cannot reserve here: the free space must do */
+    err = fstatvfs(fd, &fs) == 0 && fs.f_blocks > 0 && (double)fs.f_bavail * (double)fs.f_frsize < (double)need ? ENOSPC
+                                                                                                                : 0;
+  if (err && fstatvfs(fd, &fs) == 0 && fs.f_blocks > 0)
+    FSDPFormatBytes(b3, sizeof b3, (double)fs.f_bavail * (double)fs.f_frsize);
   close(fd);
+  unlink(probe);
   if (!err) return FSDP_SUCCESS;
-  unlink(tmp);
   FSDPFormatBytes(b1, sizeof b1, (double)need);
   FSDPFormatBytes(b2, sizeof b2, (double)values);
   FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_IO,
             "FSDPContextSave: no room for '%s': %s (the checkpoint takes about %s: %s of tensors and HDF5's "
-            "metadata); nothing was written",
-            tmp, strerror(err), b1, b2);
+            "metadata%s%s%s); nothing was written",
+            tmp, strerror(err), b1, b2, b3[0] ? "; the file system has " : "", b3, b3[0] ? " free" : "");
 }
 
 /* The temporary file beside path that a save writes and renames. */

@@ -169,7 +169,7 @@ FSDPErrorCode CheckpointReadHeader_Private(FSDPOptimizer opt, hid_t file, const 
     if (g < 0) return unreadable(path, "the group /optim");
     ierr = require_string(g, "/optim", "type", h->optim_type, sizeof h->optim_type, path);
     if (!ierr) ierr = require_attr(g, "/optim", "step", H5T_NATIVE_INT64, 0, &h->step, path);
-    if (!ierr && CheckpointGetString_Private(g, "param_groups", h->param_groups, sizeof h->param_groups) < 0)
+    if (!ierr && CheckpointGetStringAlloc_Private(g, "param_groups", &h->param_groups) < 0)
       ierr = unreadable(path, "the attribute param_groups of /optim");
     scale = ierr ? 0 : CheckpointGetAttr_Private(g, "grad_scale", H5T_NATIVE_DOUBLE, 0, &h->scale);
     tracker =
@@ -380,18 +380,27 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
               h->optim_type[0] == 'a' ? "n" : "", h->optim_type, FSDPOptimizerTypeName(opt->type));
     for (int s = 0; s < opt->nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
     if (have_optim) { /* the state of one grouping resumes that grouping */
-      char groups[1024];
-      FSDPOptimizerDescribeGroups_Private(opt, groups, sizeof groups);
-      FSDPCheck(!strcmp(groups, h->param_groups) || !ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,
-                "FSDPContextLoad: '%s' was saved with the parameter groups '%s' and this optimizer has '%s': load it "
-                "with the same groups (FSDPOptimizerAddParamGroup, -fsdp_no_decay, fsdp-train -no_decay), or with "
-                "-fsdp_checkpoint_strict false to go on under this optimizer's",
-                path, h->param_groups[0] ? h->param_groups : "(none)", groups[0] ? groups : "(none)");
-      if (strcmp(groups, h->param_groups) && ctx->rank == 0) {
+      char *groups = NULL;
+      const char *saved = h->param_groups && h->param_groups[0] ? h->param_groups : "(none)";
+      bool same;
+      FSDPCall(FSDPOptimizerDescribeGroups_Private(opt, &groups));
+      same = !strcmp(groups, h->param_groups ? h->param_groups : "");
+      if (!same && ctx->checkpoint_strict) {
+        FSDPErrorCode e = FSDPError(
+            MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_ARG,
+            "FSDPContextLoad: '%s' was saved with the parameter groups '%s' and this optimizer has '%s': load it "
+            "with the same groups (FSDPOptimizerAddParamGroup, -fsdp_no_decay, fsdp-train -no_decay), or with "
+            "-fsdp_checkpoint_strict false to go on under this optimizer's",
+            path, saved, groups[0] ? groups : "(none)");
+        FSDPCall(FSDPFree(&groups));
+        return e;
+      }
+      if (!same && ctx->rank == 0) {
         fprintf(stderr, "FSDPContextLoad: '%s' was saved with the parameter groups '%s'; going on with '%s'\n", path,
-                h->param_groups[0] ? h->param_groups : "(none)", groups[0] ? groups : "(none)");
+                saved, groups[0] ? groups : "(none)");
         fflush(stderr);
       }
+      FSDPCall(FSDPFree(&groups));
     }
   }
   if (h->libfsdp) FSDPCall(check_hard_link(file, "/params", path));
@@ -438,8 +447,10 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
     const NameList *lists[4] = {&mm.missing, &mm.shape, &mm.type, &mm.extra};
     const char *heads[4] = {" missing ", " wrong shape ", " wrong type ", " not in the model "};
     char text[FSDP_MAX_MESSAGE] = "";
-    size_t room = sizeof text - strlen(path) - 200; /* the rest of the message, and "on rank N: " */
+    size_t reserve = strlen(path) + 200; /* the rest of the message, and "on rank N: " */
+    size_t room = reserve < sizeof text ? sizeof text - reserve : 0;
     size_t need[4], share[4] = {0, 0, 0, 0};
+    bool given[4] = {false, false, false, false};
     int left = 0;
     /* Each list gets what it needs, or an equal share of what the shorter ones left. */
     for (int l = 0; l < 4; l++) {
@@ -451,15 +462,17 @@ FSDPErrorCode CheckpointCheckFile_Private(FSDPContext ctx, FSDPOptimizer opt, hi
     for (; left > 0; left--) {
       int pick = -1;
       for (int l = 0; l < 4; l++)
-        if (lists[l]->count && !share[l] && (pick < 0 || need[l] < need[pick])) pick = l;
+        if (lists[l]->count && !given[l] && (pick < 0 || need[l] < need[pick])) pick = l;
       share[pick] = need[pick] < room / (size_t)left ? need[pick] : room / (size_t)left;
+      given[pick] = true;
       room -= share[pick];
     }
     for (int l = 0; l < 4; l++) {
-      size_t used = strlen(text);
-      if (!lists[l]->count || share[l] <= strlen(heads[l]) + 2) continue;
+      size_t used = strlen(text), avail = sizeof text - used - 2; /* and the ';' */
+      size_t mine = share[l] < avail ? share[l] : avail;
+      if (!lists[l]->count || mine <= strlen(heads[l]) + 2) continue;
       snprintf(text + used, sizeof text - used, "%s", heads[l]);
-      CheckpointNameListFormat_Private(lists[l], text + strlen(text), share[l] - strlen(heads[l]) - 1);
+      CheckpointNameListFormat_Private(lists[l], text + strlen(text), mine - strlen(heads[l]) - 1);
       snprintf(text + strlen(text), sizeof text - strlen(text), ";");
     }
     FSDPCheck(!ctx->checkpoint_strict, MPI_COMM_SELF, FSDP_ERR_ARG,

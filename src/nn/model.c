@@ -472,6 +472,12 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
   FSDPCheck(!model->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPModelSetUp: model '%s' is already set up", model->spec);
+  {
+    /* Ranks with other seeds would initialize their shards from different streams. */
+    FSDPSetting seed;
+    FSDPCall(FSDPSettingSet_Private(&seed, "-fsdp_seed", "%llu", (unsigned long long)model->seed));
+    FSDPCall(FSDPSettingsAgree_Private(model->ctx->comm, "FSDPModelSetUp", 1, &seed));
+  }
   FSDPCall(build_units(model));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));

@@ -48,7 +48,8 @@ struct FSDPOptimizer_s {
   int nunits;
   ParamGroup *groups; /* in the order added: a parameter is in the last one that selects it */
   int ngroups, groups_capacity;
-  Device dev; /* the context's at SetUp: the state is freed there, even after the context */
+  bool no_decay_read; /* -fsdp_no_decay's groups were added */
+  Device dev;         /* the context's at SetUp: the state is freed there, even after the context */
   int nstates;
   int64_t state_numel;
 };
@@ -56,8 +57,10 @@ struct FSDPOptimizer_s {
 /* The names of state tensor s of an optimizer of this type, as
    torch.optim's state_dict calls them. */
 const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s);
-/* The optimizer's parameter groups as text, "PATTERN: weight decay W, lr xS;
-   ..." ("" when it has none): what a checkpoint records, and a load compares. */
-void FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char *buf, size_t len);
+/* The optimizer's parameter groups as text in memory of its own (*text, to
+   be freed): "PATTERN: weight decay W, lr xS; ..." ("" when it has none), the
+   numbers as short as reads back exactly; what a checkpoint records, and a
+   load compares. */
+FSDPErrorCode FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char **text);
 
 #endif

@@ -275,16 +275,35 @@ FSDPErrorCode FSDPOptimizerGetParamSettings(FSDPOptimizer opt, const char *name,
   return FSDP_SUCCESS;
 }
 
-void FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char *buf, size_t len)
+/* A rate or a decay as text: the shortest that reads back as the same double. */
+static void number_text(double v, char buf[32])
 {
-  size_t used = 0;
-  if (len) buf[0] = '\0';
-  for (int g = 0; g < opt->ngroups && used < len; g++) {
-    int n = snprintf(buf + used, len - used, "%s%s: weight decay %g, lr x%g", g ? "; " : "", opt->groups[g].pattern,
-                     opt->groups[g].weight_decay, opt->groups[g].lr_scale);
-    if (n < 0) break;
-    used += (size_t)n;
+  for (int digits = 6; digits <= 17; digits++) {
+    snprintf(buf, 32, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v) return;
   }
+}
+
+FSDPErrorCode FSDPOptimizerDescribeGroups_Private(FSDPOptimizer opt, char **text)
+{
+  size_t len = 1, used = 0;
+  char wd[32], scale[32];
+  for (int pass = 0; pass < 2; pass++) { /* measure, then write */
+    if (pass) {
+      FSDPCall(FSDPMalloc(len, FSDP_MEM_OTHER, text));
+      (*text)[0] = '\0';
+    }
+    for (int g = 0; g < opt->ngroups; g++) {
+      int n;
+      number_text(opt->groups[g].weight_decay, wd);
+      number_text(opt->groups[g].lr_scale, scale);
+      n = snprintf(pass ? *text + used : NULL, pass ? len - used : 0, "%s%s: weight decay %s, lr x%s", g ? "; " : "",
+                   opt->groups[g].pattern, wd, scale);
+      if (pass) used += (size_t)n;
+      else len += (size_t)n;
+    }
+  }
+  return FSDP_SUCCESS;
 }
 
 /* -fsdp_no_decay: a comma-separated list of patterns whose parameters take no weight decay. */
@@ -296,9 +315,10 @@ static FSDPErrorCode no_decay_from_options(FSDPOptimizer opt)
                                 "parameters without weight decay: comma-separated patterns (shell globs on the names, "
                                 "or ndim<2: nanoGPT's rule, no decay for biases and LayerNorm's weights)",
                                 "", list, sizeof list, &set));
-  if (!set || opt->setup) return FSDP_SUCCESS;
+  if (!set || opt->setup || opt->no_decay_read) return FSDP_SUCCESS; /* once, however often SetFromOptions runs */
   for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
     FSDPCall(FSDPOptimizerAddParamGroup(opt, item, 0.0, 1.0));
+  opt->no_decay_read = true;
   return FSDP_SUCCESS;
 }
 
@@ -406,21 +426,49 @@ static FSDPErrorCode agree_on_frozen(FSDPOptimizer opt)
   for (int u = 0; u < ctx->nunits; u++)
     for (int i = 0; i < ctx->units[u]->nparams; i++)
       h = FSDPHashBytes_Private(h, &ctx->units[u]->params[i].frozen, sizeof(bool));
-  /* A rank without the scaler would miss its all-reduce in every step. */
-  h = FSDPHashBytes_Private(h, &opt->scaler, sizeof opt->scaler);
-  /* Ranks with other groups would update the replicas of a shard differently. */
-  for (int g = 0; g < opt->ngroups; g++) {
-    h = FSDPHashBytes_Private(h, opt->groups[g].pattern, strlen(opt->groups[g].pattern) + 1);
-    h = FSDPHashBytes_Private(h, &opt->groups[g].weight_decay, sizeof(double));
-    h = FSDPHashBytes_Private(h, &opt->groups[g].lr_scale, sizeof(double));
-  }
   minmax[0] = h;
   minmax[1] = ~h;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
   FSDPCheck(minmax[0] == h && ~minmax[1] == h, ctx->comm, FSDP_ERR_ARG,
-            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable), not all of them turned "
-            "the gradient scaler on, or they added different parameter groups: every rank must freeze the same "
-            "ones, set the same scaler and add the same groups");
+            "FSDPOptimizerSetUp: ranks froze different parameters (FlatParamSetTrainable): every rank must freeze "
+            "the same ones");
+  return FSDP_SUCCESS;
+}
+
+/* The settings every rank must share, named by the options that set them: a
+   rank with another rate or decay would fork the replicas of a shard, one
+   with another clipping would miss the norm's all-reduce (doc/options.md,
+   "Settings that must agree"). */
+static FSDPErrorCode agree_on_settings(FSDPOptimizer opt)
+{
+  FSDPSetting s[FSDP_MAX_SETTINGS];
+  char *groups = NULL;
+  uint64_t groups_hash;
+  int n = 0;
+  FSDPCall(FSDPOptimizerDescribeGroups_Private(opt, &groups));
+  groups_hash = FSDPHashBytes_Private(FSDP_HASH_INIT, groups, strlen(groups));
+  FSDPCall(FSDPFree(&groups));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_optimizer", "%s", type_names[opt->type]));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_lr", "%.17g", opt->lr));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_weight_decay", "%.17g", opt->weight_decay));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_momentum", "%.17g", opt->momentum));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_nesterov", "%s", opt->nesterov ? "true" : "false"));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_beta1", "%.17g", opt->beta1));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_beta2", "%.17g", opt->beta2));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_eps", "%.17g", opt->eps));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_lr_schedule", "%s", schedule_names[opt->schedule]));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_warmup_steps", "%lld", (long long)opt->warmup));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_lr_decay_steps", "%lld", (long long)opt->total));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_clip_grad_norm", "%.17g", opt->max_norm));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_grad_scaler", "%s", opt->scaler ? "true" : "false"));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "-fsdp_grad_scaler_init_scale", "%.17g", opt->init_scale));
+  FSDPCall(
+      FSDPSettingSet_Private(&s[n++], "-fsdp_grad_scaler_growth_interval", "%lld", (long long)opt->growth_interval));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "grad scaler growth factor", "%.17g", opt->growth_factor));
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "grad scaler backoff factor", "%.17g", opt->backoff_factor));
+  /* The groups (-fsdp_no_decay, FSDPOptimizerAddParamGroup) as a hash: their text can be long. */
+  FSDPCall(FSDPSettingSet_Private(&s[n++], "parameter-group hash", "%016llx", (unsigned long long)groups_hash));
+  FSDPCall(FSDPSettingsAgree_Private(opt->ctx->comm, "FSDPOptimizerSetUp", n, s));
   return FSDP_SUCCESS;
 }
 
@@ -435,6 +483,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   FSDPCheck(opt->schedule != FSDP_LR_COSINE || opt->total > opt->warmup, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPOptimizerSetUp: the cosine schedule needs its total steps (%lld) above its warmup steps (%lld)",
             (long long)opt->total, (long long)opt->warmup);
+  FSDPCall(agree_on_settings(opt));
   FSDPCall(agree_on_frozen(opt));
   FSDPCall(check_groups(opt));
   opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;

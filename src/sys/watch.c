@@ -21,6 +21,7 @@ struct FSDPWatch_s {
   pthread_mutex_t lock;
   pthread_cond_t finished;
   bool done;
+  int rank; /* the world rank, known before: the thread makes no MPI call but the abort */
   double timeout;
   FSDPErrorCode code;
   char message[FSDP_MAX_MESSAGE + 200];
@@ -45,7 +46,7 @@ static void *watch(void *arg)
             (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec));
   pthread_mutex_unlock(&w->lock);
   if (overdue) {
-    fprintf(stderr, "[%d] libfsdp watchdog: %s. Aborting the job.\n", FSDPWorldRank_Private(), w->message);
+    fprintf(stderr, "[%d] libfsdp watchdog: %s. Aborting the job.\n", w->rank, w->message);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, (int)w->code); /* another communicator would end this process alone */
   }
@@ -62,6 +63,7 @@ FSDPErrorCode FSDPWatchStart_Private(double timeout, FSDPErrorCode code, FSDPWat
   FSDPCall(FSDPCalloc(1, sizeof *w, FSDP_MEM_OTHER, &w));
   w->timeout = timeout;
   w->code = code;
+  w->rank = FSDPWorldRank_Private();
   va_start(ap, fmt);
   vsnprintf(w->message, sizeof w->message, fmt, ap);
   va_end(ap);
