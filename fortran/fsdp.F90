@@ -46,6 +46,8 @@ module fsdp
   integer, parameter, public :: FSDP_SIMD_GENERIC = 0, FSDP_SIMD_AVX2 = 1, FSDP_SIMD_AVX512 = 2
   ! Element counts and offsets: parameters can exceed 2^31 elements.
   integer, parameter, public :: fsdp_int64 = c_int64_t
+  ! fsdp_context_set_memory_limit's default: the node's memory, the cgroup and RLIMIT_AS decide
+  integer(fsdp_int64), parameter, public :: FSDP_MEMORY_LIMIT_AUTO = -1
 
   ! ---------------------------------------------------------------- handles
   ! bind(C) so that an initializer receives its unit by reference from C.
@@ -112,6 +114,7 @@ module fsdp
             fsdp_context_set_wait_mode, fsdp_context_get_wait_mode, fsdp_context_wait, &
             fsdp_context_set_forward_prefetch, fsdp_context_set_limit_all_gathers, fsdp_context_set_device, &
             fsdp_context_set_checkpoint_keep, fsdp_context_set_check_finite, fsdp_context_set_from_options, &
+            fsdp_context_set_memory_limit, &
             fsdp_context_set_shm_reduce, fsdp_context_set_shm_views, fsdp_context_get_shm_views, &
             fsdp_context_add_unit, fsdp_context_set_up, fsdp_context_begin_forward, fsdp_context_begin_backward, &
             fsdp_context_finish_backward, fsdp_context_zero_grad, fsdp_context_set_grad_sync, &
@@ -588,6 +591,11 @@ module fsdp
       import :: c_ptr, c_int
       type(c_ptr), value :: obj
       integer(c_int), value :: v
+    end function
+    integer(c_int) function c_context_set_memory_limit(obj, v) bind(C, name="FSDPContextSetMemoryLimit")
+      import :: c_ptr, c_int, c_int64_t
+      type(c_ptr), value :: obj
+      integer(c_int64_t), value :: v
     end function
     integer(c_int) function c_context_set_shm_reduce(obj, v) bind(C, name="FSDPContextSetShmReduce")
       import :: c_ptr, c_int, c_bool
@@ -1414,6 +1422,15 @@ contains
     integer, intent(in) :: keep
     integer, intent(out) :: ierr
     ierr = c_context_set_checkpoint_keep(ctx%ptr, int(keep, c_int))
+  end subroutine
+
+  ! The most memory the context's plan may take, in bytes (0: no check;
+  ! FSDP_MEMORY_LIMIT_AUTO, the default: what the node and the job allow); before set_up.
+  subroutine fsdp_context_set_memory_limit(ctx, bytes, ierr)
+    type(fsdp_context), intent(in) :: ctx
+    integer(fsdp_int64), intent(in) :: bytes
+    integer, intent(out) :: ierr
+    ierr = c_context_set_memory_limit(ctx%ptr, bytes)
   end subroutine
 
   ! The shard group's fp32 collectives through node shared memory (default .true.); before set_up.

@@ -450,6 +450,18 @@ int main(int argc, char **argv)
   TEST_MESSAGE_HAS("unit 'blocks.0' is unsharded: load between steps");
   TEST_OK(FlatParamReshard(unit));
 
+  /* Settings changed after SetUp on one rank only: refused on every rank, naming the setting (it hung in the first save). */
+  TEST_OK(FSDPContextSetCheckpointIO(ctx, rank == 1 ? FSDP_CHECKPOINT_IO_INDEPENDENT : FSDP_CHECKPOINT_IO_COLLECTIVE));
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextSave(ctx, opt, file("mixed.h5")));
+  TEST_MESSAGE_HAS("-fsdp_checkpoint_io differs across ranks: rank 0 has collective, rank 1 has independent");
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextLoad(ctx, opt, file("good.h5")));
+  TEST_OK(FSDPContextSetCheckpointIO(ctx, FSDP_CHECKPOINT_IO_AUTO));
+  TEST_OK(FSDPContextSetCheckFinite(ctx, rank == 1));
+  TEST_CODE(FSDP_ERR_ARG, FSDPContextLoad(ctx, opt, file("good.h5")));
+  TEST_MESSAGE_HAS("-fsdp_check_finite differs across ranks");
+  TEST_OK(FSDPContextSetCheckFinite(ctx, true));
+  TEST_ASSERT(!exists(file("mixed.h5.partial")) && !exists(file("mixed.h5")), "a refused save left a file");
+
   /* A directory where the checkpoint goes: refused before anything is written. */
   if (rank == 0) TEST_ASSERT(mkdir(file("dir.h5"), 0755) == 0, "cannot create %s", file("dir.h5"));
   MPI_Barrier(MPI_COMM_WORLD);

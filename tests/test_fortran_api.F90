@@ -360,6 +360,7 @@ program test_fortran_api
   ! The model's arrays: the loss and backward must have the last forward's batch.
   call model_batches(world)
   call gpt_model(world)
+  call memory_limit(world)
   deallocate (pshape)
 
   call f08_forms(failures)
@@ -418,6 +419,29 @@ contains
 
   ! A GPT through the model API: token ids in x(ctx, n), labels ctx per
   ! sample; at GPT-2's small initialization the loss is close to log(vocab).
+  ! A memory limit below the plan: set_up refuses, naming the plan.
+  subroutine memory_limit(comm)
+    integer, intent(in) :: comm
+    type(fsdp_context) :: mctx
+    type(fsdp_model) :: model
+    integer :: ierr, code
+    character(len=256) :: message
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_context_set_memory_limit(mctx, 1000_fsdp_int64, ierr)
+    call ok(ierr, 'fsdp_context_set_memory_limit')
+    call fsdp_model_create(mctx, 'mlp:in=4,hidden=64,depth=2,out=2', model, ierr)
+    call fsdp_model_set_up(model, ierr)
+    call fsdp_get_last_error(code, message, ierr)
+    call check(code == FSDP_ERR_MEM .and. index(message, 'the memory plan needs') > 0, &
+               'a plan above the memory limit refused: '//trim(message))
+    call fsdp_model_destroy(model, ierr)
+    call fsdp_context_destroy(mctx, ierr)
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_context_set_memory_limit(mctx, FSDP_MEMORY_LIMIT_AUTO, ierr)
+    call ok(ierr, 'fsdp_context_set_memory_limit(FSDP_MEMORY_LIMIT_AUTO)')
+    call fsdp_context_destroy(mctx, ierr)
+  end subroutine
+
   subroutine gpt_model(comm)
     integer, intent(in) :: comm
     type(fsdp_context) :: mctx

@@ -419,6 +419,22 @@ void CheckpointQuietEnd_Private(const QuietHDF5 *q)
   FSDPFPLeave_Private(&q->fenv);
 }
 
+/* Collective: the settings a save or a load acts on, which a rank may have
+   changed since SetUp (FSDPContextSetCheckpointIO, ...), must be every
+   rank's: another transfer mode is another collective, another strictness
+   another set of reads. */
+FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller)
+{
+  FSDPSetting s[4];
+  FSDPCall(FSDPSettingSet_Private(&s[0], "-fsdp_checkpoint_io", "%s",
+                                  ctx->checkpoint_io == FSDP_CHECKPOINT_IO_COLLECTIVE ? "collective" : "independent"));
+  FSDPCall(FSDPSettingSet_Private(&s[1], "-fsdp_checkpoint_strict", "%s", ctx->checkpoint_strict ? "true" : "false"));
+  FSDPCall(FSDPSettingSet_Private(&s[2], "-fsdp_checkpoint_keep", "%d", ctx->checkpoint_keep));
+  FSDPCall(FSDPSettingSet_Private(&s[3], "-fsdp_check_finite", "%s", ctx->check_finite ? "true" : "false"));
+  FSDPCall(FSDPSettingsAgree_Private(ctx->comm, caller, 4, s));
+  return FSDP_SUCCESS;
+}
+
 /* An MPI call whose failure is recorded, not returned (MPI_RECORD). */
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call)
 {

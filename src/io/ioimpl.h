@@ -146,6 +146,7 @@ void CheckpointQuietBegin_Private(QuietHDF5 *q);
 void CheckpointQuietEnd_Private(const QuietHDF5 *q);
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call);
 H5FD_mpio_xfer_t CheckpointTransferMode_Private(FSDPContext ctx);
+FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller);
 /* verify.c */
 void CheckpointNameListAdd_Private(NameList *l, const char *name, const char *detail);
 void CheckpointNameListFormat_Private(const NameList *l, char *buf, size_t len);

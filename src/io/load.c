@@ -238,6 +238,7 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
     int64_t bytes = 0;
     char reason[256];
 
+    FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextLoad"));
     FSDPCall(FSDPLogEventBegin(ctx->ev_load));
     CheckpointQuietBegin_Private(&quiet);
     fapl = CheckpointFileAccess_Private(ctx->comm);

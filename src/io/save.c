@@ -539,6 +539,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
+  FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextSave"));
   /* Rank 0 resolves links, and every rank writes the file it chose. */
   if (ctx->rank == 0) ierr = follow_links(path, target, sizeof target);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
