@@ -19,12 +19,8 @@ rc=0
 [ $rc -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
 
 if [ -z "${FSDP_FULL_DISK_INSIDE:-}" ]; then
-  if [ "$(id -u)" -eq 0 ]; then ns="unshare -m"; else ns="unshare -r -m"; fi
-  if ! $ns sh -c "mount -t tmpfs -o size=48k tmpfs '$fsdp_tmp'" 2>"$fsdp_tmp/unshare.err"; then
-    echo "SKIP: cannot mount a tmpfs in a private mount namespace ($ns: $(cat "$fsdp_tmp/unshare.err"))"
-    exit 77
-  fi
-  FSDP_FULL_DISK_INSIDE=1 $ns sh "$0" "$@"
+  fsdp_mount_ns || { echo "SKIP: cannot mount a tmpfs in a private mount namespace ($fsdp_ns_why)"; exit 77; }
+  FSDP_FULL_DISK_INSIDE=1 $fsdp_ns sh "$0" "$@"
   exit
 fi
 

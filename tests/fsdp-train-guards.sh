@@ -17,25 +17,6 @@ FSDP_TEST_TIMEOUT=60 # everything here ends in seconds; a hang is a failure
 w="$fsdp_tmp/w"
 mkdir "$w" || exit 1
 
-# refused NAME PATTERN NP ARGS...: fsdp-train fails (not hangs), each of the NP
-# ranks says PATTERN, and no file in $w is created, changed or removed.
-refused() {
-  name=$1 pattern=$2 np=$3
-  shift 3
-  before=$(ls -lA --time-style=full-iso "$w")
-  if fsdp_run "$np" "$train" "$@" >"$fsdp_tmp/$name.err" 2>&1; then
-    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train succeeded"; exit 1
-  fi
-  rc=$?
-  [ $rc -ne 124 ] || { cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train hung"; exit 1; }
-  expect_count "$np" "$pattern" "$fsdp_tmp/$name.err"
-  after=$(ls -lA --time-style=full-iso "$w")
-  [ "$before" = "$after" ] || { printf 'FAIL: %s: the refused job changed files:\n%s\n---\n%s\n' "$name" "$before" "$after"; exit 1; }
-  if grep -q '^step \|checkpoint .* written' "$fsdp_tmp/$name.err"; then
-    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: the refused job trained"; exit 1
-  fi
-}
-
 # ------------------------------------------------------------------ outputs, before the first step
 refused no_dir "fsdp-train: -loss_log '$w/none/run.csv': cannot create it: No such file or directory" 2 \
   $common -loss_log "$w/none/run.csv"

@@ -24,25 +24,6 @@ grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h" &&
 w="$(cd "$fsdp_tmp" && pwd -P)/w" # as fsdp-train resolves it: no symbolic link in it
 mkdir "$w" || exit 1
 
-# refused NAME PATTERN NP ARGS...: fsdp-train fails (not hangs), each of the NP
-# ranks says PATTERN, no file in $w is created, changed or removed, and no step ran.
-refused() {
-  name=$1 pattern=$2 np=$3
-  shift 3
-  before=$(ls -lA --time-style=full-iso "$w")
-  if fsdp_run "$np" "$train" "$@" >"$fsdp_tmp/$name.err" 2>&1; then
-    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train succeeded"; exit 1
-  fi
-  rc=$?
-  [ $rc -ne 124 ] || { cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train hung"; exit 1; }
-  expect_count "$np" "$pattern" "$fsdp_tmp/$name.err"
-  after=$(ls -lA --time-style=full-iso "$w")
-  [ "$before" = "$after" ] || { printf 'FAIL: %s: the refused job changed files:\n%s\n---\n%s\n' "$name" "$before" "$after"; exit 1; }
-  if grep -q '^step \|checkpoint .* written' "$fsdp_tmp/$name.err"; then
-    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: the refused job trained"; exit 1
-  fi
-}
-
 # ok NAME NP ARGS...: fsdp-train succeeds; its output in $fsdp_tmp/NAME.out.
 ok() {
   name=$1 np=$2
@@ -55,10 +36,9 @@ ok() {
 # A 48 KiB tmpfs in a private mount namespace (root; or a user namespace
 # otherwise), so nothing is left mounted whatever happens to the test.  No
 # checkpoint is written there: the loss log's own writes are what is tested.
-if [ "$(id -u)" -eq 0 ]; then ns="unshare -m --propagation private"; else ns="unshare -Urm --propagation private"; fi
 full="$fsdp_tmp/full"
 mkdir "$full"
-if $ns mount -t tmpfs -o size=48k fsdp-probe "$full" 2>/dev/null; then # (gone with its namespace)
+if fsdp_mount_ns; then
   cat >"$fsdp_tmp/full.sh" <<EOF
 mount -t tmpfs -o size=48k fsdp-test "$full" || exit 3
 i=0
@@ -72,7 +52,7 @@ timeout $FSDP_TEST_TIMEOUT $MPIEXEC $MPIEXEC_FLAGS -n 2 "$train" $common -steps 
 echo \$? >"$fsdp_tmp/fills.rc"
 cp "$full/l.csv" "$fsdp_tmp/fills.csv"
 EOF
-  $ns sh "$fsdp_tmp/full.sh"
+  $fsdp_ns sh "$fsdp_tmp/full.sh"
   rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: the full file system's script failed ($rc)"; exit 1; }
   for case in full fills; do
@@ -88,7 +68,7 @@ EOF
     { cat "$fsdp_tmp/fills.out"; echo "FAIL: the ranks stopped at steps '$stop'"; exit 1; }
   grep -q "^$((stop - 1)),[0-9]" "$fsdp_tmp/fills.csv" || { echo "FAIL: the log lacks step $((stop - 1))"; exit 1; }
 else
-  echo "SKIP (part): cannot mount a tmpfs in a private mount namespace here ($ns mount -t tmpfs fails), so no full file system to test the loss log on"
+  echo "SKIP (part): cannot mount a tmpfs in a private mount namespace here ($fsdp_ns_why), so no full file system to test the loss log on"
 fi
 
 # ------------------------------------------------------------------ 4: outputs that are not regular files

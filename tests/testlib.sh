@@ -36,6 +36,39 @@ expect_count() {
   fi
 }
 
+# refused NAME PATTERN NP ARGS...: $train (fsdp-train) fails (not hangs), each of
+# the NP ranks says PATTERN, no file in the test's folder $w is created,
+# changed or removed, and no step ran.
+refused() {
+  name=$1 pattern=$2 np=$3
+  shift 3
+  before=$(ls -lA --time-style=full-iso "$w")
+  if fsdp_run "$np" "$train" "$@" >"$fsdp_tmp/$name.err" 2>&1; then
+    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train succeeded"; exit 1
+  fi
+  rc=$?
+  [ $rc -ne 124 ] || { cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: fsdp-train hung"; exit 1; }
+  expect_count "$np" "$pattern" "$fsdp_tmp/$name.err"
+  after=$(ls -lA --time-style=full-iso "$w")
+  [ "$before" = "$after" ] || { printf 'FAIL: %s: the refused job changed files:\n%s\n---\n%s\n' "$name" "$before" "$after"; exit 1; }
+  if grep -q '^step \|checkpoint .* written' "$fsdp_tmp/$name.err"; then
+    cat "$fsdp_tmp/$name.err"; echo "FAIL: $name: the refused job trained"; exit 1
+  fi
+}
+
+# fsdp_mount_ns: whether this user can mount in a private mount namespace
+# (`unshare -m` as root, a user namespace `unshare -r -m` otherwise): mounts
+# made there are gone with it, and the machine's never change.  Sets $fsdp_ns
+# to the command; on failure $fsdp_ns_why says why.
+fsdp_mount_ns() {
+  if [ "$(id -u)" -eq 0 ]; then fsdp_ns="unshare -m --propagation private"
+  else fsdp_ns="unshare -r -m --propagation private"; fi
+  mkdir -p "$fsdp_tmp/ns-probe"
+  $fsdp_ns sh -c "mount -t tmpfs fsdp-probe '$fsdp_tmp/ns-probe'" 2>"$fsdp_tmp/ns-probe.err" && return 0
+  fsdp_ns_why="$fsdp_ns: $(cat "$fsdp_tmp/ns-probe.err")"
+  return 1
+}
+
 # rank_pid TEXT: one rank of the job whose command line has TEXT (a unique
 # path): tests send signals to a rank, as Slurm's --signal does.
 rank_pid() {
