@@ -14,9 +14,7 @@
 train="$(cd "$top_builddir" && pwd)/tools/fsdp-train"
 common="-model mlp:in=16,hidden=32,depth=2,out=4 -data synthetic:n=256 -batch 16 -log_every 0"
 
-rc=0
-"$top_builddir/tests/h5data" >/dev/null 2>&1 || rc=$?
-[ $rc -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
+fsdp_need_hdf5
 
 if [ -z "${FSDP_FULL_DISK_INSIDE:-}" ]; then
   fsdp_mount_ns || { echo "SKIP: cannot mount a tmpfs in a private mount namespace ($fsdp_ns_why)"; exit 77; }

@@ -8,9 +8,7 @@
 train="$(cd "$top_builddir" && pwd)/tools/fsdp-train"
 common="-model mlp:in=16,hidden=32,depth=2,out=4 -data synthetic:n=256 -batch 16 -log_every 0 -fsdp_view"
 
-rc=0
-"$top_builddir/tests/h5data" >/dev/null 2>&1 || rc=$?
-[ $rc -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
+fsdp_need_hdf5
 command -v taskset >/dev/null || { echo "SKIP: no taskset to put 2 ranks on one CPU"; exit 77; }
 cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//') # the first CPU this shell may use
 

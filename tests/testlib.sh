@@ -56,6 +56,13 @@ refused() {
   fi
 }
 
+# fsdp_need_hdf5: SKIP (77) the test in a build without HDF5, where there are
+# no checkpoints to test.
+fsdp_need_hdf5() {
+  "$top_builddir/tests/h5data" >/dev/null 2>&1
+  [ $? -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
+}
+
 # fsdp_mount_ns: whether this user can mount in a private mount namespace
 # (`unshare -m` as root, a user namespace `unshare -r -m` otherwise): mounts
 # made there are gone with it, and the machine's never change.  Sets $fsdp_ns
