@@ -73,6 +73,10 @@ typedef struct FSDPModel_s *FSDPModel;
 typedef enum { FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL, FSDP_WRAP_SIZE } FSDPWrapPolicy;
 
 /* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]",
+   "cnn:grid=N[xM[xK]],in=C,out=O[,depth=D,channels=K,kernel=3,stride=1,dilation=1,
+   groups=1,pad=P,padding=zeros|circular|reflect,act=relu|tanh|gelu]": D
+   convolutions of K channels with an activation each, then one to O
+   channels, channels-first rows (PyTorch's Conv1d/2d/3d; doc/nn.md),
    or "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]": a GPT-style
    decoder (token and position embeddings, L pre-LayerNorm transformer blocks
    with causal self-attention and a GELU MLP, a final LayerNorm, a head, its
@@ -93,6 +97,11 @@ FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
    and sets the context up. */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetUp(FSDPModel model);
 FSDP_EXTERN FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
+/* The shape of one sample's input (output false) or output (true), in C
+   order, at most 4 dimensions: an MLP's [in] and [out]; a GPT's [T] and
+   [T, V]; a CNN's [channels, grid...] (a field of 2 channels on a 32x32
+   grid is [2, 32, 32], x[n][2][32][32] in C, x(32, 32, 2, n) in Fortran). */
+FSDP_EXTERN FSDPErrorCode FSDPModelGetSampleShape(FSDPModel model, bool output, int *ndim, int64_t shape[4]);
 /* A GPT's context length T and vocabulary V (x is [n, T] token ids, the
    output [n, T * V]); 0 and 0 for an MLP. */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int64_t *vocab);

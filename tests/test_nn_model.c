@@ -139,7 +139,7 @@ static void test_names_and_wrapping(void)
   TEST_MESSAGE_HAS("act=swish");
   TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "mlp:in=0,hidden=7,depth=3,out=2", &model));
   TEST_MESSAGE_HAS("in=0");
-  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "cnn:in=5", &model));
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, "rnn:in=5", &model));
   TEST_MESSAGE_HAS("unknown model type");
   TEST_OK(FSDPContextDestroy(&ctx));
 }

@@ -10,7 +10,7 @@
 enum { WTE = EMBEDDING_WTE, WPE = 1 };
 static const char *const param_names[] = {"wte.weight", "wpe.weight"};
 
-static void embedding_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
+static void embedding_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   *ndim = 2;
   shape[0] = p == WTE ? l->vocab : l->seq;

@@ -120,7 +120,7 @@ static const char *const param_names[] = {"weight", "bias"};
 /* Features normalized together: a row, or one position of a GPT's row. */
 static int64_t features(const Layer *l) { return l->out / l->seq; }
 
-static void layernorm_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
+static void layernorm_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   (void)p;
   *ndim = 1;

@@ -122,7 +122,7 @@ FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float
 enum { WEIGHT = 0, BIAS = 1 };
 static const char *const param_names[] = {"weight", "bias"};
 
-static void linear_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
+static void linear_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   *ndim = p == WEIGHT ? 2 : 1;
   shape[0] = l->out;

@@ -9,7 +9,7 @@
 
 static const char *const param_names[] = {"weight"};
 
-static void lmhead_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
+static void lmhead_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   (void)p;
   *ndim = 2;

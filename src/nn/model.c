@@ -34,6 +34,9 @@ const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS] = {FSDP_LAYER_KINDS(FS
 
 static const char *const spec_keys = "in, hidden, depth, out, act, norm";
 static const char *const gpt_keys = "vocab, ctx, dim, heads, layers, tied";
+static const char *const padding_names[] = {"zeros", "circular", "reflect"}; /* ConvPadding */
+static const char *const cnn_keys =
+    "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, act";
 
 static FSDPErrorCode parse_positive(const char *spec, const char *key, const char *value, int64_t *v)
 {
@@ -47,6 +50,15 @@ static FSDPErrorCode parse_positive(const char *spec, const char *key, const cha
   return FSDP_SUCCESS;
 }
 
+static FSDPErrorCode parse_activation(FSDPModel m, const char *spec, const char *value)
+{
+  if (!strcmp(value, "relu")) m->act = FSDP_ACT_RELU;
+  else if (!strcmp(value, "tanh")) m->act = FSDP_ACT_TANH;
+  else if (!strcmp(value, "gelu")) m->act = FSDP_ACT_GELU;
+  else FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
+  return FSDP_SUCCESS;
+}
+
 /* One key=value of an mlp: spec. */
 static FSDPErrorCode mlp_key(FSDPModel m, const char *spec, const char *key, const char *value)
 {
@@ -54,13 +66,8 @@ static FSDPErrorCode mlp_key(FSDPModel m, const char *spec, const char *key, con
   else if (!strcmp(key, "hidden")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
   else if (!strcmp(key, "depth")) FSDPCall(parse_positive(spec, key, value, &m->depth));
   else if (!strcmp(key, "out")) FSDPCall(parse_positive(spec, key, value, &m->out));
-  else if (!strcmp(key, "act")) {
-    if (!strcmp(value, "relu")) m->act = FSDP_ACT_RELU;
-    else if (!strcmp(value, "tanh")) m->act = FSDP_ACT_TANH;
-    else if (!strcmp(value, "gelu")) m->act = FSDP_ACT_GELU;
-    else
-      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': act=%s is not relu, tanh or gelu", spec, value);
-  } else if (!strcmp(key, "norm")) {
+  else if (!strcmp(key, "act")) FSDPCall(parse_activation(m, spec, value));
+  else if (!strcmp(key, "norm")) {
     if (!strcmp(value, "none")) m->layernorm = false;
     else if (!strcmp(value, "layernorm")) m->layernorm = true;
     else
@@ -84,6 +91,80 @@ static FSDPErrorCode gpt_key(FSDPModel m, const char *spec, const char *key, con
     m->tied = value[0] == '1';
   } else
     FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, gpt_keys);
+  return FSDP_SUCCESS;
+}
+
+/* grid=N, NxM or NxMxK: a cnn's spatial sizes, in the last of the three slots. */
+static FSDPErrorCode parse_grid(FSDPModel m, const char *spec, const char *value)
+{
+  char buf[64], *part, *save = NULL;
+  int64_t sizes[3];
+  int nd = 0;
+  FSDPCheck(strlen(value) < sizeof buf && *value && value[strlen(value) - 1] != 'x', MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': grid=%s is not N, NxM or NxMxK", spec, value);
+  strcpy(buf, value);
+  for (part = strtok_r(buf, "x", &save); part; part = strtok_r(NULL, "x", &save)) {
+    FSDPCheck(nd < 3, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': grid=%s has more than 3 dimensions", spec, value);
+    FSDPCall(parse_positive(spec, "grid", part, &sizes[nd]));
+    nd++;
+  }
+  FSDPCheck(!strstr(value, "xx") && value[0] != 'x', MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': grid=%s is not N, NxM or NxMxK", spec, value);
+  m->grid.nd = nd;
+  for (int d = 0; d < 3; d++) m->grid.size[d] = d < 3 - nd ? 1 : sizes[d - (3 - nd)];
+  return FSDP_SUCCESS;
+}
+
+/* One key=value of a cnn: spec; kernel, stride and dilation apply to every
+   spatial dimension. */
+static FSDPErrorCode cnn_key(FSDPModel m, const char *spec, const char *key, const char *value)
+{
+  ConvGeom *g = &m->grid;
+  if (!strcmp(key, "grid")) FSDPCall(parse_grid(m, spec, value));
+  else if (!strcmp(key, "in")) FSDPCall(parse_positive(spec, key, value, &g->cin));
+  else if (!strcmp(key, "out")) FSDPCall(parse_positive(spec, key, value, &m->out));
+  else if (!strcmp(key, "channels")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
+  else if (!strcmp(key, "depth")) {
+    if (strcmp(value, "0")) FSDPCall(parse_positive(spec, key, value, &m->depth)); /* 0: the head alone */
+  } else if (!strcmp(key, "kernel")) FSDPCall(parse_positive(spec, key, value, &g->kernel[2]));
+  else if (!strcmp(key, "stride")) FSDPCall(parse_positive(spec, key, value, &g->stride[2]));
+  else if (!strcmp(key, "dilation")) FSDPCall(parse_positive(spec, key, value, &g->dilation[2]));
+  else if (!strcmp(key, "groups")) FSDPCall(parse_positive(spec, key, value, &g->groups));
+  else if (!strcmp(key, "pad")) {
+    if (strcmp(value, "0")) FSDPCall(parse_positive(spec, key, value, &g->pad[2]));
+    else g->pad[2] = 0;
+  } else if (!strcmp(key, "padding")) {
+    if (!strcmp(value, "zeros")) g->padding = CONV_PAD_ZEROS;
+    else if (!strcmp(value, "circular")) g->padding = CONV_PAD_CIRCULAR;
+    else if (!strcmp(value, "reflect")) g->padding = CONV_PAD_REFLECT;
+    else
+      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': padding=%s is not zeros, circular or reflect",
+                spec, value);
+  } else if (!strcmp(key, "act")) FSDPCall(parse_activation(m, spec, value));
+  else
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, cnn_keys);
+  return FSDP_SUCCESS;
+}
+
+/* What a cnn: spec needs, and the groups' divisibility. */
+static FSDPErrorCode check_cnn(FSDPModel m, const char *spec)
+{
+  ConvGeom *g = &m->grid;
+  FSDPCheck(
+      g->nd && g->cin && m->out && (m->hidden || !m->depth), MPI_COMM_SELF, FSDP_ERR_ARG,
+      "model spec '%s' lacks %s%s%s%s(grid, in and out are required, and channels with depth > 0)", spec,
+      g->nd ? "" : "grid= ", g->cin ? "" : "in= ", m->out ? "" : "out= ", m->hidden || !m->depth ? "" : "channels= ");
+  FSDPCheck(!m->depth || (g->cin % g->groups == 0 && m->hidden % g->groups == 0), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': groups=%lld does not divide both in=%lld and channels=%lld (each group convolves "
+            "in / groups channels into channels / groups)",
+            spec, (long long)g->groups, (long long)g->cin, (long long)m->hidden);
+  for (int d = 0; d < 2; d++) { /* kernel, stride and dilation: the same along every spatial dimension */
+    bool spatial = d >= 3 - g->nd;
+    g->kernel[d] = spatial ? g->kernel[2] : 1;
+    g->stride[d] = spatial ? g->stride[2] : 1;
+    g->dilation[d] = spatial ? g->dilation[2] : 1;
+    g->pad[d] = spatial ? g->pad[2] : -1;
+  }
   return FSDP_SUCCESS;
 }
 
@@ -116,10 +197,16 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
 
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
   m->gpt = strncmp(spec, "gpt:", 4) == 0;
-  FSDPCheck(m->gpt || strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+  m->cnn = strncmp(spec, "cnn:", 4) == 0;
+  FSDPCheck(m->gpt || m->cnn || strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s': unknown model type (the ones known are 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
-            "gelu,norm=none|layernorm' and 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1')",
+            "gelu,norm=none|layernorm', 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1' and "
+            "'cnn:grid=HxW,in=C,out=O,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
+            "padding=zeros|circular|reflect,act=relu|tanh|gelu')",
             spec);
+  /* pad -1: "same", dilation * (kernel - 1) / 2 on each side */
+  m->grid =
+      (ConvGeom){.groups = 1, .kernel = {1, 1, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1}, .pad = {-1, -1, -1}};
   strcpy(buf, spec + 4);
   m->act = m->gpt ? FSDP_ACT_GELU : FSDP_ACT_RELU;
   /* Item by item, empty ones included: 'in=16,,hidden=32' or a trailing comma is a slip, not a spec. */
@@ -145,9 +232,12 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
       seen[nseen][0] = key;
       seen[nseen++][1] = value;
     }
-    FSDPCall(m->gpt ? gpt_key(m, spec, key, value) : mlp_key(m, spec, key, value));
+    if (m->gpt) FSDPCall(gpt_key(m, spec, key, value));
+    else if (m->cnn) FSDPCall(cnn_key(m, spec, key, value));
+    else FSDPCall(mlp_key(m, spec, key, value));
   }
   if (m->gpt) return check_gpt(m, spec);
+  if (m->cnn) return check_cnn(m, spec);
   FSDPCheck(m->in && m->hidden && m->depth && m->out, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec,
             m->in ? "" : "in= ", m->hidden ? "" : "hidden= ", m->depth ? "" : "depth= ", m->out ? "" : "out= ");
@@ -201,6 +291,66 @@ static FSDPErrorCode build_mlp(FSDPModel m)
   return FSDP_SUCCESS;
 }
 
+/* A convolution from g's input geometry, kernel, stride, dilation, groups
+   and padding: the spec's pad, or "same" padding (dilation * (kernel - 1) / 2
+   each side), the output's sizes, and the checks that name the layer. */
+static FSDPErrorCode add_conv(FSDPModel m, const char *name, const char *block, ConvGeom *g)
+{
+  int64_t in = g->cin, out = g->cout;
+  for (int d = 0; d < 3; d++) {
+    int64_t span = g->dilation[d] * (g->kernel[d] - 1) + 1, axis = d - (3 - g->nd);
+    g->pad[d] = m->grid.pad[d] >= 0 ? m->grid.pad[d] : g->dilation[d] * (g->kernel[d] - 1) / 2;
+    FSDPCheck(span <= g->size[d] + 2 * g->pad[d], MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': layer %s: the kernel spans %lld points along grid axis %lld (kernel=%lld, "
+              "dilation=%lld), more than its %lld points padded by %lld on each side",
+              m->spec, name, (long long)span, (long long)axis, (long long)g->kernel[d], (long long)g->dilation[d],
+              (long long)g->size[d], (long long)g->pad[d]);
+    FSDPCheck(g->padding == CONV_PAD_ZEROS || g->pad[d] < g->size[d] ||
+                  (g->padding == CONV_PAD_CIRCULAR && g->pad[d] == g->size[d]),
+              MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': layer %s: padding=%s by %lld points along grid axis %lld of %lld points: it must be "
+              "%s the axis",
+              m->spec, name, padding_names[g->padding], (long long)g->pad[d], (long long)axis, (long long)g->size[d],
+              g->padding == CONV_PAD_CIRCULAR ? "at most" : "shorter than");
+    g->osize[d] = (g->size[d] + 2 * g->pad[d] - span) / g->stride[d] + 1;
+    in *= g->size[d];
+    out *= g->osize[d];
+  }
+  FSDPCheck(in <= INT32_MAX && out <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': layer %s: %lld inputs and %lld outputs per sample, above 2^31", m->spec, name,
+            (long long)in, (long long)out);
+  FSDPCall(add_layer(m, LAYER_conv, name, block, in, out));
+  m->layers[m->nlayers - 1].conv = *g;
+  return FSDP_SUCCESS;
+}
+
+/* depth blocks of a convolution and an activation (unit "blocks.<i>"), then
+   a head convolution to the out channels in one group (unit "root"); the
+   kernel, stride, dilation and padding are every convolution's. */
+static FSDPErrorCode build_cnn(FSDPModel m)
+{
+  char name[48], block[32];
+  ConvGeom g = m->grid;
+  int64_t channels = g.cin;
+  m->in = g.cin * g.size[0] * g.size[1] * g.size[2];
+  for (int64_t i = 0; i < m->depth; i++) {
+    snprintf(block, sizeof block, "blocks.%lld", (long long)i);
+    snprintf(name, sizeof name, "%s.conv", block);
+    g.cin = channels;
+    g.cout = channels = m->hidden;
+    FSDPCall(add_conv(m, name, block, &g));
+    memcpy(g.size, g.osize, sizeof g.size);
+    snprintf(name, sizeof name, "%s.act", block);
+    FSDPCall(add_layer(m, LAYER_activation, name, block, m->layers[m->nlayers - 1].out, m->layers[m->nlayers - 1].out));
+  }
+  g.cin = channels;
+  g.cout = m->out;
+  g.groups = 1;
+  FSDPCall(add_conv(m, "head", "root", &g));
+  m->out = m->layers[m->nlayers - 1].out;
+  return FSDP_SUCCESS;
+}
+
 /* Embedding (unit "embed"), the blocks (one unit each), the final LayerNorm
    and the head (unit "head").  Tied, the head has no weight of its own: it
    uses the embedding's wte, in the embedding's unit. */
@@ -237,7 +387,7 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
   if (!ierr) ierr = parse_spec(m, spec);
-  if (!ierr) ierr = m->gpt ? build_gpt(m) : build_mlp(m);
+  if (!ierr) ierr = m->gpt ? build_gpt(m) : m->cnn ? build_cnn(m) : build_mlp(m);
   if (ierr) {
     FSDPCall(FSDPModelDestroy(&m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -335,7 +485,7 @@ static int64_t layer_numel(const Layer *l)
   int64_t numel = 0;
   for (int p = 0; p < l->nparams; p++) {
     int ndim;
-    int64_t shape[2], e = 1;
+    int64_t shape[LAYER_MAX_NDIM], e = 1;
     l->ops->param_shape(l, p, &ndim, shape);
     for (int d = 0; d < ndim; d++) e *= shape[d];
     numel += e;
@@ -390,7 +540,7 @@ static FSDPErrorCode build_units(FSDPModel m)
     l->unit = m->nunits - 1;
     for (int p = 0; p < l->nparams; p++) {
       int ndim;
-      int64_t shape[2];
+      int64_t shape[LAYER_MAX_NDIM];
       l->ops->param_shape(l, p, &ndim, shape);
       snprintf(name, sizeof name, "%s%s%s", l->name, l->name[0] ? "." : "", l->ops->param_names[p]);
       FSDPCall(FlatParamAddParam(m->units[l->unit], name, ndim, shape, &l->param[p]));
@@ -493,6 +643,11 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
       FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float),
                                                                    FSDP_MEM_OTHER, &model->tied_grad)));
   }
+  /* Every rank sees the same context: each says so. */
+  FSDPCheck(!model->cnn || !model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "FSDPModelSetUp: model '%s': the convolution layers run on the host only; there are no CUDA kernels for "
+            "them (use -fsdp_device host)",
+            model->spec);
   if (model->view_dtype != FSDP_FLOAT32) {
     /* The host kernels compute in fp32: a low-precision weight is widened
        just before use, WIDE_ROWS rows at a time, so that the scratch stays
@@ -500,11 +655,11 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
        multiplies 16-bit weights as they are: only vectors are widened. */
     model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
     model->wide_slot = model->width;
-    if (model->gpt) { /* a GPT layer widens all its parameters at once (FSDPModelLayerParams_Private) */
+    if (model->gpt || model->cnn) { /* their layers widen all their parameters at once (FSDPModelLayerParams_Private) */
       model->wide_rows = 0;
       for (int i = 0; i < model->nlayers; i++)
         if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
-      model->wide_slot = model->dim; /* ln_f's weight and bias */
+      if (model->gpt) model->wide_slot = model->dim; /* ln_f's weight and bias */
     }
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
@@ -544,13 +699,14 @@ static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpoint
 
 static int64_t saved_per_row(const Layer *l) { return l->ops->saved ? l->ops->saved(l) : 0; }
 
-/* The largest per-row need of backward's scratch, and of a recomputed layer's saved state. */
-static void largest_needs(FSDPModel m, int64_t *work, int64_t *shared)
+/* The largest need of scratch for n rows, and the largest per-row saved state of a recomputed layer. */
+static void largest_needs(FSDPModel m, int64_t n, int64_t *work, int64_t *shared)
 {
   *work = *shared = 0;
   for (int i = 0; i < m->nlayers; i++) {
     const Layer *l = &m->layers[i];
-    int64_t w = l->ops->work ? l->ops->work(l) : 0, sv = recomputed(m, l) ? saved_per_row(l) : 0;
+    int64_t w = (l->ops->work ? n * l->ops->work(l) : 0) + (l->ops->work_fixed ? l->ops->work_fixed(l) : 0);
+    int64_t sv = recomputed(m, l) ? saved_per_row(l) : 0;
     *work = w > *work ? w : *work;
     *shared = sv > *shared ? sv : *shared;
   }
@@ -565,7 +721,7 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
     if (k % 2 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
     return (Buffer){&l->saved, recomputed(m, l) ? 0 : n * saved_per_row(l), sizeof(float)};
   }
-  largest_needs(m, &work, &shared);
+  largest_needs(m, n, &work, &shared);
   switch (k - 2 * m->nlayers) {
   case 0: return (Buffer){&m->scratch[0], n * m->grad_width, sizeof(float)};
   case 1: return (Buffer){&m->scratch[1], n * m->grad_width, sizeof(float)};
@@ -575,7 +731,7 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   case 4: return (Buffer){&m->target, gpu ? n * (m->out > 2 ? m->out : 2) : 0, sizeof(float)};
   case 5: return (Buffer){&m->low[0], low ? n * m->width : 0, 2};
   case 6: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
-  case 7: return (Buffer){&m->work, n * work, sizeof(float)};
+  case 7: return (Buffer){&m->work, work, sizeof(float)};
   default: return (Buffer){&m->shared_saved, n * shared, sizeof(float)};
   }
 }
@@ -656,6 +812,27 @@ FSDPErrorCode FSDPModelGetActivationBytes(FSDPModel model, int64_t n, bool check
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPModelGetSampleShape(FSDPModel model, bool output, int *ndim, int64_t shape[4])
+{
+  CHECK_MODEL(model);
+  FSDPCheck(ndim && shape, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelGetSampleShape: ndim and shape must not be NULL");
+  if (model->cnn) {
+    const ConvGeom *g = output ? &model->layers[model->nlayers - 1].conv : &model->grid;
+    const int64_t *size = output ? g->osize : g->size;
+    *ndim = 1 + g->nd;
+    shape[0] = output ? g->cout : g->cin;
+    for (int d = 0; d < g->nd; d++) shape[1 + d] = size[3 - g->nd + d];
+  } else if (model->gpt) {
+    *ndim = output ? 2 : 1;
+    shape[0] = model->seq;
+    shape[1] = model->vocab;
+  } else {
+    *ndim = 1;
+    shape[0] = output ? model->out : model->in;
+  }
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int64_t *vocab)
 {
   CHECK_MODEL(model);
@@ -701,7 +878,7 @@ FSDPErrorCode FSDPModelLayerParams_Private(FSDPModel m, const Layer *l, float **
   for (int p = 0; p < l->nparams; p++) {
     void *view;
     int ndim;
-    int64_t shape[2], numel = 1;
+    int64_t shape[LAYER_MAX_NDIM], numel = 1;
     FSDPCall(FlatParamGetParam(m->units[l->unit], l->param[p], &view));
     w[p] = view;
     if (!m->wide) continue;
@@ -923,6 +1100,17 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    "activation checkpointing: %s; activations per sequence %s without, %s with "
                                    "(%.2fx less)\n",
                                    m->checkpointing ? "on" : "off", b1, b2, (double)full / (double)ckpt));
+  } else if (m->cnn) {
+    const ConvGeom *g = &m->grid;
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld; CNN: %d-D grid", (long long)numel, g->nd));
+    for (int d = 3 - g->nd; d < 3; d++)
+      FSDPCall(FSDPViewerASCIIPrintf(viewer, "%s%lld", d > 3 - g->nd ? "x" : " ", (long long)g->size[d]));
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   ", %lld hidden layers of %lld channels (kernel %lld, stride %lld, dilation %lld, "
+                                   "%lld groups), padding %s, activation %s; seed %llu\n",
+                                   (long long)m->depth, (long long)m->hidden, (long long)g->kernel[2],
+                                   (long long)g->stride[2], (long long)g->dilation[2], (long long)g->groups,
+                                   padding_names[g->padding], FSDPActivationName(m->act), (unsigned long long)m->seed));
   } else
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
                                    (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",

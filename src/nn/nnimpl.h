@@ -1,6 +1,6 @@
 /* nnimpl.h: what the layer library's files share: the model and its layers,
    the table of operations every layer kind fills in (one file per kind:
-   linear.c, layernorm.c, activation.c, and the GPT's embedding.c,
+   linear.c, layernorm.c, activation.c, conv.c, and the GPT's embedding.c,
    transformer.c, lmhead.c; doc/nn.md, "Adding a layer"), the GEMM and the
    losses. */
 #ifndef FSDP_NNIMPL_H
@@ -30,10 +30,25 @@ FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t cla
 
 /* Parameters of one layer at most (a transformer block's twelve). */
 #define LAYER_MAX_PARAMS 12
+/* Dimensions of a parameter at most (a 3-D convolution's weight). */
+#define LAYER_MAX_NDIM 5
 /* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
 #define WIDE_ROWS 64
 
 typedef struct LayerOps LayerOps;
+
+typedef enum { CONV_PAD_ZEROS = 0, CONV_PAD_CIRCULAR, CONV_PAD_REFLECT } ConvPadding;
+
+/* A convolution's geometry (PyTorch's nn.Conv1d/2d/3d): nd spatial
+   dimensions, stored as the last nd of three (the others are 1, with a
+   kernel of 1 and no padding), channels first: a row is [cin, size...]
+   in and [cout, osize...] out. */
+typedef struct {
+  int nd;
+  int64_t cin, cout, groups;
+  int64_t size[3], osize[3], kernel[3], stride[3], dilation[3], pad[3];
+  ConvPadding padding;
+} ConvGeom;
 
 /* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters.
    A GPT's layers see a row as a sequence of `seq` positions of `dim`
@@ -46,6 +61,7 @@ typedef struct {
   FSDPActivation act;                  /* activation layers: which function */
   int64_t seq, dim, heads, vocab;      /* GPT layers: positions per row, width, attention heads, tokens */
   int64_t nblocks;                     /* GPT layers: transformer blocks in the model */
+  ConvGeom conv;                       /* convolution layers */
   int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
   int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
@@ -62,8 +78,8 @@ struct LayerOps {
   const char *type;               /* "linear", ... */
   int nparams;                    /* at most LAYER_MAX_PARAMS; 0: no unit */
   const char *const *param_names; /* [nparams]: registered as "<layer name>.<param name>", in this order */
-  /* Shape of parameter p: ndim 1 or 2. */
-  void (*param_shape)(const Layer *l, int p, int *ndim, int64_t shape[2]);
+  /* Shape of parameter p: ndim 1 to LAYER_MAX_NDIM. */
+  void (*param_shape)(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM]);
   /* Elements [begin, end) of parameter p, whose name (the random stream) is `name`. */
   FSDPErrorCode (*init)(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin, int64_t end,
                         float *values);
@@ -71,6 +87,8 @@ struct LayerOps {
      and that backward needs as scratch in m->work (NULL: none). */
   int64_t (*saved)(const Layer *l);
   int64_t (*work)(const Layer *l);
+  /* Floats of scratch in m->work, forward and backward, whatever the batch (NULL: none). */
+  int64_t (*work_fixed)(const Layer *l);
   /* Activation checkpointing drops l->saved after forward, and backward
      calls this first to refill it from the layer's input (forward without
      computing l->y, which backward does not read); NULL: not checkpointable. */
@@ -88,7 +106,7 @@ struct LayerOps {
 /* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
    defined in <kind>.c.  It makes the declarations, the LayerKind enum
    (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
-#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead)
+#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead) X(conv)
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -107,12 +125,14 @@ struct FSDPModel_s {
   bool gpt;                       /* gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=1] */
   int64_t vocab, seq, dim, heads; /* (depth holds L) */
   bool tied;                      /* the head's weight is the token embedding's */
-  bool checkpointing;             /* activation checkpointing of the transformer blocks */
-  float *work;                    /* backward's scratch: the largest ops->work(l), [capacity, ...] */
-  float *shared_saved;            /* checkpointing: the one l->saved all checkpointed layers share */
-  float *tied_grad;               /* a tied head's weight gradient until the embedding's backward adds it */
-  int blas_threads;               /* OpenBLAS threads per rank: asked for (0: fit to the node), then set */
-  const char *blas_why;           /* where the number came from */
+  bool cnn;             /* cnn:grid=G,in=C,out=O[,depth=D,channels=K,kernel=,...]: (depth holds D, hidden K) */
+  ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */
+  bool checkpointing;   /* activation checkpointing of the transformer blocks */
+  float *work;          /* backward's scratch: the largest ops->work(l), [capacity, ...] */
+  float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
+  float *tied_grad;     /* a tied head's weight gradient until the embedding's backward adds it */
+  int blas_threads;     /* OpenBLAS threads per rank: asked for (0: fit to the node), then set */
+  const char *blas_why; /* where the number came from */
   FSDPActivation act;
   bool layernorm;
   FSDPWrapPolicy wrap;

@@ -17,7 +17,7 @@ static const char *const param_names[NPARAMS] = {
     "ln_2.weight", "ln_2.bias", "mlp.fc.weight",   "mlp.fc.bias",   "mlp.proj.weight",  "mlp.proj.bias",
 };
 
-static void transformer_param_shape(const Layer *l, int p, int *ndim, int64_t shape[2])
+static void transformer_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   static const int rows[NPARAMS] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1}; /* in units of dim */
   int64_t c = l->dim;

@@ -1,0 +1,246 @@
+/* The convolution layers of cnn: models: parameter names and shapes as
+   PyTorch's nn.Conv1d/2d/3d; forward against a direct convolution of an
+   explicitly padded field (zeros, circular, reflect; stride, dilation,
+   groups); the model's gradients through sharded units against finite
+   differences for every padding mode, stride, dilation, groups and 1 to 3
+   spatial dimensions; and the spec's errors, each naming the key and value.
+   mpitest: -n 4
+   mpitest: -n 1 */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fsdp_nn.h"
+#include "fsdptest.h"
+
+#define SEED 11
+enum { ROWS = 3 };
+
+static FSDPModel make_model(FSDPContext ctx, const char *spec)
+{
+  FSDPModel model;
+  TEST_OK(FSDPModelCreate(ctx, spec, &model));
+  TEST_OK(FSDPModelSetSeed(model, SEED));
+  TEST_OK(FSDPModelSetUp(model));
+  return model;
+}
+
+static void expect_param(FSDPContext ctx, const char *name, int ndim, const int64_t *shape)
+{
+  FlatParam unit;
+  FSDPParamId id;
+  int got_ndim;
+  const int64_t *got;
+  TEST_OK(FSDPContextFindParam(ctx, name, &unit, &id));
+  TEST_OK(FlatParamGetParamInfo(unit, id, NULL, &got_ndim, &got, NULL));
+  TEST_ASSERT(got_ndim == ndim, "%s has %d dimensions, expected %d", name, got_ndim, ndim);
+  for (int d = 0; d < ndim && got_ndim == ndim; d++)
+    TEST_ASSERT(got[d] == shape[d], "%s: dimension %d is %lld, expected %lld", name, d, (long long)got[d],
+                (long long)shape[d]);
+}
+
+/* PyTorch's shapes: weight [out, in / groups, kernel...], bias [out]; the
+   model's sizes follow the grid through strides. */
+static void test_shapes(void)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+  FSDPModel model = make_model(ctx, "cnn:grid=9x8x7,in=4,out=5,depth=1,channels=6,kernel=3,stride=2,groups=2");
+  int64_t in, out, numel;
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, &numel));
+  TEST_ASSERT(in == 4 * 9 * 8 * 7, "in is %lld", (long long)in);
+  TEST_ASSERT(out == 5 * 3 * 2 * 2, "out is %lld (5 channels on the 3x2x2 grid two strides of 2 leave)",
+              (long long)out);
+  TEST_ASSERT(numel == 6 * 2 * 27 + 6 + 5 * 6 * 27 + 5, "%lld parameters", (long long)numel);
+  expect_param(ctx, "blocks.0.conv.weight", 5, (int64_t[]){6, 2, 3, 3, 3});
+  expect_param(ctx, "blocks.0.conv.bias", 1, (int64_t[]){6});
+  expect_param(ctx, "head.weight", 5, (int64_t[]){5, 6, 3, 3, 3});
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+  model = make_model(ctx, "cnn:grid=10,in=1,out=2,kernel=4,pad=0");
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
+  TEST_ASSERT(in == 10 && out == 2 * 7, "a 1-D kernel of 4 without padding: %lld -> %lld", (long long)in,
+              (long long)out);
+  expect_param(ctx, "head.weight", 3, (int64_t[]){2, 1, 4});
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* ------------------------------------------------------------------ forward against a direct convolution */
+
+/* Index i of an axis of n points, padded by `mode`; -1: a zero. */
+static int padded(const char *mode, int i, int n)
+{
+  if (i >= 0 && i < n) return i;
+  if (!strcmp(mode, "circular")) return (i + n) % n;
+  if (!strcmp(mode, "reflect")) return i < 0 ? -i : 2 * n - 2 - i;
+  return -1;
+}
+
+/* A one-layer 2-D model (the head alone) against
+   y[o, p, q] = b[o] + sum_{c, a, e} w[o, c, a, e] xpad[g*C + c, p*s + a*d, q*s + e*d],
+   its parameters regenerated from the default initialization's stream. */
+static void check_direct(const char *mode, int stride, int dilation, int pad)
+{
+  enum { C = 3, O = 2, H = 6, W = 5, K = 3 };
+  char spec[160];
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
+  FSDPModel model;
+  float x[ROWS * C * H * W], w[O * C * K * K], b[O], *y;
+  int64_t out;
+  int oh, ow;
+  double bound = 1.0 / sqrt((double)(C * K * K));
+
+  snprintf(spec, sizeof spec, "cnn:grid=%dx%d,in=%d,out=%d,kernel=%d,stride=%d,dilation=%d,pad=%d,padding=%s", H, W, C,
+           O, K, stride, dilation, pad, mode);
+  model = make_model(ctx, spec);
+  oh = (H + 2 * pad - dilation * (K - 1) - 1) / stride + 1;
+  ow = (W + 2 * pad - dilation * (K - 1) - 1) / stride + 1;
+  TEST_OK(FSDPModelGetSizes(model, NULL, &out, NULL));
+  TEST_ASSERT(out == O * oh * ow, "%s: out %lld, expected %d", spec, (long long)out, O * oh * ow);
+  TEST_OK(FSDPRandomUniform(SEED, "head.weight", 0, O * C * K * K, -bound, bound, w));
+  TEST_OK(FSDPRandomUniform(SEED, "head.bias", 0, O, -bound, bound, b));
+  for (int i = 0; i < ROWS * C * H * W; i++) x[i] = test_value(31, i);
+  TEST_OK(FSDPModelForward(model, ROWS, x, &y));
+  for (int n = 0; n < ROWS; n++)
+    for (int o = 0; o < O; o++)
+      for (int p = 0; p < oh; p++)
+        for (int q = 0; q < ow; q++) {
+          double want = b[o];
+          for (int c = 0; c < C; c++)
+            for (int a = 0; a < K; a++)
+              for (int e = 0; e < K; e++) {
+                int i = padded(mode, p * stride + a * dilation - pad, H);
+                int j = padded(mode, q * stride + e * dilation - pad, W);
+                if (i >= 0 && j >= 0)
+                  want += (double)w[((o * C + c) * K + a) * K + e] * x[((n * C + c) * H + i) * W + j];
+              }
+          float got = y[((n * O + o) * oh + p) * ow + q];
+          TEST_ASSERT(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "%s: y[%d, %d, %d, %d] = %.7g, direct %.7g", spec, n,
+                      o, p, q, got, want);
+        }
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_direct(void)
+{
+  check_direct("zeros", 1, 1, 1);
+  check_direct("circular", 1, 1, 1);
+  check_direct("reflect", 1, 1, 1);
+  check_direct("zeros", 2, 1, 2);
+  check_direct("circular", 2, 2, 2);
+  check_direct("reflect", 1, 2, 2);
+  check_direct("circular", 3, 1, 5); /* a pad as long as the axis: every point wraps once */
+  check_direct("zeros", 1, 2, 0);
+}
+
+/* ------------------------------------------------------------------ gradients */
+
+static float *gx, *gt;
+
+static double model_loss(FSDPModel model, float **dy)
+{
+  float *y;
+  double loss;
+  TEST_OK(FSDPModelForward(model, ROWS, gx, &y));
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, gt, 1.0, &loss, dy));
+  return loss;
+}
+
+static double fd_loss(void *model)
+{
+  float *dy;
+  return model_loss(model, &dy);
+}
+
+/* Every rank runs the same rows: the averaged gradient is the loss's. */
+static void check_gradients(const char *spec, FSDPShardingStrategy strategy)
+{
+  int size;
+  FSDPContext ctx;
+  FSDPModel model;
+  float *dy;
+  int64_t in, out;
+
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ctx = test_context(MPI_COMM_WORLD, strategy, size % 2 == 0 ? 2 : 1);
+  model = make_model(ctx, spec);
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
+  gx = malloc((size_t)(ROWS * in) * sizeof *gx);
+  gt = malloc((size_t)(ROWS * out) * sizeof *gt);
+  TEST_ASSERT(gx && gt, "out of memory");
+  for (int64_t i = 0; i < ROWS * in; i++) gx[i] = test_value(41, i);
+  for (int64_t i = 0; i < ROWS * out; i++) gt[i] = test_value(42, i);
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  (void)model_loss(model, &dy);
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  test_fd_gradients(ctx, 1e-2, 12, fd_loss, model, NULL, 0, spec);
+  free(gx);
+  free(gt);
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_gradients(void)
+{
+  /* tanh: smooth, so that central differences hold everywhere */
+  check_gradients("cnn:grid=12,in=2,out=3,depth=2,channels=4,kernel=3,stride=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=6x5,in=4,out=2,depth=2,channels=6,dilation=2,groups=2,padding=circular,act=tanh",
+                  FSDP_HYBRID_SHARD);
+  check_gradients("cnn:grid=4x5x3,in=2,out=2,depth=1,channels=3,padding=reflect,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=7x6,in=1,out=2,depth=1,channels=2,kernel=2,stride=2,pad=1,act=tanh", FSDP_SHARD_GRAD_OP);
+  check_gradients("cnn:grid=8x8,in=1,out=1,kernel=3,padding=circular", FSDP_FULL_SHARD); /* TorchFort's */
+}
+
+/* ------------------------------------------------------------------ errors */
+
+static void expect_spec_error(const char *spec, const char *message)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  TEST_CODE(FSDP_ERR_ARG, FSDPModelCreate(ctx, spec, &model));
+  TEST_MESSAGE_HAS(message);
+  TEST_ASSERT(model == NULL, "%s: a model came back", spec);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_errors(void)
+{
+  expect_spec_error("cnn:grid=8x8,in=1,out=1,padding=mirror",
+                    "model spec 'cnn:grid=8x8,in=1,out=1,padding=mirror': padding=mirror is not zeros, circular or "
+                    "reflect");
+  expect_spec_error("cnn:grid=8x8,in=3,out=1,depth=1,channels=4,groups=2",
+                    "groups=2 does not divide both in=3 and channels=4");
+  expect_spec_error("cnn:grid=4x6,in=1,out=1,kernel=7,pad=0",
+                    "layer head: the kernel spans 7 points along grid axis 0 (kernel=7, dilation=1), more than its 4 "
+                    "points padded by 0 on each side");
+  expect_spec_error("cnn:grid=16x2,in=1,out=1,kernel=7,padding=circular",
+                    "layer head: padding=circular by 3 points along grid axis 1 of 2 points: it must be at most the "
+                    "axis");
+  expect_spec_error("cnn:grid=16x3,in=1,out=1,kernel=7,padding=reflect",
+                    "layer head: padding=reflect by 3 points along grid axis 1 of 3 points: it must be shorter than "
+                    "the axis");
+  expect_spec_error("cnn:grid=8x8,in=1,out=1,depth=2,channels=2,dilation=3,kernel=5,pad=0",
+                    "layer blocks.0.conv: the kernel spans 13 points along grid axis 0 (kernel=5, dilation=3)");
+  expect_spec_error("cnn:grid=8xx8,in=1,out=1", "grid=8xx8 is not N, NxM or NxMxK");
+  expect_spec_error("cnn:grid=2x2x2x2,in=1,out=1", "grid=2x2x2x2 has more than 3 dimensions");
+  expect_spec_error("cnn:grid=0x4,in=1,out=1", "grid=0 is not a positive integer");
+  expect_spec_error("cnn:grid=8,in=1,depth=2", "lacks out= channels= (grid, in and out are required");
+  expect_spec_error("cnn:grid=8,in=1,out=1,hidden=3", "unknown key 'hidden' (keys: grid, in, out, depth");
+  expect_spec_error("cnn:grid=8,in=1,out=1,act=softmax", "act=softmax is not relu, tanh or gelu");
+}
+
+int main(int argc, char **argv)
+{
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  test_shapes();
+  test_direct();
+  test_gradients();
+  test_errors();
+  TEST_OK(FSDPFinalize());
+  return 0;
+}
