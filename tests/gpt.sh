@@ -13,31 +13,13 @@
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
 ref="${srcdir:-.}/tests/gpt_reference.py"
-python=
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import torch, h5py, numpy' 2>/dev/null; then python=$p && break; fi
-done
-[ -n "$python" ] || { echo "SKIP: no python3 with torch and h5py (Debian: apt-get install python3-torch python3-h5py)"; exit 77; }
-grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h" ||
-  { echo "SKIP: libfsdp built without HDF5: fsdp-train -init cannot read the reference's parameters"; exit 77; }
+fsdp_need_torch
 
 text="$fsdp_tmp/text.txt"
 if [ -r /usr/share/common-licenses/GPL-3 ]; then head -c 20000 /usr/share/common-licenses/GPL-3 >"$text"
 else head -c 20000 "${srcdir:-.}/README.md" >"$text"; fi
 gpt="gpt:vocab=256,ctx=16,dim=32,heads=4,layers=2"
 common="-data text:$text -seed 5 -batch 8 -steps 20 -optimizer adamw -lr 0.003 -clip_grad_norm 1.0 -log_every 0"
-
-# close REF NAME: 20 steps whose losses agree within 1e-4 relative.
-close() {
-  awk -F, -v ref="$1" -v name="$2" '
-    NR == FNR { if (FNR > 1) want[$1] = $2; next }
-    FNR == 1 { next }
-    { n++; d = ($2 - want[$1]) / want[$1]; if (d < 0) d = -d; if (d > worst) worst = d
-      if (!($1 in want) || d > 1e-4) { print "FAIL: " name " step " $1 ": loss " $2 ", " ref " has " want[$1]; bad = 1 } }
-    END { if (n != 20) { print "FAIL: " name " has " n " steps"; bad = 1 }
-          if (!bad) printf "%s matches %s: largest relative difference %.2g\n", name, ref, worst; exit bad }' \
-    "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" || exit 1
-}
 
 # ------------------------------------------------------------------ PyTorch's curves
 for tied in 0 1; do
@@ -47,22 +29,22 @@ for tied in 0 1; do
 done
 
 train_run w1 1 -model "$gpt" -init "$fsdp_tmp/init0.h5"
-close torch0 w1
+curves_agree torch0 w1 20
 train_run w4_full 4 -model "$gpt" -init "$fsdp_tmp/init0.h5"
-close torch0 w4_full
+curves_agree torch0 w4_full 20
 train_run w4_hybrid 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2
-close torch0 w4_hybrid
+curves_agree torch0 w4_hybrid 20
 train_run w4_tied 4 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5"
-close torch1 w4_tied
+curves_agree torch1 w4_tied 20
 train_run w2_tied_thread 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_comm_engine thread \
   -fsdp_backward_prefetch post -fsdp_forward_prefetch
-close torch1 w2_tied_thread
+curves_agree torch1 w2_tied_thread 20
 
 # Other wrappings: the whole model as one unit, and greedy units of 5000 elements.
 train_run w2_wrap_model 2 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_wrap model
-close torch0 w2_wrap_model
+curves_agree torch0 w2_wrap_model 20
 train_run w2_wrap_size 2 -model "$gpt,tied=1" -init "$fsdp_tmp/init1.h5" -fsdp_wrap size:5000
-close torch1 w2_wrap_size
+curves_agree torch1 w2_wrap_size 20
 
 # ------------------------------------------------------------------ nanoGPT's parameter groups
 # Weight decay 0.1 on the 2-D weights only (nanoGPT's configure_optimizers, in the
@@ -72,10 +54,10 @@ close torch1 w2_wrap_size
   "$fsdp_tmp/torch_groups.h5" || { echo "FAIL: the PyTorch reference with nanoGPT's groups"; exit 1; }
 train_run groups_w1 1 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -no_decay 'ndim<2' \
   -export "$fsdp_tmp/groups_w1.h5"
-close torch_groups groups_w1
+curves_agree torch_groups groups_w1 20
 train_run groups_w4 4 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -fsdp_no_decay 'ndim<2' \
   -fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2 -export "$fsdp_tmp/groups_w4.h5"
-close torch_groups groups_w4
+curves_agree torch_groups groups_w4 20
 train_run decay_all 1 -model "$gpt" -init "$fsdp_tmp/init0.h5" -weight_decay 0.1 -export "$fsdp_tmp/decay_all.h5"
 # max |difference| over every parameter: within 1e-4 of PyTorch's (Adam divides by sqrt(v): rounding in a
 # near-zero gradient moves a weight by ~1e-5), and LayerNorm's

@@ -63,6 +63,32 @@ fsdp_need_hdf5() {
   [ $? -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
 }
 
+# fsdp_need_torch: SKIP (77) without a python3 that has torch, h5py and numpy
+# (the PyTorch references) or a libfsdp without HDF5 (fsdp-train -init reads
+# the reference's parameters); sets $python.
+fsdp_need_torch() {
+  python=
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch, h5py, numpy' 2>/dev/null; then python=$p && break; fi
+  done
+  [ -n "$python" ] || { echo "SKIP: no python3 with torch and h5py (Debian: apt-get install python3-torch python3-h5py)"; exit 77; }
+  grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h" ||
+    { echo "SKIP: libfsdp built without HDF5: fsdp-train -init cannot read the reference's parameters"; exit 77; }
+}
+
+# curves_agree REF NAME STEPS: the loss logs $fsdp_tmp/REF.csv and NAME.csv
+# have STEPS steps each whose losses agree within 1e-4 relative.
+curves_agree() {
+  awk -F, -v ref="$1" -v name="$2" -v steps="$3" '
+    NR == FNR { if (FNR > 1) want[$1] = $2; next }
+    FNR == 1 { next }
+    { n++; d = ($2 - want[$1]) / want[$1]; if (d < 0) d = -d; if (d > worst) worst = d
+      if (!($1 in want) || d > 1e-4) { print "FAIL: " name " step " $1 ": loss " $2 ", " ref " has " want[$1]; bad = 1 } }
+    END { if (n != steps) { print "FAIL: " name " has " n " steps, not " steps; bad = 1 }
+          if (!bad) printf "%s matches %s: largest relative difference %.2g\n", name, ref, worst; exit bad }' \
+    "$fsdp_tmp/$1.csv" "$fsdp_tmp/$2.csv" || exit 1
+}
+
 # fsdp_mount_ns: whether this user can mount in a private mount namespace
 # (`unshare -m` as root, a user namespace `unshare -r -m` otherwise): mounts
 # made there are gone with it, and the machine's never change.  Sets $fsdp_ns

@@ -71,7 +71,10 @@ static FSDPErrorCode read_file(const char *spec, const char *path, unsigned char
 
 #if FSDP_WITH_HDF5
 /* Dimensions of a dataset, or an error naming it. */
-static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[2],
+/* Dimensions of a data file's dataset that fsdp-train reads at most. */
+#define H5_MAX_DIMS 6
+
+static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int *ndim, hsize_t dims[H5_MAX_DIMS],
                              H5T_class_t *cls)
 {
   hid_t ds, space, type;
@@ -82,7 +85,7 @@ static FSDPErrorCode h5_dims(hid_t file, const char *path, const char *name, int
   space = H5Dget_space(ds);
   type = H5Dget_type(ds);
   *ndim = H5Sget_simple_extent_ndims(space);
-  if (*ndim >= 1 && *ndim <= 2) H5Sget_simple_extent_dims(space, dims, NULL);
+  if (*ndim >= 1 && *ndim <= H5_MAX_DIMS) H5Sget_simple_extent_dims(space, dims, NULL);
   *cls = H5Tget_class(type);
   H5Tclose(type);
   H5Sclose(space);
@@ -103,7 +106,7 @@ static FSDPErrorCode h5_read(hid_t file, const char *path, const char *name, hid
 static FSDPErrorCode h5_tokens(const char *spec, const char *path, Dataset *d)
 {
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  hsize_t dims[2] = {0, 0};
+  hsize_t dims[H5_MAX_DIMS] = {0};
   H5T_class_t cls;
   int ndim = 0;
   int64_t *all = NULL;
@@ -335,48 +338,76 @@ static FSDPErrorCode synthetic(const char *spec, int64_t in, int64_t out, Datase
 }
 
 #if FSDP_WITH_HDF5
-static FSDPErrorCode load_h5(const char *path, int64_t in, int64_t out, Dataset *d)
+/* "[a, b, ...]" of a dataset's dimensions (first: "N" when n is 0), or of a sample's shape after "N, ". */
+static void shape_text(char *buf, size_t len, int ndim, const hsize_t *dims, int snd, const int64_t *shape)
+{
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < ndim && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, d ? ", %llu" : "%llu", (unsigned long long)dims[d]);
+  for (int d = 0; d < snd && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%lld", d || ndim ? ", " : "N, ", (long long)shape[d]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* Whether a dataset [N, ...] holds samples of shape[snd], or flat ones of `flat` values. */
+static bool holds_samples(int ndim, const hsize_t *dims, int snd, const int64_t *shape, int64_t flat)
+{
+  bool same = ndim == 1 + snd;
+  for (int d = 0; same && d < snd; d++) same = (int64_t)dims[1 + d] == shape[d];
+  return ndim >= 2 && dims[0] > 0 && (same || (ndim == 2 && (int64_t)dims[1] == flat));
+}
+
+/* An HDF5 file's /x [N, sample...] and /y [N, output sample...] (or flat
+   [N, in], [N, out]), or /y [N] integer class labels. */
+static FSDPErrorCode load_h5(const char *path, FSDPModel model, Dataset *d)
 {
   hid_t file;
-  int ndx, ndy;
-  hsize_t dx[2] = {0, 0}, dy[2] = {0, 0};
+  int ndx = 0, ndy = 0, snx, sny;
+  hsize_t dx[H5_MAX_DIMS] = {0}, dy[H5_MAX_DIMS] = {0};
+  int64_t in, out, sx[4], sy[4];
   H5T_class_t cx, cy;
   FSDPErrorCode ierr;
+  char want[96], got[96], flat[48] = "";
 
+  FSDPCall(FSDPModelGetSizes(model, &in, &out, NULL));
+  FSDPCall(FSDPModelGetSampleShape(model, false, &snx, sx));
+  FSDPCall(FSDPModelGetSampleShape(model, true, &sny, sy));
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   FSDPCheck(file >= 0, MPI_COMM_SELF, FSDP_ERR_IO, "fsdp-train: cannot open data file '%s' as HDF5 (%s)", path,
             access(path, R_OK) ? strerror(errno) : "not an HDF5 file");
   ierr = h5_dims(file, path, "x", &ndx, dx, &cx);
   if (!ierr) ierr = h5_dims(file, path, "y", &ndy, dy, &cy);
-  if (!ierr && !(ndx == 2 && cx == H5T_FLOAT && (int64_t)dx[1] == in && dx[0] > 0)) {
-    char shape[64];
-    if (ndx == 1) snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)dx[0]);
-    else if (ndx == 2)
-      snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dx[0], (unsigned long long)dx[1]);
-    else snprintf(shape, sizeof shape, "%d-dimensional", ndx);
-    ierr = TRAIN_ERR(FSDP_ERR_ARG,
-                     "fsdp-train: data file '%s': /x must be float [N, %lld] for a model with in=%lld, "
-                     "not %s %s",
-                     path, (long long)in, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", shape);
+  if (!ierr && !(cx == H5T_FLOAT && holds_samples(ndx, dx, snx, sx, in))) {
+    shape_text(want, sizeof want, 0, NULL, snx, sx);
+    if (snx > 1) snprintf(flat, sizeof flat, " (or [N, %lld])", (long long)in);
+    if (ndx <= H5_MAX_DIMS) shape_text(got, sizeof got, ndx, dx, 0, NULL);
+    else snprintf(got, sizeof got, "%d-dimensional", ndx);
+    ierr =
+        TRAIN_ERR(FSDP_ERR_ARG, "fsdp-train: data file '%s': /x must be float %s%s for a model with in=%lld, not %s %s",
+                  path, want, flat, (long long)in, cx == H5T_FLOAT ? "float" : "non-float", got);
   }
-  if (!ierr && !((ndy == 2 && cy == H5T_FLOAT && dy[0] == dx[0] && (int64_t)dy[1] == out) ||
-                 (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0])))
+  if (!ierr && !((cy == H5T_FLOAT && dy[0] == dx[0] && holds_samples(ndy, dy, sny, sy, out)) ||
+                 (ndy == 1 && cy == H5T_INTEGER && dy[0] == dx[0]))) {
+    hsize_t n = dx[0];
+    shape_text(want, sizeof want, 1, &n, sny, sy);
+    if (ndy <= H5_MAX_DIMS) shape_text(got, sizeof got, ndy, dy, 0, NULL);
+    else snprintf(got, sizeof got, "%d-dimensional", ndy);
     ierr = TRAIN_ERR(FSDP_ERR_ARG,
-                     "fsdp-train: data file '%s': /y must be float [%llu, %lld] (regression) or integer "
-                     "[%llu] (class labels) for /x [%llu, %lld] and a model with out=%lld, not %s [%llu%s]",
-                     path, (unsigned long long)dx[0], (long long)out, (unsigned long long)dx[0],
-                     (unsigned long long)dx[0], (long long)in, (long long)out,
+                     "fsdp-train: data file '%s': /y must be float %s (regression) or integer "
+                     "[%llu] (class labels) for /x [%llu, ...] and a model with out=%lld, not %s %s",
+                     path, want, (unsigned long long)dx[0], (unsigned long long)dx[0], (long long)out,
                      cy == H5T_FLOAT     ? "float"
                      : cy == H5T_INTEGER ? "integer"
                                          : "other",
-                     (unsigned long long)dy[0], ndy == 2 ? ", ..." : "");
+                     got);
+  }
   if (!ierr) {
     d->n = (int64_t)dx[0];
     d->in = in;
     d->out = out;
     ierr = FSDPMalloc((size_t)(d->n * in) * sizeof(float), FSDP_MEM_OTHER, &d->x);
     if (!ierr) ierr = h5_read(file, path, "x", H5T_NATIVE_FLOAT, d->x);
-    if (!ierr && ndy == 2) {
+    if (!ierr && cy == H5T_FLOAT) {
       ierr = FSDPMalloc((size_t)(d->n * out) * sizeof(float), FSDP_MEM_OTHER, &d->y);
       if (!ierr) ierr = h5_read(file, path, "y", H5T_NATIVE_FLOAT, d->y);
     } else if (!ierr) {
@@ -416,7 +447,7 @@ static FSDPErrorCode load_any(const char *spec, FSDPModel model, uint64_t seed, 
     FSDPErrorCode ierr;
     H5Eget_auto2(H5E_DEFAULT, &func, &data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message says what went wrong, once */
-    ierr = load_h5(spec, in, out, d);
+    ierr = load_h5(spec, model, d);
     H5Eset_auto2(H5E_DEFAULT, func, data);
     return ierr;
   }

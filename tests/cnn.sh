@@ -1,0 +1,64 @@
+#!/bin/sh
+# fsdp-train's convolutional models against PyTorch (tests/cnn_reference.py,
+# python3-torch): from the same initial parameters and the same rows of an
+# HDF5 grid data set (/x [N, C, grid...]), 20 AdamW steps with clipping give
+# the same loss curve within 1e-4 relative, and the trained parameters match
+# by name, for TorchFort's one-layer circular convolution (W = 1 and W = 4
+# hybrid, 2 emulated nodes), a 2-D network with groups, dilation, reflection
+# and GELU (W = 4), a strided 1-D one (W = 2) and a 3-D circular one (W = 4
+# hybrid).  A data file whose shape is not the model's is refused by name.
+. "${srcdir:-.}/tests/testlib.sh"
+train="$top_builddir/tools/fsdp-train"
+ref="${srcdir:-.}/tests/cnn_reference.py"
+fsdp_need_torch
+common="-seed 5 -batch 8 -steps 20 -optimizer adamw -lr 0.01 -clip_grad_norm 1.0 -log_every 0"
+hybrid="-fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2"
+
+# model NAME SPEC: PyTorch's initial parameters, data, loss curve and final parameters for SPEC, the model
+# the next runs train.
+model() {
+  spec=$2
+  "$python" "$ref" all "$2" 3 64 8 20 0.01 1.0 "$fsdp_tmp/$1" || { echo "FAIL: the PyTorch reference for $2"; exit 1; }
+}
+
+# same NAME RUN NP ARGS...: fsdp-train at NP ranks gives PyTorch's curve for model NAME (its parameters are
+# compared below).
+same() {
+  m=$1 run=$2 np=$3
+  shift 3
+  train_run "$run" "$np" -model "$spec" -init "$fsdp_tmp/$m-init.h5" -data "$fsdp_tmp/$m-data.h5" \
+    -export "$fsdp_tmp/$run.h5" "$@"
+  curves_agree "$m-torch" "$run" 20
+}
+
+torchfort="cnn:grid=32x32,in=1,out=1,padding=circular"
+model torchfort "$torchfort"
+same torchfort torchfort_w1 1
+same torchfort torchfort_w4 4 $hybrid
+
+net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,act=gelu"
+model net2d "$net2d"
+same net2d net2d_w4 4
+
+net1d="cnn:grid=40,in=3,out=1,depth=2,channels=6,kernel=5,stride=2,act=tanh"
+model net1d "$net1d"
+same net1d net1d_w2 2
+
+net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
+model net3d "$net3d"
+same net3d net3d_w4 4 $hybrid
+# The trained parameters, by name and shape: PyTorch's within 1e-4.
+for m in torchfort net2d net1d net3d; do
+  set --
+  for run in "$fsdp_tmp/$m"_w*.h5; do set -- "$@" "$run"; done
+  "$python" "$ref" compare "$fsdp_tmp/$m-torch.h5" "$@" || exit 1
+done
+
+# A data file for another grid: refused, naming both shapes.
+if fsdp_run 2 "$train" -model "cnn:grid=16x16,in=2,out=2,depth=3,channels=8" -data "$fsdp_tmp/net2d-data.h5" \
+  -steps 1 >"$fsdp_tmp/shape.out" 2>&1; then
+  cat "$fsdp_tmp/shape.out"; echo "FAIL: a 16x12 data set trained a 16x16 model"; exit 1
+fi
+expect_count 2 "/x must be float \[N, 2, 16, 16\] (or \[N, 512\]) for a model with in=512, not float \[64, 2, 16, 12\]" \
+  "$fsdp_tmp/shape.out"
+echo "a data file of another grid is refused on every rank, naming both shapes"

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The CNN of fsdp-train's -model cnn:... in PyTorch, for tests/cnn.sh.
+
+  cnn_reference.py init  SPEC SEED INIT.h5
+      builds the model with PyTorch's default initialization
+      (torch.manual_seed(SEED)) and writes its parameters as /params/<name>,
+      what fsdp-train -init reads.
+  cnn_reference.py data  SPEC SEED N DATA.h5
+      writes /x [N, C, grid...] uniform in [-1, 1) and /y the output of the
+      same architecture initialized from SEED + 1 (a teacher): what
+      fsdp-train -data DATA.h5 reads.
+  cnn_reference.py train SPEC INIT.h5 DATA.h5 B STEPS LR CLIP OUT.csv [FINAL.h5]
+      trains it from INIT.h5 on the rows fsdp-train -batch B takes (row
+      (s*B + j) mod N of step s), the mean squared error, AdamW with
+      fsdp-train's defaults (betas 0.9/0.999, eps 1e-8, weight decay 0.01),
+      the global gradient norm clipped to CLIP (0: off), constant LR.
+      Writes step,loss as fsdp-train's -loss_log does; FINAL.h5 gets the
+      trained parameters as /params/<name>.
+  cnn_reference.py all   SPEC SEED N B STEPS LR CLIP PREFIX
+      the three in one process: PREFIX-init.h5, PREFIX-data.h5,
+      PREFIX-torch.csv and PREFIX-torch.h5.
+  cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...]
+      the largest difference of each GOT's parameters from REF's, by name;
+      fails above 1e-4 or where the names or shapes differ.
+
+The architecture is nn.md's: depth blocks of nn.ConvNd(c, channels,
+kernel, stride, padding=pad, dilation, groups, padding_mode) and the
+activation, then head = nn.ConvNd(c, out, kernel, stride, padding=pad,
+dilation, padding_mode); "same" padding dilation * (kernel - 1) // 2 unless
+pad= says.  One thread, fp32.
+"""
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+
+
+def parse(spec):
+    assert spec.startswith("cnn:"), spec
+    p = {"depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
+         "padding": "zeros", "act": "relu"}
+    for item in spec[4:].split(","):
+        key, value = item.split("=")
+        if key == "grid":
+            p[key] = [int(v) for v in value.split("x")]
+        elif key in ("padding", "act"):
+            p[key] = value
+        else:
+            p[key] = int(value)
+    if p["pad"] is None:
+        p["pad"] = p["dilation"] * (p["kernel"] - 1) // 2
+    return p
+
+
+class Block(nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+
+class CNN(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[len(p["grid"])]
+        kw = dict(kernel_size=p["kernel"], stride=p["stride"], padding=p["pad"], dilation=p["dilation"],
+                  padding_mode=p["padding"])
+        self.act = {"relu": F.relu, "tanh": torch.tanh, "gelu": F.gelu}[p["act"]]
+        self.blocks = nn.ModuleList()
+        c = p["in"]
+        for _ in range(p["depth"]):
+            self.blocks.append(Block(conv(c, p["channels"], groups=p["groups"], **kw)))
+            c = p["channels"]
+        self.head = conv(c, p["out"], **kw)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = self.act(b.conv(x))
+        return self.head(x)
+
+
+def write_params(model, path):
+    with h5py.File(path, "w") as f:
+        for name, w in model.named_parameters():
+            f["params/" + name] = w.detach().numpy().astype(np.float32)
+
+
+def init(spec, seed, path):
+    torch.manual_seed(int(seed))
+    write_params(CNN(parse(spec)), path)
+
+
+def data(spec, seed, n, path):
+    p = parse(spec)
+    torch.manual_seed(int(seed) + 1)
+    teacher = CNN(p)
+    gen = torch.Generator().manual_seed(int(seed))
+    x = torch.rand([int(n), p["in"]] + p["grid"], generator=gen) * 2 - 1
+    with torch.no_grad():
+        y = teacher(x)
+    with h5py.File(path, "w") as f:
+        f["x"] = x.numpy().astype(np.float32)
+        f["y"] = y.numpy().astype(np.float32)
+
+
+def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
+    model = CNN(parse(spec))
+    with h5py.File(init_path, "r") as f, torch.no_grad():
+        for name, w in model.named_parameters():
+            w.copy_(torch.from_numpy(f["params/" + name][...]))
+    with h5py.File(data_path, "r") as f:
+        x, y = torch.from_numpy(f["x"][...]), torch.from_numpy(f["y"][...])
+    batch, steps, lr, clip = int(batch), int(steps), float(lr), float(clip)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    with open(out, "w") as log:
+        log.write("step,loss\n")
+        for s in range(steps):
+            rows = [(s * batch + j) % x.shape[0] for j in range(batch)]
+            opt.zero_grad()
+            loss = F.mse_loss(model(x[rows]), y[rows])
+            loss.backward()
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            log.write("%d,%.9g\n" % (s + 1, loss.item()))
+    if final:
+        write_params(model, final)
+
+
+def compare(ref_path, *paths):
+    ref = h5py.File(ref_path, "r")["params"]
+    for path in paths:
+        got = h5py.File(path, "r")["params"]
+        if sorted(got) != sorted(ref):
+            sys.exit("FAIL: %s has parameters %s, PyTorch's %s" % (path, sorted(got), sorted(ref)))
+        for k in ref:
+            if got[k].shape != ref[k].shape:
+                sys.exit("FAIL: %s: %s has shape %s, PyTorch's %s" % (path, k, got[k].shape, ref[k].shape))
+        # Within 1e-4: Adam divides by sqrt(v), and rounding in a near-zero gradient moves a weight by ~1e-5.
+        worst, name = max((float(np.max(np.abs(got[k][...] - ref[k][...]))), k) for k in ref)
+        if worst > 1e-4:
+            sys.exit("FAIL: %s: %s differs from PyTorch's by %.3g" % (path, name, worst))
+        print("%s: every parameter within %.2g of PyTorch's (%s)" % (path.split("/")[-1], worst, name))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "init" and len(sys.argv) == 5:
+        init(*sys.argv[2:])
+    elif sys.argv[1] == "data" and len(sys.argv) == 6:
+        data(*sys.argv[2:])
+    elif sys.argv[1] == "train" and len(sys.argv) in (10, 11):
+        train(*sys.argv[2:])
+    elif sys.argv[1] == "all" and len(sys.argv) == 10:
+        spec, seed, n, b, steps, lr, clip, prefix = sys.argv[2:]
+        init(spec, seed, prefix + "-init.h5")
+        data(spec, seed, n, prefix + "-data.h5")
+        train(spec, prefix + "-init.h5", prefix + "-data.h5", b, steps, lr, clip, prefix + "-torch.csv",
+              prefix + "-torch.h5")
+    elif sys.argv[1] == "compare" and len(sys.argv) >= 4:
+        compare(*sys.argv[2:])
+    else:
+        sys.exit(__doc__)
