@@ -138,7 +138,7 @@ module fsdp
   public :: fsdp_model_create, fsdp_model_set_wrap_policy, fsdp_model_set_seed, fsdp_model_set_from_options, &
             fsdp_model_set_up, fsdp_model_get_sizes, fsdp_model_forward, fsdp_model_loss, fsdp_model_backward, &
             fsdp_model_train_step, fsdp_model_predict, fsdp_model_view, fsdp_model_destroy, &
-            fsdp_model_get_tokens, fsdp_model_set_activation_checkpointing, &
+            fsdp_model_get_tokens, fsdp_model_get_sample_shape, fsdp_model_set_activation_checkpointing, &
             fsdp_model_get_activation_checkpointing
 
   ! Communicators: an integer handle (use mpi) or, where MPI has mpi_f08, a type(MPI_Comm).
@@ -425,6 +425,13 @@ module fsdp
       type(c_ptr), value :: model
       integer(c_int), value :: policy
       integer(c_int64_t), value :: min_numel
+    end function
+    integer(c_int) function c_model_get_sample_shape(model, output, ndim, shape) bind(C, name="FSDPModelGetSampleShape")
+      import :: c_int, c_ptr, c_int64_t, c_bool
+      type(c_ptr), value :: model
+      logical(c_bool), value :: output
+      integer(c_int), intent(out) :: ndim
+      integer(c_int64_t), intent(out) :: shape(4)
     end function
     integer(c_int) function c_model_get_tokens(model, ctx, vocab) bind(C, name="FSDPModelGetTokens")
       import :: c_int, c_ptr, c_int64_t
@@ -2155,6 +2162,24 @@ contains
     integer(fsdp_int64), intent(out) :: ctx, vocab
     integer, intent(out) :: ierr
     ierr = c_model_get_tokens(model%ptr, ctx, vocab)
+  end subroutine
+
+  ! One sample's input (output .false.) or output shape, in Fortran order: a
+  ! cnn: model on a 32x24 grid of 2 channels takes x(24, 32, 2) per sample.
+  subroutine fsdp_model_get_sample_shape(model, output, shape, ierr)
+    type(fsdp_model), intent(in) :: model
+    logical, intent(in) :: output
+    integer(fsdp_int64), allocatable, intent(out) :: shape(:)
+    integer, intent(out) :: ierr
+    integer(c_int) :: ndim
+    integer(c_int64_t) :: cshape(4)
+    integer :: i
+    ierr = c_model_get_sample_shape(model%ptr, logical(output, c_bool), ndim, cshape)
+    if (ierr /= FSDP_SUCCESS) ndim = 0
+    allocate (shape(ndim))
+    do i = 1, ndim
+      shape(i) = cshape(ndim + 1 - i)
+    end do
   end subroutine
 
   subroutine fsdp_model_set_activation_checkpointing(model, on, ierr)

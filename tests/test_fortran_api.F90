@@ -360,6 +360,7 @@ program test_fortran_api
   ! The model's arrays: the loss and backward must have the last forward's batch.
   call model_batches(world)
   call gpt_model(world)
+  call cnn_model(world)
   call memory_limit(world)
   deallocate (pshape)
 
@@ -505,6 +506,38 @@ contains
     call ok(ierr, 'gpt: the model destroyed')
     call fsdp_context_destroy(mctx, ierr)
     call ok(ierr, 'gpt: its context destroyed')
+  end subroutine
+
+  ! A convolutional model from Fortran: samples are fields x(W, H, C), flattened
+  ! into columns; TorchFort's circular convolution on a 6x5 grid moves a
+  ! constant field to a constant field (each output is the kernel's sum times
+  ! the value, plus the bias) however the pad wraps.
+  subroutine cnn_model(comm)
+    integer, intent(in) :: comm
+    type(fsdp_context) :: mctx
+    type(fsdp_model) :: model
+    integer(fsdp_int64), allocatable :: sin(:), sout(:)
+    real(c_float), target :: x(5, 6, 2, 3)
+    real(c_float), pointer :: y(:, :)
+    integer :: ierr
+    x = 1
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_model_create(mctx, 'cnn:grid=6x5,in=2,out=1,padding=circular', model, ierr)
+    call ok(ierr, 'fsdp_model_create (cnn)')
+    call fsdp_model_set_up(model, ierr)
+    call ok(ierr, 'cnn: set up')
+    call fsdp_model_get_sample_shape(model, .false., sin, ierr)
+    call check(ierr == 0 .and. size(sin) == 3, 'cnn: the input sample has 3 dimensions')
+    if (size(sin) == 3) call check(all(sin == [5, 6, 2]), 'cnn: the input sample is x(5, 6, 2)')
+    call fsdp_model_get_sample_shape(model, .true., sout, ierr)
+    call check(ierr == 0 .and. size(sout) == 3, 'cnn: the output sample has 3 dimensions')
+    if (size(sout) == 3) call check(all(sout == [5, 6, 1]), 'cnn: the output sample is y(5, 6, 1)')
+    call fsdp_model_forward(model, reshape(x, [60, 3]), y, ierr)
+    call check(ierr == 0 .and. size(y, 1) == 30 .and. size(y, 2) == 3, 'cnn forward: y(30, 3)')
+    if (ierr == 0) call check(maxval(y) - minval(y) < 1e-5, 'cnn: a constant field stays constant under circular padding')
+    call fsdp_model_destroy(model, ierr)
+    call fsdp_context_destroy(mctx, ierr)
+    call ok(ierr, 'cnn: its context destroyed')
   end subroutine
 
   function shape_of2(a) result(r)
