@@ -31,30 +31,72 @@ static int64_t source(const ConvGeom *g, int d, int64_t k, int64_t o)
   }
 }
 
+/* Along the last axis, for tap e: the output positions [*lo, *hi) that read
+   inside the input line, at input index o * stride + *off; the others read
+   padding (source()). */
+static void interior(const ConvGeom *g, int64_t e, int64_t *lo, int64_t *hi, int64_t *off)
+{
+  int64_t s = g->stride[2], n = g->osize[2];
+  *off = e * g->dilation[2] - g->pad[2];
+  *lo = *off >= 0 ? 0 : (-*off + s - 1) / s;
+  *hi = g->size[2] - *off <= 0 ? 0 : (g->size[2] - *off + s - 1) / s;
+  *lo = *lo < n ? *lo : n;
+  *hi = *hi < n ? (*hi > *lo ? *hi : *lo) : n;
+}
+
+/* Output positions [from, to) of a line of the last axis, for tap e, through
+   source(): gather from the input line xl into r, or (dl) add r into dl.
+   NULL lines: the line is zero padding of an outer axis. */
+static void line_ends(const ConvGeom *g, int64_t e, int64_t from, int64_t to, const float *xl, float *r, float *dl,
+                      bool adjoint)
+{
+  for (int64_t o = from; o < to; o++) {
+    int64_t i = source(g, 2, e, o);
+    if (adjoint) {
+      if (dl && i >= 0) dl[i] += r[o];
+    } else r[o] = xl && i >= 0 ? xl[i] : 0.0f;
+  }
+}
+
+/* d[i] += r[i]: the adjoint's contiguous runs. */
+static void add_line(int64_t n, const float *restrict r, float *restrict d)
+{
+  for (int64_t i = 0; i < n; i++) d[i] += r[i];
+}
+
 /* One sample: col[cin * taps, points] from x[cin, size...] (dx NULL), or
-   dx[cin, size...] += col, the adjoint (x NULL). */
+   dx[cin, size...] += col, the adjoint (x NULL).  Line by line of the last
+   axis: the interior is a strided copy, only the ends look up padding. */
 static void im2col(const ConvGeom *g, const float *x, float *col, float *dx)
 {
-  int64_t points = out_points(g), plane = in_points(g);
+  int64_t points = out_points(g), plane = in_points(g), s = g->stride[2], n = g->osize[2];
   for (int64_t c = 0; c < g->cin; c++)
     for (int64_t a = 0; a < g->kernel[0]; a++)
       for (int64_t b = 0; b < g->kernel[1]; b++)
         for (int64_t e = 0; e < g->kernel[2]; e++) {
           float *row = col + (((c * g->kernel[0] + a) * g->kernel[1] + b) * g->kernel[2] + e) * points;
-          size_t at = (size_t)(c * plane);
+          int64_t lo, hi, off;
+          interior(g, e, &lo, &hi, &off);
           for (int64_t o0 = 0; o0 < g->osize[0]; o0++) {
             int64_t i0 = source(g, 0, a, o0);
             for (int64_t o1 = 0; o1 < g->osize[1]; o1++) {
               int64_t i1 = source(g, 1, b, o1);
-              float *r = row + (o0 * g->osize[1] + o1) * g->osize[2];
-              for (int64_t o2 = 0; o2 < g->osize[2]; o2++) {
-                int64_t i2 = source(g, 2, e, o2);
-                bool pad = i0 < 0 || i1 < 0 || i2 < 0;
-                size_t i = at + (size_t)((i0 * g->size[1] + i1) * g->size[2] + i2);
-                if (dx) {
-                  if (!pad) dx[i] += r[o2];
-                } else r[o2] = pad ? 0.0f : x[i];
+              float *r = row + (o0 * g->osize[1] + o1) * n, *dl = NULL;
+              const float *xl = NULL;
+              if (i0 >= 0 && i1 >= 0) { /* else the line is zero padding */
+                size_t at = (size_t)(c * plane + (i0 * g->size[1] + i1) * g->size[2]);
+                if (dx) dl = dx + at;
+                else xl = x + at;
               }
+              line_ends(g, e, 0, lo, xl, r, dl, dx != NULL);
+              line_ends(g, e, hi, n, xl, r, dl, dx != NULL);
+              if (dl && s == 1) add_line(hi - lo, r + lo, dl + lo + off);
+              else if (dl)
+                for (int64_t o2 = lo; o2 < hi; o2++) dl[o2 * s + off] += r[o2];
+              else if (xl && s == 1) memcpy(r + lo, xl + lo + off, (size_t)(hi - lo) * sizeof *r);
+              else if (xl)
+                for (int64_t o2 = lo; o2 < hi; o2++) r[o2] = xl[o2 * s + off];
+              else if (!dx) memset(r + lo, 0, (size_t)(hi - lo) * sizeof *r);
             }
           }
         }
