@@ -48,11 +48,12 @@ net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
 model net3d "$net3d"
 same net3d net3d_w4 4 $hybrid
 # The trained parameters, by name and shape: PyTorch's within 1e-4.
+set --
 for m in torchfort net2d net1d net3d; do
-  set --
-  for run in "$fsdp_tmp/$m"_w*.h5; do set -- "$@" "$run"; done
-  "$python" "$ref" compare "$fsdp_tmp/$m-torch.h5" "$@" || exit 1
+  [ $# -eq 0 ] || set -- "$@" --
+  set -- "$@" "$fsdp_tmp/$m-torch.h5" "$fsdp_tmp/$m"_w*.h5
 done
+"$python" "$ref" compare "$@" || exit 1
 
 # A data file for another grid: refused, naming both shapes.
 if fsdp_run 2 "$train" -model "cnn:grid=16x16,in=2,out=2,depth=3,channels=8" -data "$fsdp_tmp/net2d-data.h5" \

@@ -19,9 +19,9 @@
   cnn_reference.py all   SPEC SEED N B STEPS LR CLIP PREFIX
       the three in one process: PREFIX-init.h5, PREFIX-data.h5,
       PREFIX-torch.csv and PREFIX-torch.h5.
-  cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...]
-      the largest difference of each GOT's parameters from REF's, by name;
-      fails above 1e-4 or where the names or shapes differ.
+  cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...] [-- REF.h5 GOT.h5 ...]
+      the largest difference of each GOT's parameters from its REF's, by
+      name; fails above 1e-4 or where the names or shapes differ.
 
 The architecture is nn.md's: depth blocks of nn.ConvNd(c, channels,
 kernel, stride, padding=pad, dilation, groups, padding_mode) and the
@@ -131,7 +131,17 @@ def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
         write_params(model, final)
 
 
-def compare(ref_path, *paths):
+def compare(*args):
+    group = []
+    for a in list(args) + ["--"]:
+        if a == "--":
+            compare_one(*group)
+            group = []
+        else:
+            group.append(a)
+
+
+def compare_one(ref_path, *paths):
     ref = h5py.File(ref_path, "r")["params"]
     for path in paths:
         got = h5py.File(path, "r")["params"]
