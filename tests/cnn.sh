@@ -4,8 +4,8 @@
 # HDF5 grid data set (/x [N, C, grid...]), 20 AdamW steps with clipping give
 # the same loss curve within 1e-4 relative, and the trained parameters match
 # by name, for TorchFort's one-layer circular convolution (W = 1 and W = 4
-# hybrid, 2 emulated nodes), a 2-D network with groups, dilation, reflection
-# and GELU (W = 4), a strided 1-D one (W = 2) and a 3-D circular one (W = 4
+# hybrid, 2 emulated nodes), a 2-D network with groups, dilation, reflection,
+# GroupNorm and GELU (W = 4), a strided 1-D one (W = 2) and a 3-D circular one (W = 4
 # hybrid).  A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -36,7 +36,7 @@ model torchfort "$torchfort"
 same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
 
-net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,act=gelu"
+net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,norm=groupnorm:4,act=gelu"
 model net2d "$net2d"
 same net2d net2d_w4 4
 

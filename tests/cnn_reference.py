@@ -24,8 +24,8 @@
       name; fails above 1e-4 or where the names or shapes differ.
 
 The architecture is nn.md's: depth blocks of nn.ConvNd(c, channels,
-kernel, stride, padding=pad, dilation, groups, padding_mode) and the
-activation, then head = nn.ConvNd(c, out, kernel, stride, padding=pad,
+kernel, stride, padding=pad, dilation, groups, padding_mode), with
+norm=groupnorm:G an nn.GroupNorm(G, channels), and the activation, then head = nn.ConvNd(c, out, kernel, stride, padding=pad,
 dilation, padding_mode); "same" padding dilation * (kernel - 1) // 2 unless
 pad= says.  One thread, fp32.
 """
@@ -43,12 +43,12 @@ torch.set_num_threads(1)
 def parse(spec):
     assert spec.startswith("cnn:"), spec
     p = {"depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
-         "padding": "zeros", "act": "relu"}
+         "padding": "zeros", "norm": "none", "act": "relu"}
     for item in spec[4:].split(","):
         key, value = item.split("=")
         if key == "grid":
             p[key] = [int(v) for v in value.split("x")]
-        elif key in ("padding", "act"):
+        elif key in ("padding", "norm", "act"):
             p[key] = value
         else:
             p[key] = int(value)
@@ -58,9 +58,15 @@ def parse(spec):
 
 
 class Block(nn.Module):
-    def __init__(self, conv):
+    def __init__(self, conv, norm):
         super().__init__()
         self.conv = conv
+        if norm != "none":
+            self.norm = nn.GroupNorm(int(norm.split(":")[1]), conv.out_channels)
+
+    def forward(self, x):
+        x = self.conv(x)
+        return self.norm(x) if hasattr(self, "norm") else x
 
 
 class CNN(nn.Module):
@@ -73,13 +79,13 @@ class CNN(nn.Module):
         self.blocks = nn.ModuleList()
         c = p["in"]
         for _ in range(p["depth"]):
-            self.blocks.append(Block(conv(c, p["channels"], groups=p["groups"], **kw)))
+            self.blocks.append(Block(conv(c, p["channels"], groups=p["groups"], **kw), p["norm"]))
             c = p["channels"]
         self.head = conv(c, p["out"], **kw)
 
     def forward(self, x):
         for b in self.blocks:
-            x = self.act(b.conv(x))
+            x = self.act(b(x))
         return self.head(x)
 
 

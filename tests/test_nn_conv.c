@@ -2,8 +2,8 @@
    PyTorch's nn.Conv1d/2d/3d; forward against a direct convolution of an
    explicitly padded field (zeros, circular, reflect; stride, dilation,
    groups); the model's gradients through sharded units against finite
-   differences for every padding mode, stride, dilation, groups and 1 to 3
-   spatial dimensions; and the spec's errors, each naming the key and value.
+   differences for every padding mode, stride, dilation, groups, GroupNorm
+   and 1 to 3 spatial dimensions; and the spec's errors, each naming the key and value.
    mpitest: -n 4
    mpitest: -n 1 */
 #include <math.h>
@@ -192,6 +192,11 @@ static void test_gradients(void)
   check_gradients("cnn:grid=4x5x3,in=2,out=2,depth=1,channels=3,padding=reflect,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=7x6,in=1,out=2,depth=1,channels=2,kernel=2,stride=2,pad=1,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=8x8,in=1,out=1,kernel=3,padding=circular", FSDP_FULL_SHARD); /* TorchFort's */
+  /* GroupNorm: groups of 2 channels, one channel each (instance norm), all channels (one group) */
+  check_gradients("cnn:grid=6x5,in=2,out=2,depth=2,channels=4,norm=groupnorm:2,padding=circular,act=tanh",
+                  FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=9,in=1,out=1,depth=1,channels=3,norm=groupnorm:3,act=tanh", FSDP_HYBRID_SHARD);
+  check_gradients("cnn:grid=3x4x2,in=1,out=1,depth=1,channels=2,norm=groupnorm:1,act=gelu", FSDP_FULL_SHARD);
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -231,6 +236,11 @@ static void test_errors(void)
   expect_spec_error("cnn:grid=8,in=1,depth=2", "lacks out= channels= (grid, in and out are required");
   expect_spec_error("cnn:grid=8,in=1,out=1,hidden=3", "unknown key 'hidden' (keys: grid, in, out, depth");
   expect_spec_error("cnn:grid=8,in=1,out=1,act=softmax", "act=softmax is not relu, tanh or gelu");
+  expect_spec_error("cnn:grid=8,in=1,out=1,depth=1,channels=4,norm=groupnorm:3",
+                    "norm=groupnorm:3 does not divide channels=4");
+  expect_spec_error("cnn:grid=8,in=1,out=1,norm=batchnorm", "norm=batchnorm is not none or groupnorm:G (G groups)");
+  expect_spec_error("cnn:grid=8,in=1,out=1,norm=groupnorm:",
+                    "norm=groupnorm:: the groups G of groupnorm:G must be a positive integer");
 }
 
 int main(int argc, char **argv)

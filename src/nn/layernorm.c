@@ -128,9 +128,9 @@ static void layernorm_param_shape(const Layer *l, int p, int *ndim, int64_t shap
   shape[1] = 0;
 }
 
-/* PyTorch's default: weight ones, bias zeros. */
-static FSDPErrorCode layernorm_init(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin, int64_t end,
-                                    float *values)
+/* PyTorch's default for a normalization's affine parameters (LayerNorm, GroupNorm): weight ones, bias zeros. */
+FSDPErrorCode FSDPInitNormAffine_Private(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin,
+                                         int64_t end, float *values)
 {
   (void)l;
   (void)seed;
@@ -171,7 +171,7 @@ const LayerOps LayerOps_layernorm_Private = {
     .nparams = 2,
     .param_names = param_names,
     .param_shape = layernorm_param_shape,
-    .init = layernorm_init,
+    .init = FSDPInitNormAffine_Private,
     .saved = layernorm_saved,
     .forward = layernorm_forward,
     .backward = layernorm_backward,

@@ -36,7 +36,7 @@ static const char *const spec_keys = "in, hidden, depth, out, act, norm";
 static const char *const gpt_keys = "vocab, ctx, dim, heads, layers, tied";
 static const char *const padding_names[] = {"zeros", "circular", "reflect"}; /* ConvPadding */
 static const char *const cnn_keys =
-    "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, act";
+    "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, norm, act";
 
 static FSDPErrorCode parse_positive(const char *spec, const char *key, const char *value, int64_t *v)
 {
@@ -140,6 +140,18 @@ static FSDPErrorCode cnn_key(FSDPModel m, const char *spec, const char *key, con
     else
       FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': padding=%s is not zeros, circular or reflect",
                 spec, value);
+  } else if (!strcmp(key, "norm")) {
+    if (!strncmp(value, "groupnorm:", 10)) {
+      char *end;
+      long long groups;
+      errno = 0;
+      groups = strtoll(value + 10, &end, 10);
+      FSDPCheck(value[10] && !*end && errno == 0 && groups > 0 && groups <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG,
+                "model spec '%s': norm=%s: the groups G of groupnorm:G must be a positive integer", spec, value);
+      m->norm_groups = groups;
+    } else
+      FSDPCheck(!strcmp(value, "none"), MPI_COMM_SELF, FSDP_ERR_ARG,
+                "model spec '%s': norm=%s is not none or groupnorm:G (G groups)", spec, value);
   } else if (!strcmp(key, "act")) FSDPCall(parse_activation(m, spec, value));
   else
     FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, cnn_keys);
@@ -158,6 +170,9 @@ static FSDPErrorCode check_cnn(FSDPModel m, const char *spec)
             "model spec '%s': groups=%lld does not divide both in=%lld and channels=%lld (each group convolves "
             "in / groups channels into channels / groups)",
             spec, (long long)g->groups, (long long)g->cin, (long long)m->hidden);
+  FSDPCheck(!m->depth || !m->norm_groups || m->hidden % m->norm_groups == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': norm=groupnorm:%lld does not divide channels=%lld", spec, (long long)m->norm_groups,
+            (long long)m->hidden);
   for (int d = 0; d < 2; d++) { /* kernel, stride and dilation: the same along every spatial dimension */
     bool spatial = d >= 3 - g->nd;
     g->kernel[d] = spatial ? g->kernel[2] : 1;
@@ -202,7 +217,7 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
             "model spec '%s': unknown model type (the ones known are 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
             "gelu,norm=none|layernorm', 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1' and "
             "'cnn:grid=HxW,in=C,out=O,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
-            "padding=zeros|circular|reflect,act=relu|tanh|gelu')",
+            "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=relu|tanh|gelu')",
             spec);
   /* pad -1: "same", dilation * (kernel - 1) / 2 on each side */
   m->grid =
@@ -340,6 +355,16 @@ static FSDPErrorCode build_cnn(FSDPModel m)
     g.cout = channels = m->hidden;
     FSDPCall(add_conv(m, name, block, &g));
     memcpy(g.size, g.osize, sizeof g.size);
+    if (m->norm_groups) {
+      snprintf(name, sizeof name, "%s.norm", block);
+      FSDPCall(
+          add_layer(m, LAYER_groupnorm, name, block, m->layers[m->nlayers - 1].out, m->layers[m->nlayers - 1].out));
+      m->layers[m->nlayers - 1].conv = (ConvGeom){.nd = g.nd,
+                                                  .cin = channels,
+                                                  .cout = channels,
+                                                  .groups = m->norm_groups,
+                                                  .size = {g.size[0], g.size[1], g.size[2]}};
+    }
     snprintf(name, sizeof name, "%s.act", block);
     FSDPCall(add_layer(m, LAYER_activation, name, block, m->layers[m->nlayers - 1].out, m->layers[m->nlayers - 1].out));
   }
@@ -1102,15 +1127,18 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    m->checkpointing ? "on" : "off", b1, b2, (double)full / (double)ckpt));
   } else if (m->cnn) {
     const ConvGeom *g = &m->grid;
+    char norm[32] = "none";
+    if (m->norm_groups) snprintf(norm, sizeof norm, "of %lld groups", (long long)m->norm_groups);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld; CNN: %d-D grid", (long long)numel, g->nd));
     for (int d = 3 - g->nd; d < 3; d++)
       FSDPCall(FSDPViewerASCIIPrintf(viewer, "%s%lld", d > 3 - g->nd ? "x" : " ", (long long)g->size[d]));
     FSDPCall(FSDPViewerASCIIPrintf(viewer,
                                    ", %lld hidden layers of %lld channels (kernel %lld, stride %lld, dilation %lld, "
-                                   "%lld groups), padding %s, activation %s; seed %llu\n",
+                                   "%lld groups), padding %s, GroupNorm %s, activation %s; seed %llu\n",
                                    (long long)m->depth, (long long)m->hidden, (long long)g->kernel[2],
                                    (long long)g->stride[2], (long long)g->dilation[2], (long long)g->groups,
-                                   padding_names[g->padding], FSDPActivationName(m->act), (unsigned long long)m->seed));
+                                   padding_names[g->padding], norm, FSDPActivationName(m->act),
+                                   (unsigned long long)m->seed));
   } else
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
                                    (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",

@@ -1,6 +1,6 @@
 /* nnimpl.h: what the layer library's files share: the model and its layers,
    the table of operations every layer kind fills in (one file per kind:
-   linear.c, layernorm.c, activation.c, conv.c, and the GPT's embedding.c,
+   linear.c, layernorm.c, activation.c, conv.c, groupnorm.c, and the GPT's embedding.c,
    transformer.c, lmhead.c; doc/nn.md, "Adding a layer"), the GEMM and the
    losses. */
 #ifndef FSDP_NNIMPL_H
@@ -61,7 +61,7 @@ typedef struct {
   FSDPActivation act;                  /* activation layers: which function */
   int64_t seq, dim, heads, vocab;      /* GPT layers: positions per row, width, attention heads, tokens */
   int64_t nblocks;                     /* GPT layers: transformer blocks in the model */
-  ConvGeom conv;                       /* convolution layers */
+  ConvGeom conv;                       /* convolution layers; GroupNorm: cin channels, groups, size */
   int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
   int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
@@ -106,7 +106,8 @@ struct LayerOps {
 /* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
    defined in <kind>.c.  It makes the declarations, the LayerKind enum
    (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
-#define FSDP_LAYER_KINDS(X) X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead) X(conv)
+#define FSDP_LAYER_KINDS(X)                                                                                            \
+  X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm)
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -127,6 +128,7 @@ struct FSDPModel_s {
   bool tied;                      /* the head's weight is the token embedding's */
   bool cnn;             /* cnn:grid=G,in=C,out=O[,depth=D,channels=K,kernel=,...]: (depth holds D, hidden K) */
   ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */
+  int64_t norm_groups;  /* a cnn's GroupNorm after each hidden convolution: its groups; 0: none */
   bool checkpointing;   /* activation checkpointing of the transformer blocks */
   float *work;          /* backward's scratch: the largest ops->work(l), [capacity, ...] */
   float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
@@ -175,6 +177,10 @@ FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **
 FSDPErrorCode FSDPModelLayerParams_Private(FSDPModel m, const Layer *l, float **w);
 /* A tied head's weight and its gradient (the embedding's wte and the model's scratch). */
 FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g);
+
+/* A normalization's weight (p 0: ones) and bias (p 1: zeros), as PyTorch initializes them. */
+FSDPErrorCode FSDPInitNormAffine_Private(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin,
+                                         int64_t end, float *values);
 
 /* The embedding's parameter a tied head uses as its weight. */
 #define EMBEDDING_WTE 0
