@@ -529,11 +529,14 @@ FSDPErrorCode CheckpointVerifyFinite_Private(const UnitLoad *L)
 {
   for (int k = 0; k < L->nitems; k++) {
     const Item *it = &L->items[k];
-    const Piece *pc = &L->pieces[it->param];
-    const char *v = CheckpointStaged_Private(L, k);
+    const Piece *pc;
+    const char *v;
     size_t es = FSDPDataTypeSize(L->unit->dtype);
     char dpath[1200];
+    /* Only this unit's items have pieces here: an item of another unit indexes past them. */
     if (it->unit != L->unit || !L->load[k] || it->state < 0 || strcmp(L->names[it->state], "exp_avg_sq")) continue;
+    pc = &L->pieces[it->param];
+    v = CheckpointStaged_Private(L, k);
     for (int64_t i = 0; i < pc->end - pc->begin; i++) {
       double x = es == 8 ? ((const double *)(const void *)v)[i] : (double)((const float *)(const void *)v)[i];
       if (!(x < 0)) continue;
