@@ -4,9 +4,11 @@
 # HDF5 grid data set (/x [N, C, grid...]), 20 AdamW steps with clipping give
 # the same loss curve within 1e-4 relative, and the trained parameters match
 # by name, for TorchFort's one-layer circular convolution (W = 1 and W = 4
-# hybrid, 2 emulated nodes), a 2-D network with groups, dilation, reflection,
-# GroupNorm and GELU (W = 4), a strided 1-D one (W = 2) and a 3-D circular one (W = 4
-# hybrid).  A data file whose shape is not the model's is refused by name.
+# hybrid, 2 emulated nodes), a 2-D residual network with groups, dilation,
+# reflection, GroupNorm and GELU (W = 4), a strided 1-D one (W = 2), a 3-D
+# circular one (W = 4 hybrid), a 2-D U-Net of 3 levels with GroupNorm (W = 4
+# hybrid) and a 1-D one with average pooling and circular padding (W = 2).
+# A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
 ref="${srcdir:-.}/tests/cnn_reference.py"
@@ -36,7 +38,8 @@ model torchfort "$torchfort"
 same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
 
-net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,norm=groupnorm:4,act=gelu"
+net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,norm=groupnorm:4,act=gelu,\
+residual=1"
 model net2d "$net2d"
 same net2d net2d_w4 4
 
@@ -47,9 +50,17 @@ same net1d net1d_w2 2
 net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
 model net3d "$net3d"
 same net3d net3d_w4 4 $hybrid
+
+unet2d="unet:grid=16x8,in=2,out=1,channels=4,levels=3,norm=groupnorm:2,act=gelu"
+model unet2d "$unet2d"
+same unet2d unet2d_w4 4 $hybrid
+
+unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,act=tanh"
+model unet1d "$unet1d"
+same unet1d unet1d_w2 2
 # The trained parameters, by name and shape: PyTorch's within 1e-4.
 set --
-for m in torchfort net2d net1d net3d; do
+for m in torchfort net2d net1d net3d unet2d unet1d; do
   [ $# -eq 0 ] || set -- "$@" --
   set -- "$@" "$fsdp_tmp/$m-torch.h5" "$fsdp_tmp/$m"_w*.h5
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CNN of fsdp-train's -model cnn:... in PyTorch, for tests/cnn.sh.
+"""The grid models of fsdp-train's -model cnn:... and unet:... in PyTorch, for tests/cnn.sh.
 
   cnn_reference.py init  SPEC SEED INIT.h5
       builds the model with PyTorch's default initialization
@@ -27,7 +27,14 @@ The architecture is nn.md's: depth blocks of nn.ConvNd(c, channels,
 kernel, stride, padding=pad, dilation, groups, padding_mode), with
 norm=groupnorm:G an nn.GroupNorm(G, channels), and the activation, then head = nn.ConvNd(c, out, kernel, stride, padding=pad,
 dilation, padding_mode); "same" padding dilation * (kernel - 1) // 2 unless
-pad= says.  One thread, fp32.
+pad= says; residual=1 adds a block's input to its activation's output where
+the shapes agree.  The U-Net is nn.md's too: level i of the encoder
+(down.<i>) pools by 2 (max, or avg with pool=avg; not level 0) and runs two
+blocks conv<j>, norm<j>, activation to channels * 2^i; level i of the
+decoder (up.<i>, from levels - 2 down to 0) upsamples with
+nn.ConvTranspose(c, channels * 2^i, 2, stride=2) (up), concatenates the
+encoder's level-i output after it, and runs two blocks; then a 1x1 head.
+One thread, fp32.
 """
 import sys
 
@@ -41,14 +48,15 @@ torch.set_num_threads(1)
 
 
 def parse(spec):
-    assert spec.startswith("cnn:"), spec
-    p = {"depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
-         "padding": "zeros", "norm": "none", "act": "relu"}
-    for item in spec[4:].split(","):
+    kind, items = spec.split(":", 1)
+    assert kind in ("cnn", "unet"), spec
+    p = {"kind": kind, "depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
+         "padding": "zeros", "norm": "none", "act": "relu", "residual": 0, "pool": "max"}
+    for item in items.split(","):
         key, value = item.split("=")
         if key == "grid":
             p[key] = [int(v) for v in value.split("x")]
-        elif key in ("padding", "norm", "act"):
+        elif key in ("padding", "norm", "act", "pool"):
             p[key] = value
         else:
             p[key] = int(value)
@@ -57,16 +65,68 @@ def parse(spec):
     return p
 
 
+def group_norm(norm, channels):
+    return nn.GroupNorm(int(norm.split(":")[1]), channels) if norm != "none" else None
+
+
 class Block(nn.Module):
     def __init__(self, conv, norm):
         super().__init__()
         self.conv = conv
         if norm != "none":
-            self.norm = nn.GroupNorm(int(norm.split(":")[1]), conv.out_channels)
+            self.norm = group_norm(norm, conv.out_channels)
 
     def forward(self, x):
         x = self.conv(x)
         return self.norm(x) if hasattr(self, "norm") else x
+
+
+def activation(name):
+    return {"relu": F.relu, "tanh": torch.tanh, "gelu": F.gelu}[name]
+
+
+class Level(nn.Module):
+    """Two blocks conv<j>, norm<j>, activation; a decoder level's upsampling (up) first."""
+
+    def __init__(self, p, c_in, c, up_from=None):
+        super().__init__()
+        nd = len(p["grid"])
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[nd]
+        kw = dict(kernel_size=p["kernel"], padding=p["kernel"] // 2, padding_mode=p["padding"])
+        if up_from:
+            self.up = {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}[nd](up_from, c, 2, stride=2)
+        self.conv1, self.conv2 = conv(c_in, c, **kw), conv(c, c, **kw)
+        if p["norm"] != "none":
+            self.norm1, self.norm2 = group_norm(p["norm"], c), group_norm(p["norm"], c)
+        self.act = activation(p["act"])
+
+    def forward(self, x):
+        for j in (1, 2):
+            x = getattr(self, "conv%d" % j)(x)
+            if hasattr(self, "norm%d" % j):
+                x = getattr(self, "norm%d" % j)(x)
+            x = self.act(x)
+        return x
+
+
+class UNet(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        nd, k, levels = len(p["grid"]), p["channels"], p["levels"]
+        self.pool = {"max": {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d},
+                     "avg": {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}}[p["pool"]][nd]
+        self.down = nn.ModuleList(Level(p, p["in"] if i == 0 else k << (i - 1), k << i) for i in range(levels))
+        self.up = nn.ModuleList(Level(p, 2 * (k << i), k << i, up_from=k << (i + 1)) for i in range(levels - 1))
+        self.head = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[nd](k, p["out"], 1)
+
+    def forward(self, x):
+        skips = []
+        for i, level in enumerate(self.down):
+            x = level(self.pool(x, 2) if i > 0 else x)
+            skips.append(x)
+        for i in reversed(range(len(self.up))):
+            x = self.up[i](torch.cat((self.up[i].up(x), skips[i]), 1))
+        return self.head(x)
 
 
 class CNN(nn.Module):
@@ -75,7 +135,8 @@ class CNN(nn.Module):
         conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[len(p["grid"])]
         kw = dict(kernel_size=p["kernel"], stride=p["stride"], padding=p["pad"], dilation=p["dilation"],
                   padding_mode=p["padding"])
-        self.act = {"relu": F.relu, "tanh": torch.tanh, "gelu": F.gelu}[p["act"]]
+        self.act = activation(p["act"])
+        self.residual = p["residual"]
         self.blocks = nn.ModuleList()
         c = p["in"]
         for _ in range(p["depth"]):
@@ -85,8 +146,14 @@ class CNN(nn.Module):
 
     def forward(self, x):
         for b in self.blocks:
-            x = self.act(b(x))
+            y = self.act(b(x))
+            x = x + y if self.residual and y.shape == x.shape else y
         return self.head(x)
+
+
+def build(spec):
+    p = parse(spec)
+    return UNet(p) if p["kind"] == "unet" else CNN(p)
 
 
 def write_params(model, path):
@@ -97,13 +164,13 @@ def write_params(model, path):
 
 def init(spec, seed, path):
     torch.manual_seed(int(seed))
-    write_params(CNN(parse(spec)), path)
+    write_params(build(spec), path)
 
 
 def data(spec, seed, n, path):
     p = parse(spec)
     torch.manual_seed(int(seed) + 1)
-    teacher = CNN(p)
+    teacher = build(spec)
     gen = torch.Generator().manual_seed(int(seed))
     x = torch.rand([int(n), p["in"]] + p["grid"], generator=gen) * 2 - 1
     with torch.no_grad():
@@ -114,7 +181,7 @@ def data(spec, seed, n, path):
 
 
 def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
-    model = CNN(parse(spec))
+    model = build(spec)
     with h5py.File(init_path, "r") as f, torch.no_grad():
         for name, w in model.named_parameters():
             w.copy_(torch.from_numpy(f["params/" + name][...]))

@@ -361,6 +361,7 @@ program test_fortran_api
   call model_batches(world)
   call gpt_model(world)
   call cnn_model(world)
+  call unet_model(world)
   call memory_limit(world)
   deallocate (pshape)
 
@@ -538,6 +539,36 @@ contains
     call fsdp_model_destroy(model, ierr)
     call fsdp_context_destroy(mctx, ierr)
     call ok(ierr, 'cnn: its context destroyed')
+  end subroutine
+
+  ! A U-Net from Fortran: its sample shapes, and a training step's forward and backward.
+  subroutine unet_model(comm)
+    integer, intent(in) :: comm
+    type(fsdp_context) :: mctx
+    type(fsdp_model) :: model
+    integer(fsdp_int64), allocatable :: sout(:)
+    real(c_float), target :: x(64, 2), t(96, 2) ! x(4, 8, 2, 2) flat: forward keeps its address for backward
+    real(c_float), pointer :: y(:, :)
+    integer :: ierr, i
+    x = reshape([(real(mod(i, 7), c_float) / 7, i=1, size(x))], shape(x))
+    t = 0
+    call fsdp_context_create(comm, mctx, ierr)
+    call fsdp_model_create(mctx, 'unet:grid=8x4,in=2,out=3,channels=2,levels=2,padding=circular', model, ierr)
+    call ok(ierr, 'fsdp_model_create (unet)')
+    call fsdp_model_set_up(model, ierr)
+    call ok(ierr, 'unet: set up')
+    call fsdp_model_get_sample_shape(model, .true., sout, ierr)
+    call check(ierr == 0 .and. size(sout) == 3, 'unet: the output sample has 3 dimensions')
+    if (size(sout) == 3) call check(all(sout == [4, 8, 3]), 'unet: the output sample is y(4, 8, 3)')
+    call fsdp_model_forward(model, x, y, ierr)
+    call check(ierr == 0 .and. size(y, 1) == 96 .and. size(y, 2) == 2, 'unet forward: y(96, 2)')
+    call fsdp_model_backward(model, t, ierr)
+    call ok(ierr, 'unet: backward')
+    call fsdp_context_finish_backward(mctx, ierr)
+    call ok(ierr, 'unet: the gradients reduced')
+    call fsdp_model_destroy(model, ierr)
+    call fsdp_context_destroy(mctx, ierr)
+    call ok(ierr, 'unet: its context destroyed')
   end subroutine
 
   function shape_of2(a) result(r)

@@ -1,9 +1,11 @@
-/* The convolution layers of cnn: models: parameter names and shapes as
-   PyTorch's nn.Conv1d/2d/3d; forward against a direct convolution of an
-   explicitly padded field (zeros, circular, reflect; stride, dilation,
-   groups); the model's gradients through sharded units against finite
-   differences for every padding mode, stride, dilation, groups, GroupNorm
-   and 1 to 3 spatial dimensions; and the spec's errors, each naming the key and value.
+/* The layers of the grid models (cnn: and unet:): parameter names and
+   shapes as PyTorch's nn.Conv1d/2d/3d and nn.ConvTranspose1d/2d/3d; forward
+   against a direct convolution of an explicitly padded field (zeros,
+   circular, reflect; stride, dilation, groups); the model's gradients
+   through sharded units against finite differences for every padding mode,
+   stride, dilation, groups, GroupNorm, residual blocks, U-Nets (max and
+   average pooling, transposed convolutions, skip concatenation) and 1 to 3
+   spatial dimensions; and the specs' errors, each naming the key and value.
    mpitest: -n 4
    mpitest: -n 1 */
 #include <math.h>
@@ -62,6 +64,30 @@ static void test_shapes(void)
   TEST_ASSERT(in == 10 && out == 2 * 7, "a 1-D kernel of 4 without padding: %lld -> %lld", (long long)in,
               (long long)out);
   expect_param(ctx, "head.weight", 3, (int64_t[]){2, 1, 4});
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+
+  /* A U-Net of 3 levels: 4, 8 and 16 channels on 8x8, 4x4 and 2x2; the
+     decoder's transposed convolutions are [in, out, 2, 2], and its first
+     convolutions take the concatenation, twice their output. */
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+  model = make_model(ctx, "unet:grid=8x8,in=2,out=3,channels=4,levels=3");
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, &numel));
+  TEST_ASSERT(in == 2 * 64 && out == 3 * 64, "in %lld, out %lld", (long long)in, (long long)out);
+  expect_param(ctx, "down.0.conv1.weight", 4, (int64_t[]){4, 2, 3, 3});
+  expect_param(ctx, "down.0.conv2.weight", 4, (int64_t[]){4, 4, 3, 3});
+  expect_param(ctx, "down.1.conv1.weight", 4, (int64_t[]){8, 4, 3, 3});
+  expect_param(ctx, "down.2.conv2.weight", 4, (int64_t[]){16, 16, 3, 3});
+  expect_param(ctx, "up.1.up.weight", 4, (int64_t[]){16, 8, 2, 2});
+  expect_param(ctx, "up.1.up.bias", 1, (int64_t[]){8});
+  expect_param(ctx, "up.1.conv1.weight", 4, (int64_t[]){8, 16, 3, 3});
+  expect_param(ctx, "up.0.up.weight", 4, (int64_t[]){8, 4, 2, 2});
+  expect_param(ctx, "up.0.conv1.weight", 4, (int64_t[]){4, 8, 3, 3});
+  expect_param(ctx, "head.weight", 4, (int64_t[]){3, 4, 1, 1});
+  TEST_ASSERT(numel == (4 * 2 * 9 + 4) + (4 * 4 * 9 + 4) + (8 * 4 * 9 + 8) + (8 * 8 * 9 + 8) + (16 * 8 * 9 + 16) +
+                           (16 * 16 * 9 + 16) + (16 * 8 * 4 + 8) + (8 * 16 * 9 + 8) + (8 * 8 * 9 + 8) +
+                           (8 * 4 * 4 + 4) + (4 * 8 * 9 + 4) + (4 * 4 * 9 + 4) + (3 * 4 + 3),
+              "%lld parameters", (long long)numel);
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
 }
@@ -197,6 +223,15 @@ static void test_gradients(void)
                   FSDP_FULL_SHARD);
   check_gradients("cnn:grid=9,in=1,out=1,depth=1,channels=3,norm=groupnorm:3,act=tanh", FSDP_HYBRID_SHARD);
   check_gradients("cnn:grid=3x4x2,in=1,out=1,depth=1,channels=2,norm=groupnorm:1,act=gelu", FSDP_FULL_SHARD);
+  /* Residual blocks: from the model's input (every block keeps 3 channels), and from a block's output (the first
+     block changes the channels, so it adds nothing) */
+  check_gradients("cnn:grid=6x5,in=3,out=2,depth=3,channels=3,residual=1,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=6x5,in=1,out=2,depth=3,channels=3,residual=1,norm=groupnorm:3,act=tanh", FSDP_HYBRID_SHARD);
+  /* U-Nets: max and average pooling, transposed convolutions, the skips' concatenation; 1 to 3 dimensions */
+  check_gradients("unet:grid=8x4,in=2,out=2,channels=2,levels=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("unet:grid=16,in=1,out=1,channels=2,levels=3,pool=avg,norm=groupnorm:2,padding=circular,act=tanh",
+                  FSDP_HYBRID_SHARD);
+  check_gradients("unet:grid=4x4x2,in=1,out=2,channels=2,levels=2,act=tanh", FSDP_SHARD_GRAD_OP);
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -241,6 +276,16 @@ static void test_errors(void)
   expect_spec_error("cnn:grid=8,in=1,out=1,norm=batchnorm", "norm=batchnorm is not none or groupnorm:G (G groups)");
   expect_spec_error("cnn:grid=8,in=1,out=1,norm=groupnorm:",
                     "norm=groupnorm:: the groups G of groupnorm:G must be a positive integer");
+  expect_spec_error("cnn:grid=8,in=1,out=1,residual=yes", "residual=yes is not 0 or 1");
+  expect_spec_error("unet:grid=12x8,in=1,out=1,channels=4,levels=4",
+                    "grid axis 0 has 12 points, which levels=4 halves 3 times: it must be a multiple of 8");
+  expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=2,kernel=4",
+                    "kernel=4 is even: a U-Net's convolutions keep the grid's size, which needs an odd kernel");
+  expect_spec_error("unet:grid=8x8,in=1,out=1,levels=2", "lacks channels= (grid, in, out, channels and levels");
+  expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=2,stride=2",
+                    "unknown key 'stride' (keys: grid, in, out, channels, levels, kernel, padding, norm, act, pool)");
+  expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=9", "levels=9 is above 8");
+  expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=2,pool=min", "pool=min is not max or avg");
 }
 
 int main(int argc, char **argv)

@@ -12,11 +12,8 @@
 enum { WEIGHT = 0, BIAS = 1 };
 static const char *const param_names[] = {"weight", "bias"};
 
-static int64_t taps(const ConvGeom *g) { return g->kernel[0] * g->kernel[1] * g->kernel[2]; }
-static int64_t in_points(const ConvGeom *g) { return g->size[0] * g->size[1] * g->size[2]; }
-static int64_t out_points(const ConvGeom *g) { return g->osize[0] * g->osize[1] * g->osize[2]; }
 /* Rows of one group's im2col matrix: its input channels times the kernel's taps. */
-static int64_t group_rows(const ConvGeom *g) { return g->cin / g->groups * taps(g); }
+static int64_t group_rows(const ConvGeom *g) { return g->cin / g->groups * ConvTaps(g); }
 
 /* The input index that output position o reads through kernel tap k along
    dimension d, or -1 where that is zero padding. */
@@ -64,12 +61,11 @@ static void add_line(int64_t n, const float *restrict r, float *restrict d)
   for (int64_t i = 0; i < n; i++) d[i] += r[i];
 }
 
-/* One sample: col[cin * taps, points] from x[cin, size...] (dx NULL), or
-   dx[cin, size...] += col, the adjoint (x NULL).  Line by line of the last
-   axis: the interior is a strided copy, only the ends look up padding. */
-static void im2col(const ConvGeom *g, const float *x, float *col, float *dx)
+/* Line by line of the last axis: the interior is a strided copy, only the
+   ends look up padding. */
+void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx)
 {
-  int64_t points = out_points(g), plane = in_points(g), s = g->stride[2], n = g->osize[2];
+  int64_t points = ConvOutPoints(g), plane = ConvInPoints(g), s = g->stride[2], n = g->osize[2];
   for (int64_t c = 0; c < g->cin; c++)
     for (int64_t a = 0; a < g->kernel[0]; a++)
       for (int64_t b = 0; b < g->kernel[1]; b++)
@@ -126,18 +122,21 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
 }
 
 /* One sample's im2col matrix, and backward's gradient of it. */
-static int64_t conv_work_fixed(const Layer *l) { return 2 * l->conv.cin * taps(&l->conv) * out_points(&l->conv); }
+static int64_t conv_work_fixed(const Layer *l)
+{
+  return 2 * l->conv.cin * ConvTaps(&l->conv) * ConvOutPoints(&l->conv);
+}
 
 static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
   const ConvGeom *g = &l->conv;
-  int64_t rows = group_rows(g), og = g->cout / g->groups, points = out_points(g);
+  int64_t rows = group_rows(g), og = g->cout / g->groups, points = ConvOutPoints(g);
   float *w[LAYER_MAX_PARAMS], *col = m->work;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
-    im2col(g, x + s * l->in, col, NULL);
+    FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
     for (int64_t k = 0; k < g->groups; k++)
       FSDPGemm_Private(false, false, og, points, rows, 1.0f, w[WEIGHT] + k * og * rows, rows, col + k * rows * points,
                        points, 0.0f, y + k * og * points, points);
@@ -150,8 +149,8 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
 static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx)
 {
   const ConvGeom *g = &l->conv;
-  int64_t rows = group_rows(g), og = g->cout / g->groups, points = out_points(g);
-  float *w[LAYER_MAX_PARAMS], *dw, *db, *col = m->work, *dcol = col + g->cin * taps(g) * points;
+  int64_t rows = group_rows(g), og = g->cout / g->groups, points = ConvOutPoints(g);
+  float *w[LAYER_MAX_PARAMS], *dw, *db, *col = m->work, *dcol = col + g->cin * ConvTaps(g) * points;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));
@@ -159,7 +158,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   for (int64_t s = 0; s < n; s++) {
     const float *d = dy + s * l->out;
     if (dw) {
-      im2col(g, x + s * l->in, col, NULL);
+      FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
       for (int64_t k = 0; k < g->groups; k++)
         FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + k * og * points, points, col + k * rows * points,
                          points, 1.0f, dw + k * og * rows, rows);
@@ -169,7 +168,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
         FSDPGemm_Private(true, false, rows, points, og, 1.0f, w[WEIGHT] + k * og * rows, rows, d + k * og * points,
                          points, 0.0f, dcol + k * rows * points, points);
       memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
-      im2col(g, NULL, dcol, dx + s * l->in);
+      FSDPIm2Col_Private(g, NULL, dcol, dx + s * l->in);
     }
   }
   /* Summed in double, so that it barely depends on the batch's split across ranks. */

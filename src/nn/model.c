@@ -36,7 +36,10 @@ static const char *const spec_keys = "in, hidden, depth, out, act, norm";
 static const char *const gpt_keys = "vocab, ctx, dim, heads, layers, tied";
 static const char *const padding_names[] = {"zeros", "circular", "reflect"}; /* ConvPadding */
 static const char *const cnn_keys =
-    "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, norm, act";
+    "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, norm, act, residual";
+static const char *const unet_keys = "grid, in, out, channels, levels, kernel, padding, norm, act, pool";
+/* A U-Net's levels at most: its widest convolution has channels * 2^(levels - 1). */
+#define UNET_MAX_LEVELS 8
 
 static FSDPErrorCode parse_positive(const char *spec, const char *key, const char *value, int64_t *v)
 {
@@ -153,8 +156,34 @@ static FSDPErrorCode cnn_key(FSDPModel m, const char *spec, const char *key, con
       FSDPCheck(!strcmp(value, "none"), MPI_COMM_SELF, FSDP_ERR_ARG,
                 "model spec '%s': norm=%s is not none or groupnorm:G (G groups)", spec, value);
   } else if (!strcmp(key, "act")) FSDPCall(parse_activation(m, spec, value));
-  else
+  else if (!strcmp(key, "residual")) {
+    FSDPCheck(!strcmp(value, "0") || !strcmp(value, "1"), MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': residual=%s is not 0 or 1", spec, value);
+    m->residual = value[0] == '1';
+  } else
     FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, cnn_keys);
+  return FSDP_SUCCESS;
+}
+
+/* One key=value of a unet: spec: levels, or one of the cnn: keys it shares. */
+static FSDPErrorCode unet_key(FSDPModel m, const char *spec, const char *key, const char *value)
+{
+  static const char *const shared[] = {"grid", "in", "out", "channels", "kernel", "padding", "norm", "act"};
+  if (!strcmp(key, "levels")) {
+    FSDPCall(parse_positive(spec, key, value, &m->depth));
+    FSDPCheck(m->depth <= UNET_MAX_LEVELS, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': levels=%s is above %d", spec,
+              value, UNET_MAX_LEVELS);
+    return FSDP_SUCCESS;
+  }
+  if (!strcmp(key, "pool")) {
+    FSDPCheck(!strcmp(value, "max") || !strcmp(value, "avg"), MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': pool=%s is not max or avg", spec, value);
+    m->avgpool = value[0] == 'a';
+    return FSDP_SUCCESS;
+  }
+  for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+    if (!strcmp(key, shared[i])) return cnn_key(m, spec, key, value);
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, unet_keys);
   return FSDP_SUCCESS;
 }
 
@@ -180,6 +209,31 @@ static FSDPErrorCode check_cnn(FSDPModel m, const char *spec)
     g->dilation[d] = spatial ? g->dilation[2] : 1;
     g->pad[d] = spatial ? g->pad[2] : -1;
   }
+  return FSDP_SUCCESS;
+}
+
+/* A unet: spec's: the cnn's checks, an odd kernel (the skips join fields of
+   one size), and a grid that halves levels - 1 times. */
+static FSDPErrorCode check_unet(FSDPModel m, const char *spec)
+{
+  ConvGeom *g = &m->grid;
+  FSDPCheck(m->depth && m->hidden, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s' lacks %s%s(grid, in, out, channels and levels are required)", spec,
+            m->depth ? "" : "levels= ", m->hidden ? "" : "channels= ");
+  FSDPCall(check_cnn(m, spec));
+  FSDPCheck(g->kernel[2] % 2 == 1, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': kernel=%lld is even: a U-Net's convolutions keep the grid's size, which needs an odd "
+            "kernel",
+            spec, (long long)g->kernel[2]);
+  FSDPCheck(m->hidden << (m->depth - 1) <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s': channels=%lld doubled %lld times is too large", spec, (long long)m->hidden,
+            (long long)m->depth - 1);
+  for (int d = 3 - g->nd; d < 3; d++)
+    FSDPCheck(g->size[d] % (1 << (m->depth - 1)) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': grid axis %d has %lld points, which levels=%lld halves %lld times: it must be a "
+              "multiple of %d",
+              spec, d - (3 - g->nd), (long long)g->size[d], (long long)m->depth, (long long)m->depth - 1,
+              1 << (m->depth - 1));
   return FSDP_SUCCESS;
 }
 
@@ -212,17 +266,20 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
 
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
   m->gpt = strncmp(spec, "gpt:", 4) == 0;
-  m->cnn = strncmp(spec, "cnn:", 4) == 0;
+  m->unet = strncmp(spec, "unet:", 5) == 0;
+  m->cnn = m->unet || strncmp(spec, "cnn:", 4) == 0;
   FSDPCheck(m->gpt || m->cnn || strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s': unknown model type (the ones known are 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
             "gelu,norm=none|layernorm', 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1' and "
             "'cnn:grid=HxW,in=C,out=O,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
-            "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=relu|tanh|gelu')",
+            "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=relu|tanh|gelu' and "
+            "'unet:grid=HxW,in=C,out=O,channels=K,levels=L,kernel=3,padding=zeros|circular|reflect,"
+            "norm=none|groupnorm:G,act=relu|tanh|gelu')",
             spec);
   /* pad -1: "same", dilation * (kernel - 1) / 2 on each side */
   m->grid =
       (ConvGeom){.groups = 1, .kernel = {1, 1, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1}, .pad = {-1, -1, -1}};
-  strcpy(buf, spec + 4);
+  strcpy(buf, strchr(spec, ':') + 1);
   m->act = m->gpt ? FSDP_ACT_GELU : FSDP_ACT_RELU;
   /* Item by item, empty ones included: 'in=16,,hidden=32' or a trailing comma is a slip, not a spec. */
   for (item = buf, n = 1; *buf && item; item = next, n++) {
@@ -248,10 +305,12 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
       seen[nseen++][1] = value;
     }
     if (m->gpt) FSDPCall(gpt_key(m, spec, key, value));
+    else if (m->unet) FSDPCall(unet_key(m, spec, key, value));
     else if (m->cnn) FSDPCall(cnn_key(m, spec, key, value));
     else FSDPCall(mlp_key(m, spec, key, value));
   }
   if (m->gpt) return check_gpt(m, spec);
+  if (m->unet) return check_unet(m, spec);
   if (m->cnn) return check_cnn(m, spec);
   FSDPCheck(m->in && m->hidden && m->depth && m->out, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec,
@@ -281,6 +340,7 @@ static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, co
   l->nparams = l->ops->nparams;
   l->tie = -1;
   l->unit = -1;
+  l->from = -1;
   if (out > m->width) m->width = out;
   if (in > m->width) m->width = in;
   if (m->nlayers > 1 && in > m->grad_width) m->grad_width = in;
@@ -339,41 +399,139 @@ static FSDPErrorCode add_conv(FSDPModel m, const char *name, const char *block, 
   return FSDP_SUCCESS;
 }
 
+/* <block>.conv<suffix> from g's input to cout channels, the spec's
+   GroupNorm <block>.norm<suffix>, and <block>.act<suffix>; g moves on to
+   the output's grid. */
+static FSDPErrorCode add_conv_block(FSDPModel m, const char *block, const char *suffix, ConvGeom *g, int64_t cout)
+{
+  char name[48];
+  int64_t out;
+  snprintf(name, sizeof name, "%s.conv%s", block, suffix);
+  g->cout = cout;
+  FSDPCall(add_conv(m, name, block, g));
+  memcpy(g->size, g->osize, sizeof g->size);
+  g->cin = cout;
+  out = m->layers[m->nlayers - 1].out;
+  if (m->norm_groups) {
+    snprintf(name, sizeof name, "%s.norm%s", block, suffix);
+    FSDPCall(add_layer(m, LAYER_groupnorm, name, block, out, out));
+    m->layers[m->nlayers - 1].conv = (ConvGeom){
+        .nd = g->nd, .cin = cout, .cout = cout, .groups = m->norm_groups, .size = {g->size[0], g->size[1], g->size[2]}};
+  }
+  snprintf(name, sizeof name, "%s.act%s", block, suffix);
+  FSDPCall(add_layer(m, LAYER_activation, name, block, out, out));
+  return FSDP_SUCCESS;
+}
+
+/* The model's head: a convolution of g's kernel to the out channels in one group (unit "root"). */
+static FSDPErrorCode add_head(FSDPModel m, ConvGeom *g)
+{
+  g->cout = m->out;
+  g->groups = 1;
+  FSDPCall(add_conv(m, "head", "root", g));
+  m->out = m->layers[m->nlayers - 1].out;
+  return FSDP_SUCCESS;
+}
+
 /* depth blocks of a convolution and an activation (unit "blocks.<i>"), then
-   a head convolution to the out channels in one group (unit "root"); the
-   kernel, stride, dilation and padding are every convolution's. */
+   the head; the kernel, stride, dilation and padding are every
+   convolution's.  residual=1: a block whose output has its input's shape
+   adds its input, x + act(norm(conv(x))). */
 static FSDPErrorCode build_cnn(FSDPModel m)
+{
+  char block[32], name[48];
+  ConvGeom g = m->grid;
+  m->in = g.cin * g.size[0] * g.size[1] * g.size[2];
+  for (int64_t i = 0; i < m->depth; i++) {
+    ConvGeom before = g;
+    int from = m->nlayers - 1;
+    int64_t in = from >= 0 ? m->layers[from].out : m->in;
+    snprintf(block, sizeof block, "blocks.%lld", (long long)i);
+    FSDPCall(add_conv_block(m, block, "", &g, m->hidden));
+    if (m->residual && g.cin == before.cin && !memcmp(g.size, before.size, sizeof g.size)) {
+      snprintf(name, sizeof name, "%s.add", block);
+      FSDPCall(add_layer(m, LAYER_add, name, block, in, in));
+      m->layers[m->nlayers - 1].from = from;
+      if (from >= 0) m->layers[from].tapped = true;
+    }
+  }
+  return add_head(m, &g);
+}
+
+/* A layer without parameters on g's grid, halving it (max pooling, 2 per
+   axis) or doubling it (a transposed convolution, kernel 2, stride 2, from
+   g's channels to cout): PyTorch's nn.MaxPool(2) and nn.ConvTranspose(c,
+   cout, 2, stride=2).  g moves on to the output. */
+static FSDPErrorCode add_resample(FSDPModel m, LayerKind kind, const char *name, const char *block, ConvGeom *g,
+                                  int64_t cout)
+{
+  bool up = kind == LAYER_convtranspose;
+  ConvGeom r = {.nd = g->nd, .groups = 1, .padding = CONV_PAD_ZEROS};
+  int64_t in = g->cin, out = cout;
+  for (int d = 0; d < 3; d++) {
+    bool spatial = d >= 3 - g->nd;
+    r.kernel[d] = r.stride[d] = spatial ? 2 : 1;
+    r.dilation[d] = 1;
+    r.pad[d] = 0;
+    /* A transposed convolution's geometry is its adjoint's: from the larger grid to the smaller. */
+    r.size[d] = up && spatial ? 2 * g->size[d] : g->size[d];
+    r.osize[d] = up || !spatial ? g->size[d] : g->size[d] / 2;
+    in *= g->size[d];
+    out *= up ? r.size[d] : r.osize[d];
+    g->size[d] = up ? r.size[d] : r.osize[d];
+  }
+  r.cin = up ? cout : g->cin;
+  r.cout = up ? g->cin : cout;
+  FSDPCall(add_layer(m, kind, name, block, in, out));
+  m->layers[m->nlayers - 1].conv = r;
+  g->cin = cout;
+  return FSDP_SUCCESS;
+}
+
+/* y = [x, output of layer from]: channels-first rows, so the skip's channels follow. */
+static FSDPErrorCode add_concat(FSDPModel m, const char *name, const char *block, int from)
+{
+  int64_t in = m->layers[m->nlayers - 1].out;
+  FSDPCall(add_layer(m, LAYER_concat, name, block, in, in + m->layers[from].out));
+  m->layers[m->nlayers - 1].from = from;
+  m->layers[from].tapped = true;
+  return FSDP_SUCCESS;
+}
+
+/* The U-Net of Ronneberger et al. with "same" convolutions: level i of the
+   encoder (unit "down.<i>") max-pools the grid by 2 (not level 0) and runs
+   two convolution blocks to channels * 2^i; level i of the decoder (unit
+   "up.<i>", from levels - 2 down to 0) doubles the grid with a transposed
+   convolution to channels * 2^i, concatenates the encoder's level-i output,
+   and runs two convolution blocks; then a 1x1 head. */
+static FSDPErrorCode build_unet(FSDPModel m)
 {
   char name[48], block[32];
   ConvGeom g = m->grid;
-  int64_t channels = g.cin;
+  int skip[UNET_MAX_LEVELS];
   m->in = g.cin * g.size[0] * g.size[1] * g.size[2];
-  for (int64_t i = 0; i < m->depth; i++) {
-    snprintf(block, sizeof block, "blocks.%lld", (long long)i);
-    snprintf(name, sizeof name, "%s.conv", block);
-    g.cin = channels;
-    g.cout = channels = m->hidden;
-    FSDPCall(add_conv(m, name, block, &g));
-    memcpy(g.size, g.osize, sizeof g.size);
-    if (m->norm_groups) {
-      snprintf(name, sizeof name, "%s.norm", block);
-      FSDPCall(
-          add_layer(m, LAYER_groupnorm, name, block, m->layers[m->nlayers - 1].out, m->layers[m->nlayers - 1].out));
-      m->layers[m->nlayers - 1].conv = (ConvGeom){.nd = g.nd,
-                                                  .cin = channels,
-                                                  .cout = channels,
-                                                  .groups = m->norm_groups,
-                                                  .size = {g.size[0], g.size[1], g.size[2]}};
+  for (int i = 0; i < m->depth; i++) {
+    snprintf(block, sizeof block, "down.%d", i);
+    if (i > 0) {
+      snprintf(name, sizeof name, "%s.pool", block);
+      FSDPCall(add_resample(m, m->avgpool ? LAYER_avgpool : LAYER_maxpool, name, block, &g, g.cin));
     }
-    snprintf(name, sizeof name, "%s.act", block);
-    FSDPCall(add_layer(m, LAYER_activation, name, block, m->layers[m->nlayers - 1].out, m->layers[m->nlayers - 1].out));
+    FSDPCall(add_conv_block(m, block, "1", &g, m->hidden << i));
+    FSDPCall(add_conv_block(m, block, "2", &g, m->hidden << i));
+    skip[i] = m->nlayers - 1;
   }
-  g.cin = channels;
-  g.cout = m->out;
-  g.groups = 1;
-  FSDPCall(add_conv(m, "head", "root", &g));
-  m->out = m->layers[m->nlayers - 1].out;
-  return FSDP_SUCCESS;
+  for (int i = (int)m->depth - 2; i >= 0; i--) {
+    snprintf(block, sizeof block, "up.%d", i);
+    snprintf(name, sizeof name, "%s.up", block);
+    FSDPCall(add_resample(m, LAYER_convtranspose, name, block, &g, m->hidden << i));
+    snprintf(name, sizeof name, "%s.cat", block);
+    FSDPCall(add_concat(m, name, block, skip[i]));
+    g.cin = 2 * (m->hidden << i);
+    FSDPCall(add_conv_block(m, block, "1", &g, m->hidden << i));
+    FSDPCall(add_conv_block(m, block, "2", &g, m->hidden << i));
+  }
+  for (int d = 0; d < 3; d++) g.kernel[d] = 1;
+  return add_head(m, &g);
 }
 
 /* Embedding (unit "embed"), the blocks (one unit each), the final LayerNorm
@@ -412,7 +570,7 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
   if (!ierr) ierr = parse_spec(m, spec);
-  if (!ierr) ierr = m->gpt ? build_gpt(m) : m->cnn ? build_cnn(m) : build_mlp(m);
+  if (!ierr) ierr = m->gpt ? build_gpt(m) : m->unet ? build_unet(m) : m->cnn ? build_cnn(m) : build_mlp(m);
   if (ierr) {
     FSDPCall(FSDPModelDestroy(&m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -717,7 +875,8 @@ typedef struct {
   size_t size;
 } Buffer;
 
-static int num_buffers(FSDPModel m) { return 2 * m->nlayers + 9; }
+/* Per layer its output, its saved state and a tapped layer's skip gradient; then the model's. */
+static int num_buffers(FSDPModel m) { return 3 * m->nlayers + 9; }
 
 /* Whether activation checkpointing drops l's saved state after forward: it then shares m->shared_saved. */
 static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpointing && l->ops->recompute; }
@@ -741,13 +900,14 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
 {
   bool gpu = m->dev != NULL, low = gpu && m->view_dtype != FSDP_FLOAT32;
   int64_t work, shared;
-  if (k < 2 * m->nlayers) { /* each layer's output, and what it saves for backward (a LayerNorm's statistics) */
-    Layer *l = &m->layers[k / 2];
-    if (k % 2 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
+  if (k < 3 * m->nlayers) { /* each layer's output, and what it saves for backward (a LayerNorm's statistics) */
+    Layer *l = &m->layers[k / 3];
+    if (k % 3 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
+    if (k % 3 == 2) return (Buffer){&l->dskip, l->tapped ? n * l->out : 0, sizeof(float)};
     return (Buffer){&l->saved, recomputed(m, l) ? 0 : n * saved_per_row(l), sizeof(float)};
   }
   largest_needs(m, n, &work, &shared);
-  switch (k - 2 * m->nlayers) {
+  switch (k - 3 * m->nlayers) {
   case 0: return (Buffer){&m->scratch[0], n * m->grad_width, sizeof(float)};
   case 1: return (Buffer){&m->scratch[1], n * m->grad_width, sizeof(float)};
   case 2: return (Buffer){&m->dy, n * m->out, sizeof(float)};
@@ -968,6 +1128,7 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
   x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));
+  model->x = x; /* what an add or concat from the input reads */
   h = x;
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
@@ -988,7 +1149,6 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
     FSDPCall(FlatParamReshard(current));
   }
   model->n = n;
-  model->x = x;
   model->have_forward = true;
   *y = model->layers[model->nlayers - 1].y;
   return FSDP_SUCCESS;
@@ -1025,12 +1185,18 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
   n = model->n;
   FSDPCall(on_gpu(model, dy, (size_t)(n * model->out) * sizeof *dy, model->dy, &dyin));
   g = dyin;
-  model->have_forward = false; /* the activations are consumed */
+  model->have_forward = false;             /* the activations are consumed */
+  for (int i = 0; i < model->nlayers; i++) /* host only: the graph layers have no GPU kernels */
+    if (model->layers[i].tapped) memset(model->layers[i].dskip, 0, (size_t)(n * model->layers[i].out) * sizeof(float));
   FSDPCall(FSDPContextBeginBackward(model->ctx));
   for (int i = model->nlayers - 1; i >= 0; i--) {
     Layer *l = &model->layers[i];
     const float *input = i > 0 ? model->layers[i - 1].y : model->x;
     float *dx = i > 0 ? model->scratch[k] : NULL;
+    if (l->tapped) { /* its output went on along a skip too: that branch's gradient joins (g is a scratch) */
+      float *gl = (float *)g;
+      for (int64_t j = 0; j < n * l->out; j++) gl[j] += l->dskip[j];
+    }
     if (l->unit >= 0 && model->units[l->unit] != current) {
       if (current) {
         trace_unit("backward", current, t_unit);
@@ -1129,16 +1295,25 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
     const ConvGeom *g = &m->grid;
     char norm[32] = "none";
     if (m->norm_groups) snprintf(norm, sizeof norm, "of %lld groups", (long long)m->norm_groups);
-    FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld; CNN: %d-D grid", (long long)numel, g->nd));
+    FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld; %s: %d-D grid", (long long)numel,
+                                   m->unet ? "U-Net" : "CNN", g->nd));
     for (int d = 3 - g->nd; d < 3; d++)
       FSDPCall(FSDPViewerASCIIPrintf(viewer, "%s%lld", d > 3 - g->nd ? "x" : " ", (long long)g->size[d]));
-    FSDPCall(FSDPViewerASCIIPrintf(viewer,
-                                   ", %lld hidden layers of %lld channels (kernel %lld, stride %lld, dilation %lld, "
-                                   "%lld groups), padding %s, GroupNorm %s, activation %s; seed %llu\n",
-                                   (long long)m->depth, (long long)m->hidden, (long long)g->kernel[2],
-                                   (long long)g->stride[2], (long long)g->dilation[2], (long long)g->groups,
-                                   padding_names[g->padding], norm, FSDPActivationName(m->act),
-                                   (unsigned long long)m->seed));
+    if (m->unet)
+      FSDPCall(FSDPViewerASCIIPrintf(
+          viewer,
+          ", %lld levels of %lld to %lld channels (kernel %lld), padding %s, GroupNorm %s, "
+          "activation %s; seed %llu\n",
+          (long long)m->depth, (long long)m->hidden, (long long)(m->hidden << (m->depth - 1)), (long long)g->kernel[2],
+          padding_names[g->padding], norm, FSDPActivationName(m->act), (unsigned long long)m->seed));
+    else
+      FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                     ", %lld hidden layers of %lld channels (kernel %lld, stride %lld, dilation %lld, "
+                                     "%lld groups), padding %s, GroupNorm %s, activation %s; seed %llu\n",
+                                     (long long)m->depth, (long long)m->hidden, (long long)g->kernel[2],
+                                     (long long)g->stride[2], (long long)g->dilation[2], (long long)g->groups,
+                                     padding_names[g->padding], norm, FSDPActivationName(m->act),
+                                     (unsigned long long)m->seed));
   } else
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
                                    (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",

@@ -1,8 +1,8 @@
 /* nnimpl.h: what the layer library's files share: the model and its layers,
    the table of operations every layer kind fills in (one file per kind:
-   linear.c, layernorm.c, activation.c, conv.c, groupnorm.c, and the GPT's embedding.c,
-   transformer.c, lmhead.c; doc/nn.md, "Adding a layer"), the GEMM and the
-   losses. */
+   linear.c, layernorm.c, activation.c, conv.c, convtranspose.c, pool.c,
+   groupnorm.c, merge.c, and the GPT's embedding.c, transformer.c, lmhead.c;
+   doc/nn.md, "Adding a layer"), the GEMM and the losses. */
 #ifndef FSDP_NNIMPL_H
 #define FSDP_NNIMPL_H
 
@@ -50,6 +50,15 @@ typedef struct {
   ConvPadding padding;
 } ConvGeom;
 
+static inline int64_t ConvTaps(const ConvGeom *g) { return g->kernel[0] * g->kernel[1] * g->kernel[2]; }
+static inline int64_t ConvInPoints(const ConvGeom *g) { return g->size[0] * g->size[1] * g->size[2]; }
+static inline int64_t ConvOutPoints(const ConvGeom *g) { return g->osize[0] * g->osize[1] * g->osize[2]; }
+
+/* One sample of geometry g: col[cin * taps, out points] from x[cin, size...]
+   (dx NULL), or its adjoint dx[cin, size...] += col (x NULL): a
+   convolution's input to its GEMM, and a transposed convolution's output. */
+void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx);
+
 /* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters.
    A GPT's layers see a row as a sequence of `seq` positions of `dim`
    features each (in and out are then multiples of seq). */
@@ -61,13 +70,19 @@ typedef struct {
   FSDPActivation act;                  /* activation layers: which function */
   int64_t seq, dim, heads, vocab;      /* GPT layers: positions per row, width, attention heads, tokens */
   int64_t nblocks;                     /* GPT layers: transformer blocks in the model */
-  ConvGeom conv;                       /* convolution layers; GroupNorm: cin channels, groups, size */
+  ConvGeom conv;                       /* convolution layers; GroupNorm: cin channels, groups, size;
+                                          pooling: cin = cout channels, kernel, stride; a transposed
+                                          convolution: the convolution it is the adjoint of (in: its
+                                          cout channels on its osize, out: cin on size) */
+  int from;                            /* add, concat: the layer whose output is the second input; -1: the model's */
+  bool tapped;                         /* an add or concat later reads this layer's output */
   int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
   int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
   FSDPParamId param[LAYER_MAX_PARAMS]; /* in ops->param_names' order */
   float *y;                            /* output [n, out], kept for backward */
   float *saved;                        /* ops->saved(l) floats per row, kept for backward */
+  float *dskip;                        /* tapped: the gradient of y that the adds and concats pass back, [n, out] */
 } Layer;
 
 /* What a layer kind does; model.c calls nothing else of a layer.  Forward
@@ -107,7 +122,10 @@ struct LayerOps {
    defined in <kind>.c.  It makes the declarations, the LayerKind enum
    (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
 #define FSDP_LAYER_KINDS(X)                                                                                            \
-  X(linear) X(layernorm) X(activation) X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm)
+  X(linear)                                                                                                            \
+  X(layernorm)                                                                                                         \
+  X(activation) X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm) X(convtranspose) X(maxpool) X(avgpool)      \
+      X(add) X(concat)
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -126,7 +144,11 @@ struct FSDPModel_s {
   bool gpt;                       /* gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=1] */
   int64_t vocab, seq, dim, heads; /* (depth holds L) */
   bool tied;                      /* the head's weight is the token embedding's */
-  bool cnn;             /* cnn:grid=G,in=C,out=O[,depth=D,channels=K,kernel=,...]: (depth holds D, hidden K) */
+  bool cnn;             /* a grid model: cnn:grid=G,in=C,out=O[,depth=D,channels=K,kernel=,...] (depth holds D,
+                           hidden K), or unet: */
+  bool unet;            /* unet:grid=G,in=C,out=O,channels=K,levels=L[,...] (depth holds L, hidden K) */
+  bool residual;        /* cnn: residual=1, a block adds its input where the shapes agree */
+  bool avgpool;         /* unet: pool=avg, the encoder's pooling averages (else takes the maximum) */
   ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */
   int64_t norm_groups;  /* a cnn's GroupNorm after each hidden convolution: its groups; 0: none */
   bool checkpointing;   /* activation checkpointing of the transformer blocks */
