@@ -14,7 +14,7 @@ demo | check | gpt) ;;
 *) echo "usage: $0 [check | gpt]" >&2; exit 2 ;;
 esac
 
-packages="gcc make autoconf automake libtool pkg-config gfortran mpich libmpich-dev hwloc libhwloc-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev"
+packages="gcc make autoconf automake libtool pkg-config gfortran mpich libmpich-dev hwloc libhwloc-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev libfftw3-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"

@@ -7,7 +7,8 @@
 # hybrid, 2 emulated nodes), a 2-D residual network with groups, dilation,
 # reflection, GroupNorm and GELU (W = 4), a strided 1-D one (W = 2), a 3-D
 # circular one (W = 4 hybrid), a 2-D U-Net of 3 levels with GroupNorm (W = 4
-# hybrid) and a 1-D one with average pooling and circular padding (W = 2).
+# hybrid), a 1-D one with average pooling and circular padding (W = 2), and
+# Fourier neural operators on a 2-D grid (W = 4 hybrid) and a 1-D odd one (W = 2).
 # A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -58,9 +59,22 @@ same unet2d unet2d_w4 4 $hybrid
 unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,act=tanh"
 model unet1d "$unet1d"
 same unet1d unet1d_w2 2
+
+if [ "$(fsdp_config_has FFTW)" = yes ]; then
+  fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=3"
+  model fno2d "$fno2d"
+  same fno2d fno2d_w4 4 $hybrid
+  fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
+  model fno1d "$fno1d"
+  same fno1d fno1d_w2 2
+  fnos="fno2d fno1d"
+else
+  echo "no FNO here: this build has no FFTW (test_nn_conv checks the refusal)"
+  fnos=
+fi
 # The trained parameters, by name and shape: PyTorch's within 1e-4.
 set --
-for m in torchfort net2d net1d net3d unet2d unet1d; do
+for m in torchfort net2d net1d net3d unet2d unet1d $fnos; do
   [ $# -eq 0 ] || set -- "$@" --
   set -- "$@" "$fsdp_tmp/$m-torch.h5" "$fsdp_tmp/$m"_w*.h5
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The grid models of fsdp-train's -model cnn:... and unet:... in PyTorch, for tests/cnn.sh.
+"""The grid models of fsdp-train's -model cnn:..., unet:... and fno:... in PyTorch, for tests/cnn.sh.
 
   cnn_reference.py init  SPEC SEED INIT.h5
       builds the model with PyTorch's default initialization
@@ -34,7 +34,10 @@ blocks conv<j>, norm<j>, activation to channels * 2^i; level i of the
 decoder (up.<i>, from levels - 2 down to 0) upsamples with
 nn.ConvTranspose(c, channels * 2^i, 2, stride=2) (up), concatenates the
 encoder's level-i output after it, and runs two blocks; then a 1x1 head.
-One thread, fp32.
+The FNO is nn.md's: a 1x1 lift, blocks of act(spectral(h) + w(h)) (no act
+after the last), a 1x1 head; the spectral convolution is torch.fft's rfftn,
+a complex weight [in, out, 2 m..., m] (as real [..., 2]) on the kept modes,
+and irfftn.  One thread, fp32.
 """
 import sys
 
@@ -49,9 +52,9 @@ torch.set_num_threads(1)
 
 def parse(spec):
     kind, items = spec.split(":", 1)
-    assert kind in ("cnn", "unet"), spec
+    assert kind in ("cnn", "unet", "fno"), spec
     p = {"kind": kind, "depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
-         "padding": "zeros", "norm": "none", "act": "relu", "residual": 0, "pool": "max"}
+         "padding": "zeros", "norm": "none", "act": "gelu" if kind == "fno" else "relu", "residual": 0, "pool": "max"}
     for item in items.split(","):
         key, value = item.split("=")
         if key == "grid":
@@ -151,9 +154,52 @@ class CNN(nn.Module):
         return self.head(x)
 
 
+class SpectralConv(nn.Module):
+    """neuraloperator's SpectralConv, its corner weights as one tensor: index j < m of an axis other than the
+    last is frequency j, j >= m frequency size - 2 m + j."""
+
+    def __init__(self, c_in, c_out, modes, grid):
+        super().__init__()
+        self.grid = grid
+        ext = [2 * modes] * (len(grid) - 1) + [modes]
+        self.weight = nn.Parameter(torch.rand(c_in, c_out, *ext, 2) / (c_in * c_out))
+        kept = [list(range(modes)) + list(range(n - modes, n)) for n in grid[:-1]] + [list(range(modes))]
+        self.index = (slice(None), slice(None)) + tuple(torch.as_tensor(a) for a in np.ix_(*kept))
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.grid), 0))
+        xs = torch.fft.rfftn(x, dim=dims)
+        ys = torch.zeros(x.shape[0], self.weight.shape[1], *xs.shape[2:], dtype=xs.dtype)
+        ys[self.index] = torch.einsum("bi...,io...->bo...", xs[self.index], torch.view_as_complex(self.weight))
+        return torch.fft.irfftn(ys, s=self.grid, dim=dims)
+
+
+class FNO(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[len(p["grid"])]
+        k = p["width"]
+        self.lift = conv(p["in"], k, 1)
+        self.blocks = nn.ModuleList()
+        for _ in range(p["layers"]):
+            b = nn.Module()
+            b.spectral, b.w = SpectralConv(k, k, p["modes"], p["grid"]), conv(k, k, 1)
+            self.blocks.append(b)
+        self.head = conv(k, p["out"], 1)
+        self.act = activation(p["act"])
+
+    def forward(self, x):
+        h = self.lift(x)
+        for i, b in enumerate(self.blocks):
+            h = b.spectral(h) + b.w(h)
+            if i + 1 < len(self.blocks):
+                h = self.act(h)
+        return self.head(h)
+
+
 def build(spec):
     p = parse(spec)
-    return UNet(p) if p["kind"] == "unet" else CNN(p)
+    return {"unet": UNet, "fno": FNO, "cnn": CNN}[p["kind"]](p)
 
 
 def write_params(model, path):

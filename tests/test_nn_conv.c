@@ -4,13 +4,16 @@
    circular, reflect; stride, dilation, groups); the model's gradients
    through sharded units against finite differences for every padding mode,
    stride, dilation, groups, GroupNorm, residual blocks, U-Nets (max and
-   average pooling, transposed convolutions, skip concatenation) and 1 to 3
-   spatial dimensions; and the specs' errors, each naming the key and value.
+   average pooling, transposed convolutions, skip concatenation), Fourier
+   neural operators (spectral convolutions on even and odd grids, the
+   Nyquist mode kept or not) and 1 to 3 spatial dimensions; and the specs'
+   errors, each naming the key and value (without FFTW: fno: refused).
    mpitest: -n 4
    mpitest: -n 1 */
 #include <math.h>
 #include <stdlib.h>
 
+#include "fsdp_config.h" /* FSDP_HAVE_FFTW */
 #include "fsdp_nn.h"
 #include "fsdptest.h"
 
@@ -232,6 +235,12 @@ static void test_gradients(void)
   check_gradients("unet:grid=16,in=1,out=1,channels=2,levels=3,pool=avg,norm=groupnorm:2,padding=circular,act=tanh",
                   FSDP_HYBRID_SHARD);
   check_gradients("unet:grid=4x4x2,in=1,out=2,channels=2,levels=2,act=tanh", FSDP_SHARD_GRAD_OP);
+#if FSDP_HAVE_FFTW
+  /* FNOs: the last axis even with its Nyquist mode kept (8 / 2 + 1 = 5), odd (7: modes 0 to 3), and 3-D */
+  check_gradients("fno:grid=8,in=2,out=1,width=3,modes=5,layers=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("fno:grid=6x7,in=1,out=2,width=2,modes=3,layers=2,act=tanh", FSDP_HYBRID_SHARD);
+  check_gradients("fno:grid=4x4x6,in=1,out=1,width=2,modes=2,layers=1", FSDP_SHARD_GRAD_OP);
+#endif
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -286,6 +295,25 @@ static void test_errors(void)
                     "unknown key 'stride' (keys: grid, in, out, channels, levels, kernel, padding, norm, act, pool)");
   expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=9", "levels=9 is above 8");
   expect_spec_error("unet:grid=8x8,in=1,out=1,channels=4,levels=2,pool=min", "pool=min is not max or avg");
+  expect_spec_error("fno:grid=8x8,in=1,out=1,width=4,layers=2", "lacks modes= (grid, in, out, width, modes and layers");
+  expect_spec_error("fno:grid=8x8,in=1,out=1,width=4,modes=4,layers=2,kernel=3",
+                    "unknown key 'kernel' (keys: grid, in, out, width, modes, layers, act)");
+  expect_spec_error("fno:grid=6x16,in=1,out=1,width=4,modes=4,layers=2",
+                    "modes=4 is more than grid axis 0's 6 points have (at most 3: size / 2 positive and as many "
+                    "negative frequencies)");
+  expect_spec_error("fno:grid=16x6,in=1,out=1,width=4,modes=5,layers=2",
+                    "modes=5 is more than grid axis 1's 6 points have (at most 4: its real FFT's size / 2 + 1)");
+#if !FSDP_HAVE_FFTW
+  {
+    FSDPContext ctx;
+    FSDPModel model;
+    TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+    TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPModelCreate(ctx, "fno:grid=8,in=1,out=1,width=2,modes=2,layers=1", &model));
+    TEST_MESSAGE_HAS("an fno: model's spectral convolutions need FFTW, and this libfsdp was built without it "
+                     "(configure --with-fftw; Debian: libfftw3-dev)");
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+#endif
 }
 
 int main(int argc, char **argv)

@@ -72,8 +72,13 @@ fsdp_need_torch() {
     if "$p" -c 'import torch, h5py, numpy' 2>/dev/null; then python=$p && break; fi
   done
   [ -n "$python" ] || { echo "SKIP: no python3 with torch and h5py (Debian: apt-get install python3-torch python3-h5py)"; exit 77; }
-  grep -q '^#define FSDP_HAVE_HDF5 1' "$top_builddir/src/include/fsdp_config.h" ||
+  [ "$(fsdp_config_has HDF5)" = yes ] ||
     { echo "SKIP: libfsdp built without HDF5: fsdp-train -init cannot read the reference's parameters"; exit 77; }
+}
+
+# fsdp_config_has NAME: yes when this build has FSDP_HAVE_NAME, else no.
+fsdp_config_has() {
+  if grep -q "^#define FSDP_HAVE_$1 1" "$top_builddir/src/include/fsdp_config.h"; then echo yes; else echo no; fi
 }
 
 # curves_agree REF NAME STEPS: the loss logs $fsdp_tmp/REF.csv and NAME.csv

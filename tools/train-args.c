@@ -28,10 +28,11 @@ static ArgSpec arg_specs[] = {
         "model spec, mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm], "
         "cnn:grid=HxW,in=C,out=O[,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
         "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=...,residual=0|1], "
-        "unet:grid=HxW,in=C,out=O,channels=K,levels=L[,kernel=3,padding=...,norm=...,act=...,pool=max|avg] or "
+        "unet:grid=HxW,in=C,out=O,channels=K,levels=L[,kernel=3,padding=...,norm=...,act=...,pool=max|avg], "
+        "fno:grid=HxW,in=C,out=O,width=K,modes=M,layers=L[,act=gelu] or "
         "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]"),
     ARG("-data", ARG_STRING, data,
-        "HDF5 file with /x [N,in] (a cnn: or unet: [N,C,grid...]) and /y [N,out] (float) or [N] (integer labels); or "
+        "HDF5 file with /x [N,in] (a grid model: [N,C,grid...]) and /y [N,out] (float) or [N] (integer labels); or "
         "synthetic[:n=N,seed=S]; for a "
         "gpt: text:FILE (a byte per token) or tokens:FILE (uint16 tokens, llm.c's .bin, or HDF5 /tokens)"),
     ARG("-steps", ARG_INT, steps, "optimizer steps"),

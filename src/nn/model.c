@@ -38,6 +38,7 @@ static const char *const padding_names[] = {"zeros", "circular", "reflect"}; /* 
 static const char *const cnn_keys =
     "grid, in, out, depth, channels, kernel, stride, dilation, groups, pad, padding, norm, act, residual";
 static const char *const unet_keys = "grid, in, out, channels, levels, kernel, padding, norm, act, pool";
+static const char *const fno_keys = "grid, in, out, width, modes, layers, act";
 /* A U-Net's levels at most: its widest convolution has channels * 2^(levels - 1). */
 #define UNET_MAX_LEVELS 8
 
@@ -187,6 +188,19 @@ static FSDPErrorCode unet_key(FSDPModel m, const char *spec, const char *key, co
   return FSDP_SUCCESS;
 }
 
+/* One key=value of an fno: spec. */
+static FSDPErrorCode fno_key(FSDPModel m, const char *spec, const char *key, const char *value)
+{
+  if (!strcmp(key, "width")) FSDPCall(parse_positive(spec, key, value, &m->hidden));
+  else if (!strcmp(key, "modes")) FSDPCall(parse_positive(spec, key, value, &m->modes));
+  else if (!strcmp(key, "layers")) FSDPCall(parse_positive(spec, key, value, &m->depth));
+  else if (!strcmp(key, "grid") || !strcmp(key, "in") || !strcmp(key, "out") || !strcmp(key, "act"))
+    FSDPCall(cnn_key(m, spec, key, value));
+  else
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%s': unknown key '%s' (keys: %s)", spec, key, fno_keys);
+  return FSDP_SUCCESS;
+}
+
 /* What a cnn: spec needs, and the groups' divisibility. */
 static FSDPErrorCode check_cnn(FSDPModel m, const char *spec)
 {
@@ -237,6 +251,36 @@ static FSDPErrorCode check_unet(FSDPModel m, const char *spec)
   return FSDP_SUCCESS;
 }
 
+/* An fno: spec's: all six sizes, and modes the grid has (the last axis's
+   real FFT has size / 2 + 1 of them, the others' kept modes are m positive
+   and m negative frequencies). */
+static FSDPErrorCode check_fno(FSDPModel m, const char *spec)
+{
+  ConvGeom *g = &m->grid;
+  FSDPCheck(g->nd && g->cin && m->out && m->hidden && m->modes && m->depth, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "model spec '%s' lacks %s%s%s%s%s%s(grid, in, out, width, modes and layers are required)", spec,
+            g->nd ? "" : "grid= ", g->cin ? "" : "in= ", m->out ? "" : "out= ", m->hidden ? "" : "width= ",
+            m->modes ? "" : "modes= ", m->depth ? "" : "layers= ");
+  for (int d = 3 - g->nd; d < 3; d++) {
+    int64_t most = d == 2 ? g->size[d] / 2 + 1 : g->size[d] / 2;
+    FSDPCheck(m->modes <= most, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model spec '%s': modes=%lld is more than grid axis %d's %lld points have (at most %lld%s)", spec,
+              (long long)m->modes, d - (3 - g->nd), (long long)g->size[d], (long long)most,
+              d == 2 ? ": its real FFT's size / 2 + 1" : ": size / 2 positive and as many negative frequencies");
+  }
+#ifndef FSDP_HAVE_FFTW
+  FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "model spec '%s': an fno: model's spectral convolutions need FFTW, and this libfsdp was built without it "
+            "(configure --with-fftw; Debian: libfftw3-dev)",
+            spec);
+#endif
+  for (int d = 0; d < 3; d++) { /* its convolutions are 1x1 */
+    g->kernel[d] = g->stride[d] = g->dilation[d] = 1;
+    g->pad[d] = 0;
+  }
+  return FSDP_SUCCESS;
+}
+
 /* The sizes a gpt: spec needs, and what they must satisfy. */
 static FSDPErrorCode check_gpt(FSDPModel m, const char *spec)
 {
@@ -267,20 +311,22 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
   FSDPCheck(strlen(spec) < sizeof buf, MPI_COMM_SELF, FSDP_ERR_ARG, "model spec '%.40s...' is too long", spec);
   m->gpt = strncmp(spec, "gpt:", 4) == 0;
   m->unet = strncmp(spec, "unet:", 5) == 0;
-  m->cnn = m->unet || strncmp(spec, "cnn:", 4) == 0;
+  m->fno = strncmp(spec, "fno:", 4) == 0;
+  m->cnn = m->unet || m->fno || strncmp(spec, "cnn:", 4) == 0;
   FSDPCheck(m->gpt || m->cnn || strncmp(spec, "mlp:", 4) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s': unknown model type (the ones known are 'mlp:in=I,hidden=H,depth=D,out=O,act=relu|tanh|"
             "gelu,norm=none|layernorm', 'gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L,tied=0|1' and "
             "'cnn:grid=HxW,in=C,out=O,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
             "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=relu|tanh|gelu' and "
             "'unet:grid=HxW,in=C,out=O,channels=K,levels=L,kernel=3,padding=zeros|circular|reflect,"
-            "norm=none|groupnorm:G,act=relu|tanh|gelu')",
+            "norm=none|groupnorm:G,act=relu|tanh|gelu' and 'fno:grid=HxW,in=C,out=O,width=K,modes=M,layers=L,"
+            "act=relu|tanh|gelu')",
             spec);
   /* pad -1: "same", dilation * (kernel - 1) / 2 on each side */
   m->grid =
       (ConvGeom){.groups = 1, .kernel = {1, 1, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1}, .pad = {-1, -1, -1}};
   strcpy(buf, strchr(spec, ':') + 1);
-  m->act = m->gpt ? FSDP_ACT_GELU : FSDP_ACT_RELU;
+  m->act = m->gpt || m->fno ? FSDP_ACT_GELU : FSDP_ACT_RELU;
   /* Item by item, empty ones included: 'in=16,,hidden=32' or a trailing comma is a slip, not a spec. */
   for (item = buf, n = 1; *buf && item; item = next, n++) {
     char *eq, *comma = strchr(item, ',');
@@ -306,11 +352,13 @@ static FSDPErrorCode parse_spec(FSDPModel m, const char *spec)
     }
     if (m->gpt) FSDPCall(gpt_key(m, spec, key, value));
     else if (m->unet) FSDPCall(unet_key(m, spec, key, value));
+    else if (m->fno) FSDPCall(fno_key(m, spec, key, value));
     else if (m->cnn) FSDPCall(cnn_key(m, spec, key, value));
     else FSDPCall(mlp_key(m, spec, key, value));
   }
   if (m->gpt) return check_gpt(m, spec);
   if (m->unet) return check_unet(m, spec);
+  if (m->fno) return check_fno(m, spec);
   if (m->cnn) return check_cnn(m, spec);
   FSDPCheck(m->in && m->hidden && m->depth && m->out, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model spec '%s' lacks %s%s%s%s(in, hidden, depth and out are required)", spec,
@@ -341,6 +389,7 @@ static FSDPErrorCode add_layer(FSDPModel m, LayerKind kind, const char *name, co
   l->tie = -1;
   l->unit = -1;
   l->from = -1;
+  l->input = m->nlayers - 2; /* the layer before; -1: the model's input */
   if (out > m->width) m->width = out;
   if (in > m->width) m->width = in;
   if (m->nlayers > 1 && in > m->grad_width) m->grad_width = in;
@@ -534,6 +583,51 @@ static FSDPErrorCode build_unet(FSDPModel m)
   return add_head(m, &g);
 }
 
+/* Layer i reads layer `from`'s output (-1: the model's input) instead of the one before. */
+static void read_from(FSDPModel m, int i, int from)
+{
+  m->layers[i].input = from;
+  if (from >= 0) m->layers[from].tapped = true;
+}
+
+/* The Fourier neural operator of Li et al. (2020): a 1x1 convolution lifts
+   the input to width channels (unit "lift"); each of the layers blocks
+   (unit "blocks.<i>") is act(spectral(h) + w(h)), a spectral convolution
+   keeping modes frequencies per axis plus a 1x1 convolution of the same
+   input, without the activation in the last block; a 1x1 head projects to
+   out channels (unit "root"). */
+static FSDPErrorCode build_fno(FSDPModel m)
+{
+  char name[48], block[32];
+  ConvGeom g = m->grid;
+  m->in = g.cin * ConvInPoints(&g);
+  g.cout = m->hidden;
+  FSDPCall(add_conv(m, "lift", "lift", &g));
+  g.cin = m->hidden;
+  for (int64_t i = 0; i < m->depth; i++) {
+    int input = m->nlayers - 1, spectral;
+    int64_t size = m->layers[input].out;
+    snprintf(block, sizeof block, "blocks.%lld", (long long)i);
+    snprintf(name, sizeof name, "%s.spectral", block);
+    FSDPCall(add_layer(m, LAYER_spectral, name, block, size, size));
+    spectral = m->nlayers - 1;
+    m->layers[spectral].conv = g;
+    for (int d = 0; d < 3; d++) m->layers[spectral].conv.kernel[d] = d < 3 - g.nd ? 1 : m->modes;
+    snprintf(name, sizeof name, "%s.w", block);
+    FSDPCall(add_conv(m, name, block, &g));
+    read_from(m, m->nlayers - 1, input);
+    snprintf(name, sizeof name, "%s.add", block);
+    FSDPCall(add_layer(m, LAYER_add, name, block, size, size));
+    m->layers[m->nlayers - 1].from = spectral;
+    m->layers[spectral].tapped = true;
+    if (i + 1 < m->depth) {
+      snprintf(name, sizeof name, "%s.act", block);
+      FSDPCall(add_layer(m, LAYER_activation, name, block, size, size));
+    }
+  }
+  return add_head(m, &g);
+}
+
 /* Embedding (unit "embed"), the blocks (one unit each), the final LayerNorm
    and the head (unit "head").  Tied, the head has no weight of its own: it
    uses the embedding's wte, in the embedding's unit. */
@@ -570,7 +664,12 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
   if (!ierr) ierr = parse_spec(m, spec);
-  if (!ierr) ierr = m->gpt ? build_gpt(m) : m->unet ? build_unet(m) : m->cnn ? build_cnn(m) : build_mlp(m);
+  if (!ierr)
+    ierr = m->gpt    ? build_gpt(m)
+           : m->fno  ? build_fno(m)
+           : m->unet ? build_unet(m)
+           : m->cnn  ? build_cnn(m)
+                     : build_mlp(m);
   if (ierr) {
     FSDPCall(FSDPModelDestroy(&m));
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -1129,9 +1228,9 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));
   model->x = x; /* what an add or concat from the input reads */
-  h = x;
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
+    h = l->input >= 0 ? model->layers[l->input].y : x;
     if (l->unit >= 0 && model->units[l->unit] != current) {
       if (current) {
         trace_unit("forward", current, t_unit);
@@ -1142,7 +1241,6 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
       t_unit = FSDPTime_Private();
     }
     FSDPCall(l->ops->forward(model, l, n, h));
-    h = l->y;
   }
   if (current) {
     trace_unit("forward", current, t_unit);
@@ -1191,9 +1289,10 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
   FSDPCall(FSDPContextBeginBackward(model->ctx));
   for (int i = model->nlayers - 1; i >= 0; i--) {
     Layer *l = &model->layers[i];
-    const float *input = i > 0 ? model->layers[i - 1].y : model->x;
-    float *dx = i > 0 ? model->scratch[k] : NULL;
-    if (l->tapped) { /* its output went on along a skip too: that branch's gradient joins (g is a scratch) */
+    const float *input = l->input >= 0 ? model->layers[l->input].y : model->x;
+    float *dx = l->input >= 0 ? model->scratch[k] : NULL;
+    if (i + 1 < model->nlayers && model->layers[i + 1].input != i) g = l->dskip; /* the next layer reads another */
+    else if (l->tapped) { /* its output went on along a skip too: that branch's gradient joins (g is a scratch) */
       float *gl = (float *)g;
       for (int64_t j = 0; j < n * l->out; j++) gl[j] += l->dskip[j];
     }
@@ -1209,6 +1308,10 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
     /* Activation checkpointing: the layer's saved state comes back from its input. */
     if (recomputed(model, l)) FSDPCall(l->ops->recompute(model, l, n, input));
     FSDPCall(l->ops->backward(model, l, n, input, g, dx));
+    if (dx && l->input != i - 1) { /* x is an earlier layer's output: its gradient waits in that layer's dskip */
+      float *ds = model->layers[l->input].dskip;
+      for (int64_t j = 0; j < n * l->in; j++) ds[j] += dx[j];
+    }
     g = dx;
     k = 1 - k;
   }
@@ -1296,10 +1399,19 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
     char norm[32] = "none";
     if (m->norm_groups) snprintf(norm, sizeof norm, "of %lld groups", (long long)m->norm_groups);
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld; %s: %d-D grid", (long long)numel,
-                                   m->unet ? "U-Net" : "CNN", g->nd));
+                                   m->unet  ? "U-Net"
+                                   : m->fno ? "FNO"
+                                            : "CNN",
+                                   g->nd));
     for (int d = 3 - g->nd; d < 3; d++)
       FSDPCall(FSDPViewerASCIIPrintf(viewer, "%s%lld", d > 3 - g->nd ? "x" : " ", (long long)g->size[d]));
-    if (m->unet)
+    if (m->fno)
+      FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                     ", %lld Fourier layers of width %lld keeping %lld modes per axis, activation %s; "
+                                     "seed %llu\n",
+                                     (long long)m->depth, (long long)m->hidden, (long long)m->modes,
+                                     FSDPActivationName(m->act), (unsigned long long)m->seed));
+    else if (m->unet)
       FSDPCall(FSDPViewerASCIIPrintf(
           viewer,
           ", %lld levels of %lld to %lld channels (kernel %lld), padding %s, GroupNorm %s, "
@@ -1365,6 +1477,8 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   FSDPCall(free_buffers(m));
   if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
   FSDPCall(FSDPFree(&m->tied_grad));
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
   FSDPCall(FSDPFree(&m->layers));
   FSDPCall(FSDPFree(&m->units));
   FSDPCall(FSDPFree(&m->spec));

@@ -30,8 +30,8 @@ FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t cla
 
 /* Parameters of one layer at most (a transformer block's twelve). */
 #define LAYER_MAX_PARAMS 12
-/* Dimensions of a parameter at most (a 3-D convolution's weight). */
-#define LAYER_MAX_NDIM 5
+/* Dimensions of a parameter at most (a 3-D spectral convolution's complex weight). */
+#define LAYER_MAX_NDIM 6
 /* Rows of a 16-bit weight widened to fp32 at a time (mixed precision). */
 #define WIDE_ROWS 64
 
@@ -73,16 +73,20 @@ typedef struct {
   ConvGeom conv;                       /* convolution layers; GroupNorm: cin channels, groups, size;
                                           pooling: cin = cout channels, kernel, stride; a transposed
                                           convolution: the convolution it is the adjoint of (in: its
-                                          cout channels on its osize, out: cin on size) */
+                                          cout channels on its osize, out: cin on size); a spectral
+                                          convolution: channels, size, and the modes kept in kernel */
+  int input;                           /* the layer whose output is x: the one before, or another (an
+                                          FNO block's bypass reads the block's input); -1: the model's */
   int from;                            /* add, concat: the layer whose output is the second input; -1: the model's */
-  bool tapped;                         /* an add or concat later reads this layer's output */
+  bool tapped;                         /* a layer other than the next reads this layer's output */
   int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
   int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
   FSDPParamId param[LAYER_MAX_PARAMS]; /* in ops->param_names' order */
   float *y;                            /* output [n, out], kept for backward */
   float *saved;                        /* ops->saved(l) floats per row, kept for backward */
-  float *dskip;                        /* tapped: the gradient of y that the adds and concats pass back, [n, out] */
+  float *dskip;                        /* tapped: the gradient of y that those other readers pass back, [n, out] */
+  void *state;                         /* the kind's own (spectral.c: its FFT plans), freed by ops->destroy */
 } Layer;
 
 /* What a layer kind does; model.c calls nothing else of a layer.  Forward
@@ -116,6 +120,8 @@ struct LayerOps {
   /* Adds the parameters' gradients (trainable ones only) from dy[n, out] and
      the forward's x and l->saved; writes dx[n, in] unless dx is NULL (the first layer). */
   FSDPErrorCode (*backward)(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx);
+  /* Frees l->state (NULL: the kind keeps none). */
+  void (*destroy)(Layer *l);
 };
 
 /* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
@@ -124,8 +130,9 @@ struct LayerOps {
 #define FSDP_LAYER_KINDS(X)                                                                                            \
   X(linear)                                                                                                            \
   X(layernorm)                                                                                                         \
-  X(activation) X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm) X(convtranspose) X(maxpool) X(avgpool)      \
-      X(add) X(concat)
+  X(activation)                                                                                                        \
+  X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm) X(convtranspose) X(maxpool) X(avgpool) X(add) X(concat)   \
+      X(spectral)
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -147,6 +154,8 @@ struct FSDPModel_s {
   bool cnn;             /* a grid model: cnn:grid=G,in=C,out=O[,depth=D,channels=K,kernel=,...] (depth holds D,
                            hidden K), or unet: */
   bool unet;            /* unet:grid=G,in=C,out=O,channels=K,levels=L[,...] (depth holds L, hidden K) */
+  bool fno;             /* fno:grid=G,in=C,out=O,width=K,modes=M,layers=L[,act=] (depth holds L, hidden K) */
+  int64_t modes;        /* fno: the Fourier modes kept per axis */
   bool residual;        /* cnn: residual=1, a block adds its input where the shapes agree */
   bool avgpool;         /* unet: pool=avg, the encoder's pooling averages (else takes the maximum) */
   ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */

@@ -10,7 +10,7 @@
 
 /* Calls f(o, i) for every output o of one channel plane and every input i in
    its window: the windows are the convolution's taps without padding. */
-#define FOR_WINDOWS(g, body)                                                                                           \
+#define FOR_WINDOWS(g, ...)                                                                                            \
   for (int64_t o0 = 0; o0 < (g)->osize[0]; o0++)                                                                       \
     for (int64_t o1 = 0; o1 < (g)->osize[1]; o1++)                                                                     \
       for (int64_t o2 = 0; o2 < (g)->osize[2]; o2++) {                                                                 \
@@ -20,7 +20,7 @@
             for (int64_t e = 0; e < (g)->kernel[2]; e++, first = 0) {                                                  \
               int64_t i = ((o0 * (g)->stride[0] + a) * (g)->size[1] + o1 * (g)->stride[1] + b) * (g)->size[2] +        \
                           o2 * (g)->stride[2] + e;                                                                     \
-              body;                                                                                                    \
+              __VA_ARGS__;                                                                                             \
             }                                                                                                          \
       }
 

@@ -12,6 +12,9 @@
 #ifdef FSDP_HAVE_OPENBLAS_GET_CONFIG
 char *openblas_get_config(void);
 #endif
+#ifdef FSDP_HAVE_FFTW
+#include <fftw3.h>
+#endif
 #ifdef FSDP_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -90,6 +93,11 @@ static FSDPErrorCode config_view(FSDPViewer viewer, void *ctx)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "BLAS: CBLAS\n"));
 #else
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "BLAS: not built\n"));
+#endif
+#ifdef FSDP_HAVE_FFTW
+  FSDPCall(FSDPViewerASCIIPrintf(viewer, "FFTW: %s (single precision)\n", fftwf_version));
+#else
+  FSDPCall(FSDPViewerASCIIPrintf(viewer, "FFTW: not built (no fno: models)\n"));
 #endif
   FSDPCall(view_cuda(viewer));
 #ifdef FSDP_HAVE_NCCL
