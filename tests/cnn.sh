@@ -8,7 +8,8 @@
 # reflection, GroupNorm and GELU (W = 4), a strided 1-D one (W = 2), a 3-D
 # circular one (W = 4 hybrid), a 2-D U-Net of 3 levels with GroupNorm (W = 4
 # hybrid), a 1-D one with average pooling and circular padding (W = 2), and
-# Fourier neural operators on a 2-D grid (W = 4 hybrid) and a 1-D odd one (W = 2).
+# Fourier neural operators on a 2-D grid (W = 4 hybrid) and a 1-D odd one (W = 2),
+# the latter also written as a model file (-model file:NAME).
 # A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -67,6 +68,26 @@ if [ "$(fsdp_config_has FFTW)" = yes ]; then
   fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
   model fno1d "$fno1d"
   same fno1d fno1d_w2 2
+  # The same FNO as a model file, a layer per line: PyTorch's curve and parameters too.
+  cat >"$fsdp_tmp/fno1d.model" <<'EOF'
+# fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh
+input channels=1 grid=31
+unit lift
+conv name=lift out=4 kernel=1
+unit blocks.0
+spectral name=blocks.0.spectral modes=16
+conv name=blocks.0.w out=4 kernel=1 input=lift
+add from=blocks.0.spectral
+act name=blocks.0.act fn=tanh
+unit blocks.1
+spectral name=blocks.1.spectral modes=16
+conv name=blocks.1.w out=4 kernel=1 input=blocks.0.act
+add from=blocks.1.spectral
+unit root
+conv name=head out=2 kernel=1
+EOF
+  spec="file:$fsdp_tmp/fno1d.model"
+  same fno1d fno1d_wfile2 2
   fnos="fno2d fno1d"
 else
   echo "no FNO here: this build has no FFTW (test_nn_conv checks the refusal)"

@@ -8,10 +8,17 @@
    neural operators (spectral convolutions on even and odd grids, the
    Nyquist mode kept or not) and 1 to 3 spatial dimensions; and the specs'
    errors, each naming the key and value (without FFTW: fno: refused).
+   Model files: the U-Net and the FNO written out layer by layer give the
+   spec's outputs and gradients bit for bit; a graph no spec makes (a
+   residual from the input, pooling, then linear layers) against finite
+   differences; and the files' errors, each naming the file, line and key.
    mpitest: -n 4
    mpitest: -n 1 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "fsdp_config.h" /* FSDP_HAVE_FFTW */
 #include "fsdp_nn.h"
@@ -243,6 +250,211 @@ static void test_gradients(void)
 #endif
 }
 
+/* ------------------------------------------------------------------ model files */
+
+static char file_dir[256];
+
+/* Rank 0 writes `text` to file_dir/name; every rank gets "file:<path>" in spec. */
+static void write_model_file(const char *name, const char *text, char *spec, size_t len)
+{
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  snprintf(spec, len, "file:%s/%s", file_dir, name);
+  MPI_Barrier(MPI_COMM_WORLD); /* every rank has read the file's last text */
+  if (rank == 0) {
+    FILE *f = fopen(spec + 5, "w");
+    TEST_ASSERT(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", spec + 5);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The spec's model and the file's, from one seed: the same outputs and gradient shards, bit for bit. */
+static void check_same_model(const char *spec, const char *file_spec)
+{
+  FSDPContext ctx[2];
+  FSDPModel model[2];
+  float *y[2], *dy;
+  int64_t in, out, numel[2];
+  int nunits[2];
+  for (int k = 0; k < 2; k++) {
+    ctx[k] = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
+    model[k] = make_model(ctx[k], k ? file_spec : spec);
+    TEST_OK(FSDPModelGetSizes(model[k], &in, &out, &numel[k]));
+    TEST_OK(FSDPContextGetNumUnits(ctx[k], &nunits[k]));
+  }
+  TEST_ASSERT(numel[0] == numel[1] && nunits[0] == nunits[1], "%s: %lld parameters in %d units, the spec's %lld in %d",
+              file_spec, (long long)numel[1], nunits[1], (long long)numel[0], nunits[0]);
+  gx = malloc((size_t)(ROWS * in) * sizeof *gx);
+  gt = malloc((size_t)(ROWS * out) * sizeof *gt);
+  TEST_ASSERT(gx && gt, "out of memory");
+  for (int64_t i = 0; i < ROWS * in; i++) gx[i] = test_value(43, i);
+  for (int64_t i = 0; i < ROWS * out; i++) gt[i] = test_value(44, i);
+  for (int k = 0; k < 2; k++) {
+    double loss;
+    TEST_OK(FSDPContextZeroGrad(ctx[k]));
+    TEST_OK(FSDPModelForward(model[k], ROWS, gx, &y[k]));
+    TEST_OK(FSDPModelLoss(model[k], FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
+    TEST_OK(FSDPModelBackward(model[k], dy));
+    TEST_OK(FSDPContextFinishBackward(ctx[k]));
+  }
+  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's", file_spec,
+              spec);
+  for (int u = 0; u < nunits[0]; u++) {
+    FlatParam unit[2];
+    float *g[2];
+    int64_t shard[2];
+    for (int k = 0; k < 2; k++) {
+      TEST_OK(FSDPContextGetUnit(ctx[k], u, &unit[k]));
+      TEST_OK(FlatParamGetGradShard(unit[k], (void **)&g[k], &shard[k]));
+    }
+    TEST_ASSERT(shard[0] == shard[1] && !memcmp(g[0], g[1], (size_t)shard[0] * sizeof *g[0]),
+                "%s: unit %d's gradient differs from %s's", file_spec, u, spec);
+  }
+  free(gx);
+  free(gt);
+  for (int k = 0; k < 2; k++) {
+    TEST_OK(FSDPModelDestroy(&model[k]));
+    TEST_OK(FSDPContextDestroy(&ctx[k]));
+  }
+}
+
+static const char unet_file[] = "# unet:grid=8x8,in=2,out=3,channels=4,levels=2,norm=groupnorm:2, a layer per line\n"
+                                "input channels=2 grid=8x8\n"
+                                "unit down.0\n"
+                                "conv name=down.0.conv1 out=4\n"
+                                "groupnorm name=down.0.norm1 groups=2\n"
+                                "act name=down.0.act1 fn=relu\n"
+                                "conv name=down.0.conv2 out=4\n"
+                                "groupnorm name=down.0.norm2 groups=2\n"
+                                "act name=down.0.act2 fn=relu\n"
+                                "unit down.1\n"
+                                "maxpool name=down.1.pool   # kernel 2, stride 2\n"
+                                "conv name=down.1.conv1 out=8\n"
+                                "groupnorm name=down.1.norm1 groups=2\n"
+                                "act name=down.1.act1 fn=relu\n"
+                                "conv name=down.1.conv2 out=8\n"
+                                "groupnorm name=down.1.norm2 groups=2\n"
+                                "act name=down.1.act2 fn=relu\n"
+                                "unit up.0\n"
+                                "convtranspose name=up.0.up out=4 kernel=2 stride=2\n"
+                                "concat name=up.0.cat from=down.0.act2\n"
+                                "conv name=up.0.conv1 out=4\n"
+                                "groupnorm name=up.0.norm1 groups=2\n"
+                                "act name=up.0.act1 fn=relu\n"
+                                "conv name=up.0.conv2 out=4\n"
+                                "groupnorm name=up.0.norm2 groups=2\n"
+                                "act name=up.0.act2 fn=relu\n"
+                                "\n"
+                                "unit root\n"
+                                "conv name=head out=3 kernel=1\n";
+
+static const char fno_file[] = "input channels=1 grid=8x6\n"
+                               "unit lift\n"
+                               "conv name=lift out=3 kernel=1\n"
+                               "unit blocks.0\n"
+                               "spectral name=blocks.0.spectral modes=2\n"
+                               "conv name=blocks.0.w out=3 kernel=1 input=lift   # the bypass reads the block's input\n"
+                               "add name=blocks.0.add from=blocks.0.spectral\n"
+                               "act name=blocks.0.act fn=gelu\n"
+                               "unit blocks.1\n"
+                               "spectral name=blocks.1.spectral modes=2\n"
+                               "conv name=blocks.1.w out=3 kernel=1 input=blocks.0.act\n"
+                               "add name=blocks.1.add from=blocks.1.spectral\n"
+                               "unit root\n"
+                               "conv name=head out=2 kernel=1\n";
+
+/* A graph no spec makes: a residual from the model's input, pooling, then flat linear layers. */
+static const char graph_file[] = "input channels=2 grid=6x5\n"
+                                 "conv name=a out=2 padding=circular\n"
+                                 "act fn=tanh\n"
+                                 "add name=res from=input\n"
+                                 "avgpool kernel=2 stride=1\n"
+                                 "unit head\n"
+                                 "linear name=fc out=5\n"
+                                 "layernorm name=norm\n"
+                                 "act fn=tanh\n"
+                                 "linear name=out out=3\n";
+
+static void expect_file_error(const char *text, FSDPErrorCode code, const char *message)
+{
+  char spec[320];
+  FSDPContext ctx;
+  FSDPModel model;
+  write_model_file("bad.txt", text, spec, sizeof spec);
+  TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  TEST_CODE(code, FSDPModelCreate(ctx, spec, &model));
+  TEST_MESSAGE_HAS(message);
+  TEST_ASSERT(model == NULL, "%s: a model came back", text);
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void test_model_files(void)
+{
+  char spec[320], path[300];
+  int rank;
+  const char *tmp = getenv("TMPDIR");
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    snprintf(file_dir, sizeof file_dir, "%s/fsdp-test-modelfile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    TEST_ASSERT(mkdtemp(file_dir), "cannot make a directory %s", file_dir);
+  }
+  MPI_Bcast(file_dir, sizeof file_dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+  write_model_file("unet.txt", unet_file, spec, sizeof spec);
+  check_same_model("unet:grid=8x8,in=2,out=3,channels=4,levels=2,norm=groupnorm:2", spec);
+#if FSDP_HAVE_FFTW
+  write_model_file("fno.txt", fno_file, spec, sizeof spec);
+  check_same_model("fno:grid=8x6,in=1,out=2,width=3,modes=2,layers=2", spec);
+#endif
+  write_model_file("graph.txt", graph_file, spec, sizeof spec);
+  check_gradients(spec, FSDP_HYBRID_SHARD);
+
+  expect_file_error("input channels=1 grid=8x8\nconv out=2\nconv out=2 kernal=3\n", FSDP_ERR_ARG,
+                    "line 3: conv: unknown key 'kernal' (keys: name input out kernel stride dilation groups pad "
+                    "padding)");
+  expect_file_error("input channels=1 grid=8x8\nconv name=enc out=2\nmaxpool\nconcat from=enc1\n", FSDP_ERR_ARG,
+                    "line 4: concat: from=enc1: no layer of that name before this line");
+  expect_file_error("input channels=1 grid=8x8\nconv name=enc out=2\nmaxpool\nconcat from=enc\n", FSDP_ERR_ARG,
+                    "line 4: concat: from=enc gives 2 channels on 8x8, on another grid than its input's 2 channels on "
+                    "4x4");
+  expect_file_error("input channels=1 grid=8x8\nconv name=enc out=2\nadd from=input\n", FSDP_ERR_ARG,
+                    "line 3: add: from=input gives 1 channels on 8x8, its input 2 channels on 8x8");
+  expect_file_error("# no input yet\nconv out=2\n", FSDP_ERR_ARG,
+                    "line 2: conv comes before the input line (input channels=C grid=G, or input features=N)");
+  expect_file_error("input channels=1 grid=8x8\npool kernel=2\n", FSDP_ERR_ARG,
+                    "line 2: unknown layer kind 'pool' (kinds: input, unit, conv,");
+  expect_file_error("input channels=1 grid=4x4\nconv out=1 kernel=7 pad=0\n", FSDP_ERR_ARG, "model file '");
+  TEST_MESSAGE_HAS("bad.txt', line 2: layer conv0: the kernel spans 7 points along grid axis 0");
+  expect_file_error("input features=8\nconv out=2\n", FSDP_ERR_ARG,
+                    "line 2: conv needs channels on a grid, and 'input' gives 8 features");
+  expect_file_error("input channels=1 grid=8x8\nact fn=softplus\n", FSDP_ERR_ARG,
+                    "line 2: act: fn=softplus is not relu, tanh or gelu");
+  expect_file_error("input channels=1 grid=8x8\nconv name=a out=2\nconv name=a out=2\n", FSDP_ERR_ARG,
+                    "line 3: conv: name=a is an earlier layer's");
+  expect_file_error("input channels=1 grid=8x8\nconv out=two\n", FSDP_ERR_ARG,
+                    "line 2: conv: out=two is not a positive integer");
+  expect_file_error("input channels=1 grid=8x8\n", FSDP_ERR_ARG, "has no layers");
+  snprintf(path, sizeof path, "file:%s/missing.txt", file_dir);
+  {
+    FSDPContext ctx;
+    FSDPModel model;
+    TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+    TEST_CODE(FSDP_ERR_IO, FSDPModelCreate(ctx, path, &model));
+    TEST_MESSAGE_HAS("missing.txt: cannot open the model file: No such file or directory");
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    const char *names[] = {"unet.txt", "fno.txt", "graph.txt", "bad.txt"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      snprintf(path, sizeof path, "%s/%s", file_dir, names[i]);
+      (void)unlink(path);
+    }
+    TEST_ASSERT(rmdir(file_dir) == 0, "cannot remove %s", file_dir);
+  }
+}
+
 /* ------------------------------------------------------------------ errors */
 
 static void expect_spec_error(const char *spec, const char *message)
@@ -324,6 +536,7 @@ int main(int argc, char **argv)
   test_direct();
   test_gradients();
   test_errors();
+  test_model_files();
   TEST_OK(FSDPFinalize());
   return 0;
 }

@@ -29,7 +29,7 @@ static ArgSpec arg_specs[] = {
         "cnn:grid=HxW,in=C,out=O[,depth=D,channels=K,kernel=3,stride=1,dilation=1,groups=1,pad=P,"
         "padding=zeros|circular|reflect,norm=none|groupnorm:G,act=...,residual=0|1], "
         "unet:grid=HxW,in=C,out=O,channels=K,levels=L[,kernel=3,padding=...,norm=...,act=...,pool=max|avg], "
-        "fno:grid=HxW,in=C,out=O,width=K,modes=M,layers=L[,act=gelu] or "
+        "fno:grid=HxW,in=C,out=O,width=K,modes=M,layers=L[,act=gelu], file:NAME (a model file, a layer per line) or "
         "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]"),
     ARG("-data", ARG_STRING, data,
         "HDF5 file with /x [N,in] (a grid model: [N,C,grid...]) and /y [N,out] (float) or [N] (integer labels); or "

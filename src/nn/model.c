@@ -415,37 +415,47 @@ static FSDPErrorCode build_mlp(FSDPModel m)
   return FSDP_SUCCESS;
 }
 
-/* A convolution from g's input geometry, kernel, stride, dilation, groups
-   and padding: the spec's pad, or "same" padding (dilation * (kernel - 1) / 2
-   each side), the output's sizes, and the checks that name the layer. */
-static FSDPErrorCode add_conv(FSDPModel m, const char *name, const char *block, ConvGeom *g)
+FSDPErrorCode FSDPModelAddLayer_Private(FSDPModel m, LayerKind kind, const char *name, const char *block, int64_t in,
+                                        int64_t out)
+{
+  return add_layer(m, kind, name, block, in, out);
+}
+
+FSDPErrorCode FSDPModelAddConv_Private(FSDPModel m, const char *name, const char *block, const int64_t pad[3],
+                                       ConvGeom *g)
 {
   int64_t in = g->cin, out = g->cout;
   for (int d = 0; d < 3; d++) {
     int64_t span = g->dilation[d] * (g->kernel[d] - 1) + 1, axis = d - (3 - g->nd);
-    g->pad[d] = m->grid.pad[d] >= 0 ? m->grid.pad[d] : g->dilation[d] * (g->kernel[d] - 1) / 2;
+    g->pad[d] = pad[d] >= 0 ? pad[d] : g->dilation[d] * (g->kernel[d] - 1) / 2;
     FSDPCheck(span <= g->size[d] + 2 * g->pad[d], MPI_COMM_SELF, FSDP_ERR_ARG,
-              "model spec '%s': layer %s: the kernel spans %lld points along grid axis %lld (kernel=%lld, "
+              "%s: layer %s: the kernel spans %lld points along grid axis %lld (kernel=%lld, "
               "dilation=%lld), more than its %lld points padded by %lld on each side",
-              m->spec, name, (long long)span, (long long)axis, (long long)g->kernel[d], (long long)g->dilation[d],
+              m->where, name, (long long)span, (long long)axis, (long long)g->kernel[d], (long long)g->dilation[d],
               (long long)g->size[d], (long long)g->pad[d]);
     FSDPCheck(g->padding == CONV_PAD_ZEROS || g->pad[d] < g->size[d] ||
                   (g->padding == CONV_PAD_CIRCULAR && g->pad[d] == g->size[d]),
               MPI_COMM_SELF, FSDP_ERR_ARG,
-              "model spec '%s': layer %s: padding=%s by %lld points along grid axis %lld of %lld points: it must be "
+              "%s: layer %s: padding=%s by %lld points along grid axis %lld of %lld points: it must be "
               "%s the axis",
-              m->spec, name, padding_names[g->padding], (long long)g->pad[d], (long long)axis, (long long)g->size[d],
+              m->where, name, padding_names[g->padding], (long long)g->pad[d], (long long)axis, (long long)g->size[d],
               g->padding == CONV_PAD_CIRCULAR ? "at most" : "shorter than");
     g->osize[d] = (g->size[d] + 2 * g->pad[d] - span) / g->stride[d] + 1;
     in *= g->size[d];
     out *= g->osize[d];
   }
   FSDPCheck(in <= INT32_MAX && out <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "model spec '%s': layer %s: %lld inputs and %lld outputs per sample, above 2^31", m->spec, name,
-            (long long)in, (long long)out);
+            "%s: layer %s: %lld inputs and %lld outputs per sample, above 2^31", m->where, name, (long long)in,
+            (long long)out);
   FSDPCall(add_layer(m, LAYER_conv, name, block, in, out));
   m->layers[m->nlayers - 1].conv = *g;
   return FSDP_SUCCESS;
+}
+
+/* A convolution with the spec's pad, or "same" padding. */
+static FSDPErrorCode add_conv(FSDPModel m, const char *name, const char *block, ConvGeom *g)
+{
+  return FSDPModelAddConv_Private(m, name, block, m->grid.pad, g);
 }
 
 /* <block>.conv<suffix> from g's input to cout channels, the spec's
@@ -479,6 +489,7 @@ static FSDPErrorCode add_head(FSDPModel m, ConvGeom *g)
   g->groups = 1;
   FSDPCall(add_conv(m, "head", "root", g));
   m->out = m->layers[m->nlayers - 1].out;
+  m->ogrid = m->layers[m->nlayers - 1].conv;
   return FSDP_SUCCESS;
 }
 
@@ -663,8 +674,11 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   m->ctx = ctx;
   m->tf32 = true;
   ierr = FSDPStrdup(spec, &m->spec);
-  if (!ierr) ierr = parse_spec(m, spec);
-  if (!ierr)
+  snprintf(m->where, sizeof m->where, "model spec '%s'", spec);
+  m->file = strncmp(spec, "file:", 5) == 0;
+  if (!ierr && m->file) ierr = FSDPModelBuildFile_Private(m, spec + 5);
+  else if (!ierr) ierr = parse_spec(m, spec);
+  if (!ierr && !m->file)
     ierr = m->gpt    ? build_gpt(m)
            : m->fno  ? build_fno(m)
            : m->unet ? build_unet(m)
@@ -926,10 +940,10 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
                                                                    FSDP_MEM_OTHER, &model->tied_grad)));
   }
   /* Every rank sees the same context: each says so. */
-  FSDPCheck(!model->cnn || !model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-            "FSDPModelSetUp: model '%s': the convolution layers run on the host only; there are no CUDA kernels for "
-            "them (use -fsdp_device host)",
-            model->spec);
+  FSDPCheck(!(model->cnn || model->file) || !model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+            "FSDPModelSetUp: model '%s': the %s run on the host only; there are no CUDA kernels for them (use "
+            "-fsdp_device host)",
+            model->spec, model->file ? "layers of model files" : "convolution layers");
   if (model->view_dtype != FSDP_FLOAT32) {
     /* The host kernels compute in fp32: a low-precision weight is widened
        just before use, WIDE_ROWS rows at a time, so that the scratch stays
@@ -937,7 +951,8 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
        multiplies 16-bit weights as they are: only vectors are widened. */
     model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
     model->wide_slot = model->width;
-    if (model->gpt || model->cnn) { /* their layers widen all their parameters at once (FSDPModelLayerParams_Private) */
+    if (model->gpt || model->cnn || model->file) { /* layers that widen all their parameters at once
+                                                      (FSDPModelLayerParams_Private) */
       model->wide_rows = 0;
       for (int i = 0; i < model->nlayers; i++)
         if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
@@ -1101,7 +1116,7 @@ FSDPErrorCode FSDPModelGetSampleShape(FSDPModel model, bool output, int *ndim, i
   CHECK_MODEL(model);
   FSDPCheck(ndim && shape, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelGetSampleShape: ndim and shape must not be NULL");
   if (model->cnn) {
-    const ConvGeom *g = output ? &model->layers[model->nlayers - 1].conv : &model->grid;
+    const ConvGeom *g = output ? &model->ogrid : &model->grid;
     const int64_t *size = output ? g->osize : g->size;
     *ndim = 1 + g->nd;
     shape[0] = output ? g->cout : g->cin;
@@ -1394,6 +1409,12 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    "activation checkpointing: %s; activations per sequence %s without, %s with "
                                    "(%.2fx less)\n",
                                    m->checkpointing ? "on" : "off", b1, b2, (double)full / (double)ckpt));
+  } else if (m->file) {
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   "parameters: %lld; %d layers from the model file; %lld inputs, %lld outputs "
+                                   "per sample; seed %llu\n",
+                                   (long long)numel, m->nlayers, (long long)m->in, (long long)m->out,
+                                   (unsigned long long)m->seed));
   } else if (m->cnn) {
     const ConvGeom *g = &m->grid;
     char norm[32] = "none";

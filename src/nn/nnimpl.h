@@ -155,6 +155,9 @@ struct FSDPModel_s {
                            hidden K), or unet: */
   bool unet;            /* unet:grid=G,in=C,out=O,channels=K,levels=L[,...] (depth holds L, hidden K) */
   bool fno;             /* fno:grid=G,in=C,out=O,width=K,modes=M,layers=L[,act=] (depth holds L, hidden K) */
+  bool file;            /* file:NAME, a model file (modelfile.c) */
+  ConvGeom ogrid;       /* a grid model's output: channels cout on osize */
+  char where[320];      /* what the builders' errors name: "model spec '...'", "model file '...', line N" */
   int64_t modes;        /* fno: the Fourier modes kept per axis */
   bool residual;        /* cnn: residual=1, a block adds its input where the shapes agree */
   bool avgpool;         /* unet: pool=avg, the encoder's pooling averages (else takes the maximum) */
@@ -194,6 +197,18 @@ struct FSDPModel_s {
   void *target; /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
   void *low[2]; /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
 };
+
+/* The model's builders (model.c, modelfile.c): a layer of `block` (its unit
+   under block wrapping) reading the layer before, and a convolution from
+   g's input geometry, kernel, stride, dilation, groups and padding (pad per
+   axis, -1: "same", dilation * (kernel - 1) / 2 each side), which sets g's
+   pad and output sizes and names the layer and m->where in its errors. */
+FSDPErrorCode FSDPModelAddLayer_Private(FSDPModel m, LayerKind kind, const char *name, const char *block, int64_t in,
+                                       int64_t out);
+FSDPErrorCode FSDPModelAddConv_Private(FSDPModel m, const char *name, const char *block, const int64_t pad[3],
+                                       ConvGeom *g);
+/* -model file:NAME (modelfile.c): the layers of a model file. */
+FSDPErrorCode FSDPModelBuildFile_Private(FSDPModel m, const char *path);
 
 /* Parameter p of layer l as its unit holds it, unsharded: fp32, or the 16-bit view type. */
 FSDPErrorCode FSDPModelParamView_Private(FSDPModel m, const Layer *l, int p, void **view);
