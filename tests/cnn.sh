@@ -18,55 +18,51 @@ fsdp_need_torch
 common="-seed 5 -batch 8 -steps 20 -optimizer adamw -lr 0.01 -clip_grad_norm 1.0 -log_every 0"
 hybrid="-fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2"
 
-# model NAME SPEC: PyTorch's initial parameters, data, loss curve and final parameters for SPEC, the model
-# the next runs train.
-model() {
-  spec=$2
-  "$python" "$ref" all "$2" 3 64 8 20 0.01 1.0 "$fsdp_tmp/$1" || { echo "FAIL: the PyTorch reference for $2"; exit 1; }
-}
+torchfort="cnn:grid=32x32,in=1,out=1,padding=circular"
+net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,norm=groupnorm:4,act=gelu,\
+residual=1"
+net1d="cnn:grid=40,in=3,out=1,depth=2,channels=6,kernel=5,stride=2,act=tanh"
+net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
+unet2d="unet:grid=16x8,in=2,out=1,channels=4,levels=3,norm=groupnorm:2,act=gelu"
+unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,act=tanh"
+fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=3"
+fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
+models="torchfort net2d net1d net3d unet2d unet1d"
+if [ "$(fsdp_config_has FFTW)" = yes ]; then
+  models="$models fno2d fno1d"
+else
+  echo "no FNO here: this build has no FFTW (test_nn_conv checks the refusal)"
+fi
+
+# PyTorch's initial parameters, data, loss curve and final parameters for every model, in one process
+# (importing torch takes seconds): $fsdp_tmp/NAME-init.h5, -data.h5, -torch.csv, -torch.h5.
+set --
+for m in $models; do
+  eval "set -- \"\$@\" \"\$$m\" \"$fsdp_tmp/$m\""
+done
+"$python" "$ref" all 3 64 8 20 0.01 1.0 "$@" || { echo "FAIL: the PyTorch references"; exit 1; }
 
 # same NAME RUN NP ARGS...: fsdp-train at NP ranks gives PyTorch's curve for model NAME (its parameters are
-# compared below).
+# compared below); -model is NAME's spec, or $model_file when set.
 same() {
   m=$1 run=$2 np=$3
   shift 3
-  train_run "$run" "$np" -model "$spec" -init "$fsdp_tmp/$m-init.h5" -data "$fsdp_tmp/$m-data.h5" \
+  eval "spec=\$$m"
+  train_run "$run" "$np" -model "${model_file:-$spec}" -init "$fsdp_tmp/$m-init.h5" -data "$fsdp_tmp/$m-data.h5" \
     -export "$fsdp_tmp/$run.h5" "$@"
   curves_agree "$m-torch" "$run" 20
 }
 
-torchfort="cnn:grid=32x32,in=1,out=1,padding=circular"
-model torchfort "$torchfort"
 same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
-
-net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=reflect,norm=groupnorm:4,act=gelu,\
-residual=1"
-model net2d "$net2d"
 same net2d net2d_w4 4
-
-net1d="cnn:grid=40,in=3,out=1,depth=2,channels=6,kernel=5,stride=2,act=tanh"
-model net1d "$net1d"
 same net1d net1d_w2 2
-
-net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
-model net3d "$net3d"
 same net3d net3d_w4 4 $hybrid
-
-unet2d="unet:grid=16x8,in=2,out=1,channels=4,levels=3,norm=groupnorm:2,act=gelu"
-model unet2d "$unet2d"
 same unet2d unet2d_w4 4 $hybrid
-
-unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,act=tanh"
-model unet1d "$unet1d"
 same unet1d unet1d_w2 2
-
-if [ "$(fsdp_config_has FFTW)" = yes ]; then
-  fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=3"
-  model fno2d "$fno2d"
+case " $models " in
+*" fno1d "*)
   same fno2d fno2d_w4 4 $hybrid
-  fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
-  model fno1d "$fno1d"
   same fno1d fno1d_w2 2
   # The same FNO as a model file, a layer per line: PyTorch's curve and parameters too.
   cat >"$fsdp_tmp/fno1d.model" <<'EOF'
@@ -86,16 +82,12 @@ add from=blocks.1.spectral
 unit root
 conv name=head out=2 kernel=1
 EOF
-  spec="file:$fsdp_tmp/fno1d.model"
-  same fno1d fno1d_wfile2 2
-  fnos="fno2d fno1d"
-else
-  echo "no FNO here: this build has no FFTW (test_nn_conv checks the refusal)"
-  fnos=
-fi
+  model_file="file:$fsdp_tmp/fno1d.model" same fno1d fno1d_wfile2 2
+  ;;
+esac
 # The trained parameters, by name and shape: PyTorch's within 1e-4.
 set --
-for m in torchfort net2d net1d net3d unet2d unet1d $fnos; do
+for m in $models; do
   [ $# -eq 0 ] || set -- "$@" --
   set -- "$@" "$fsdp_tmp/$m-torch.h5" "$fsdp_tmp/$m"_w*.h5
 done

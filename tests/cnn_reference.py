@@ -16,9 +16,9 @@
       the global gradient norm clipped to CLIP (0: off), constant LR.
       Writes step,loss as fsdp-train's -loss_log does; FINAL.h5 gets the
       trained parameters as /params/<name>.
-  cnn_reference.py all   SPEC SEED N B STEPS LR CLIP PREFIX
-      the three in one process: PREFIX-init.h5, PREFIX-data.h5,
-      PREFIX-torch.csv and PREFIX-torch.h5.
+  cnn_reference.py all   SEED N B STEPS LR CLIP SPEC PREFIX [SPEC PREFIX ...]
+      the three in one process, for each SPEC: PREFIX-init.h5,
+      PREFIX-data.h5, PREFIX-torch.csv and PREFIX-torch.h5.
   cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...] [-- REF.h5 GOT.h5 ...]
       the largest difference of each GOT's parameters from its REF's, by
       name; fails above 1e-4 or where the names or shapes differ.
@@ -283,12 +283,13 @@ if __name__ == "__main__":
         data(*sys.argv[2:])
     elif sys.argv[1] == "train" and len(sys.argv) in (10, 11):
         train(*sys.argv[2:])
-    elif sys.argv[1] == "all" and len(sys.argv) == 10:
-        spec, seed, n, b, steps, lr, clip, prefix = sys.argv[2:]
-        init(spec, seed, prefix + "-init.h5")
-        data(spec, seed, n, prefix + "-data.h5")
-        train(spec, prefix + "-init.h5", prefix + "-data.h5", b, steps, lr, clip, prefix + "-torch.csv",
-              prefix + "-torch.h5")
+    elif sys.argv[1] == "all" and len(sys.argv) >= 10 and len(sys.argv) % 2 == 0:
+        seed, n, b, steps, lr, clip = sys.argv[2:8]
+        for spec, prefix in zip(sys.argv[8::2], sys.argv[9::2]):
+            init(spec, seed, prefix + "-init.h5")
+            data(spec, seed, n, prefix + "-data.h5")
+            train(spec, prefix + "-init.h5", prefix + "-data.h5", b, steps, lr, clip, prefix + "-torch.csv",
+                  prefix + "-torch.h5")
     elif sys.argv[1] == "compare" and len(sys.argv) >= 4:
         compare(*sys.argv[2:])
     else:

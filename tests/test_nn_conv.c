@@ -430,10 +430,22 @@ static void test_model_files(void)
   expect_file_error("input channels=1 grid=8x8\nact fn=softplus\n", FSDP_ERR_ARG,
                     "line 2: act: fn=softplus is not relu, tanh or gelu");
   expect_file_error("input channels=1 grid=8x8\nconv name=a out=2\nconv name=a out=2\n", FSDP_ERR_ARG,
-                    "line 3: conv: name=a is an earlier layer's");
+                    "line 3: conv: the name a is an earlier layer's");
   expect_file_error("input channels=1 grid=8x8\nconv out=two\n", FSDP_ERR_ARG,
                     "line 2: conv: out=two is not a positive integer");
   expect_file_error("input channels=1 grid=8x8\n", FSDP_ERR_ARG, "has no layers");
+  expect_file_error("input channels=1 grid=8x8\nconv name=a out=2\nconv name=b out=2\nconv out=2 input=a\n",
+                    FSDP_ERR_ARG, "the output of layer b is never read (the next layer reads a)");
+  expect_file_error("input channels=1 grid=8x8\nunit a\nconv out=2\nunit b\nconv out=2\nunit a\nconv out=2\n",
+                    FSDP_ERR_ARG, "line 6: unit a again: the layers of a unit must be consecutive");
+  expect_file_error("input channels=1 grid=8x8\nconv name=conv1 out=2\nconv out=2\n", FSDP_ERR_ARG,
+                    "line 3: conv: the name conv1 is an earlier layer's");
+  expect_file_error("input channels=1 grid=8x8 grid=4\nconv out=2\n", FSDP_ERR_ARG,
+                    "line 1: input: key 'grid' is given twice");
+  expect_file_error("input channels=3 grid=32768x32768\nconv out=2\n", FSDP_ERR_ARG,
+                    "line 1: input: the input gives 3221225472 values per sample, above 2^31 - 1");
+  expect_file_error("input channels=1 grid=32768x32768\nconvtranspose out=1\n", FSDP_ERR_ARG,
+                    "line 2: convtranspose: convtranspose0 gives 4294967296 values per sample, above 2^31 - 1");
   snprintf(path, sizeof path, "file:%s/missing.txt", file_dir);
   {
     FSDPContext ctx;

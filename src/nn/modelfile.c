@@ -30,6 +30,9 @@ typedef struct {
   Shape *shapes; /* [nlayers + 1]: the input's, then each layer's output */
   int nshapes, capacity;
   char unit[48];
+  bool unit_used;    /* a layer joined r->unit */
+  char (*units)[48]; /* the units left with layers in them: a unit's layers are consecutive */
+  int nunits, units_capacity;
   const char *kind;
   Item items[MAX_ITEMS];
   int nitems;
@@ -127,7 +130,9 @@ static FSDPErrorCode parse_grid(const Reader *r, const char *value, Shape *s)
     long long x;
     errno = 0;
     x = strtoll(p, &end, 10);
-    FILE_CHECK(r, nd < 3 && end != p && x > 0 && errno == 0 && (*end == 'x' || !*end) && (*end != 'x' || end[1]),
+    FILE_CHECK(r,
+               nd < 3 && end != p && x > 0 && x <= INT32_MAX && errno == 0 && (*end == 'x' || !*end) &&
+                   (*end != 'x' || end[1]),
                "input: grid=%s is not N, NxM or NxMxK of positive integers", value);
     sizes[nd++] = x;
     p = *end ? end + 1 : end;
@@ -138,22 +143,30 @@ static FSDPErrorCode parse_grid(const Reader *r, const char *value, Shape *s)
   return FSDP_SUCCESS;
 }
 
+/* At most 2^31 - 1 values per sample (the kernels' sizes), counted without overflow. */
+static FSDPErrorCode check_size(const Reader *r, const char *name, const Shape *s)
+{
+  double n = (double)s->channels * (double)s->size[0] * (double)s->size[1] * (double)s->size[2];
+  FILE_CHECK(r, n <= INT32_MAX, "%s: %s gives %.0f values per sample, above 2^31 - 1", r->kind, name, n);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode check_keys(const Reader *r, const char *keys);
+
 /* input channels=C grid=G, or input features=N. */
 static FSDPErrorCode read_input(Reader *r)
 {
   Shape *s = &r->shapes[0];
   const char *grid = value_of(r, "grid"), *features = value_of(r, "features");
-  for (int i = 0; i < r->nitems; i++)
-    FILE_CHECK(r,
-               !strcmp(r->items[i].key, "channels") || !strcmp(r->items[i].key, "grid") ||
-                   !strcmp(r->items[i].key, "features"),
-               "input: unknown key '%s' (keys: channels, grid; or features)", r->items[i].key);
-  FILE_CHECK(r, !grid != !features, "input needs channels= and grid=, or features= alone%s", "");
+  FSDPCall(check_keys(r, "channels grid features"));
+  FILE_CHECK(r, features ? r->nitems == 1 : grid && value_of(r, "channels"),
+             "input needs channels= and grid=, or features= alone%s", "");
   snprintf(s->name, sizeof s->name, "input");
   s->size[0] = s->size[1] = s->size[2] = 1;
   if (features) return int_of(r, "features", -1, false, &s->channels);
   FSDPCall(int_of(r, "channels", -1, false, &s->channels));
-  return parse_grid(r, grid, s);
+  FSDPCall(parse_grid(r, grid, s));
+  return check_size(r, "the input", s);
 }
 
 /* The keys of the line, each once and each one the kind has. */
@@ -353,12 +366,13 @@ static FSDPErrorCode read_layer(Reader *r, int k)
   Shape *out;
   FSDPCall(check_keys(r, kinds[k].keys));
   if (given) {
-    FILE_CHECK(r, strlen(given) < sizeof name && strcmp(given, "input"), "%s: name=%s is %s", r->kind, given,
-               strcmp(given, "input") ? "longer than 47 characters" : "the model input's");
-    for (int i = 0; i < r->nshapes; i++)
-      FILE_CHECK(r, strcmp(r->shapes[i].name, given), "%s: name=%s is an earlier layer's", r->kind, given);
+    FILE_CHECK(r, *given && strlen(given) < sizeof name && !strchr(given, '/'),
+               "%s: name=%s is not 1 to 47 characters without '/'", r->kind, given);
     snprintf(name, sizeof name, "%s", given);
   } else snprintf(name, sizeof name, "%s%d", r->kind, r->m->nlayers);
+  for (int i = 0; i < r->nshapes; i++) /* "input" included */
+    FILE_CHECK(r, strcmp(r->shapes[i].name, name), "%s: the name %s is an earlier layer's%s", r->kind, name,
+               i == 0 ? " (the model's input)" : "");
   if (input) FSDPCall(find(r, "input", input, &source));
   FSDPCall(FSDPGrowArray_Private(&r->shapes, sizeof *r->shapes, r->nshapes + 1, &r->capacity, FSDP_MEM_OTHER));
   in = shape_of(r, source);
@@ -387,8 +401,10 @@ static FSDPErrorCode read_layer(Reader *r, int k)
     break;
   default: FSDPCall(FSDPModelAddLayer_Private(r->m, kinds[k].layer, name, r->unit, numel(in), numel(in))); break;
   }
+  FSDPCall(check_size(r, name, out));
   snprintf(out->name, sizeof out->name, "%s", name);
   r->nshapes++;
+  r->unit_used = true;
   if (input) { /* it reads another layer than the one before: that one is tapped */
     Layer *l = &r->m->layers[r->m->nlayers - 1];
     l->input = source;
@@ -408,7 +424,15 @@ static FSDPErrorCode read_line(Reader *r, char *line)
     char *name = strtok_r(NULL, " \t\r\n", &save);
     FILE_CHECK(r, name && !strchr(name, '=') && !strtok_r(NULL, " \t\r\n", &save) && strlen(name) < sizeof r->unit,
                "unit takes one name of at most 47 characters: unit NAME%s", "");
+    if (!strcmp(name, r->unit)) return FSDP_SUCCESS;
+    for (int i = 0; i < r->nunits; i++) /* one unit's parameters are one FlatParam, gathered at once */
+      FILE_CHECK(r, strcmp(r->units[i], name), "unit %s again: the layers of a unit must be consecutive", name);
+    if (r->unit_used) {
+      FSDPCall(FSDPGrowArray_Private(&r->units, sizeof *r->units, r->nunits + 1, &r->units_capacity, FSDP_MEM_OTHER));
+      snprintf(r->units[r->nunits++], sizeof *r->units, "%s", r->unit);
+    }
     snprintf(r->unit, sizeof r->unit, "%s", name);
+    r->unit_used = false;
     return FSDP_SUCCESS;
   }
   r->nitems = 0;
@@ -449,6 +473,12 @@ static FSDPErrorCode read_file(Reader *r, FILE *f, const char *path)
   FSDPCheck(r->m->nlayers > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
             "model file '%s' has no layers (an input line, then a layer per line: doc/nn.md, \"Model files\")", path);
   snprintf(r->m->where, sizeof r->m->where, "model file '%s'", path);
+  /* Every layer's output is read: by the next layer, or by another (tapped). */
+  for (int i = 0; i + 1 < r->m->nlayers; i++)
+    FSDPCheck(r->m->layers[i + 1].input == i || r->m->layers[i].tapped, MPI_COMM_SELF, FSDP_ERR_ARG,
+              "model file '%s': the output of layer %s is never read (the next layer reads %s): remove the layer or "
+              "read it",
+              path, r->shapes[i + 1].name, r->shapes[r->m->layers[i + 1].input + 1].name);
   /* The model's sizes, and a grid model's sample shapes (fsdp-train's data, FSDPModelGetSampleShape). */
   in = &r->shapes[0];
   out = &r->shapes[r->nshapes - 1];
@@ -472,6 +502,7 @@ FSDPErrorCode FSDPModelBuildFile_Private(FSDPModel m, const char *path)
   if (!ierr) ierr = read_file(&r, f, path);
   fclose(f);
   FSDPCall(FSDPFree(&r.shapes));
+  FSDPCall(FSDPFree(&r.units));
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
 }
