@@ -348,6 +348,7 @@ static const char unet_file[] = "# unet:grid=8x8,in=2,out=3,channels=4,levels=2,
                                 "unit root\n"
                                 "conv name=head out=3 kernel=1\n";
 
+#if FSDP_HAVE_FFTW
 static const char fno_file[] = "input channels=1 grid=8x6\n"
                                "unit lift\n"
                                "conv name=lift out=3 kernel=1\n"
@@ -362,6 +363,7 @@ static const char fno_file[] = "input channels=1 grid=8x6\n"
                                "add name=blocks.1.add from=blocks.1.spectral\n"
                                "unit root\n"
                                "conv name=head out=2 kernel=1\n";
+#endif
 
 /* A graph no spec makes: a residual from the model's input, pooling, then flat linear layers. */
 static const char graph_file[] = "input channels=2 grid=6x5\n"
