@@ -84,8 +84,13 @@ void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx
                 if (dx) dl = dx + at;
                 else xl = x + at;
               }
-              line_ends(g, e, 0, lo, xl, r, dl, dx != NULL);
-              line_ends(g, e, hi, n, xl, r, dl, dx != NULL);
+              if (g->padding != CONV_PAD_ZEROS) {
+                line_ends(g, e, 0, lo, xl, r, dl, dx != NULL);
+                line_ends(g, e, hi, n, xl, r, dl, dx != NULL);
+              } else if (!dx) { /* zero padding: the ends read zeros, and their adjoint adds nothing */
+                memset(r, 0, (size_t)lo * sizeof *r);
+                memset(r + hi, 0, (size_t)(n - hi) * sizeof *r);
+              }
               if (dl && s == 1) add_line(hi - lo, r + lo, dl + lo + off);
               else if (dl)
                 for (int64_t o2 = lo; o2 < hi; o2++) dl[o2 * s + off] += r[o2];
