@@ -1,0 +1,173 @@
+/* In-situ training of a convolutional surrogate, as NVIDIA TorchFort's
+   distributed example does it: a 2-D periodic advection solver (upwind,
+   u_t + a u_x + b u_y = 0) on an N x N grid is domain-decomposed by rows
+   over the MPI ranks; every W solver steps (W the ranks), an all-to-all
+   turns the W snapshot pairs (u^n, u^{n+1}), each spread over all ranks,
+   into one whole field per rank, and the ranks train TorchFort's model, a
+   3x3 convolution with circular padding (cnn:grid=NxN,in=1,out=1,
+   padding=circular), on that batch: its parameters, gradients and AdamW
+   state sharded through libfsdp.  At the end it reports the surrogate's
+   error against the solver on an unseen initial condition, next to the
+   error of doing nothing (persistence).
+     mpiexec -n 4 advection-surrogate [-rounds R] [-grid N] [-fsdp_* options]
+   N must be a multiple of the number of ranks.  doc/example-advection-surrogate.md explains it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp_nn.h"
+
+static const double COURANT_X = 0.4, COURANT_Y = 0.3; /* a dt / dx and b dt / dy: upwind is stable up to 1 together */
+enum { BATCHES = 4 };                                 /* training steps per initial condition */
+
+typedef struct {
+  MPI_Comm comm;
+  int rank, size, up, down;
+  int n, rows; /* the grid's side, and the rows this rank owns */
+  double *u;   /* [(rows + 1) n]: a halo row (the row above), then the owned rows */
+} Solver;
+
+/* One upwind step: each point looks left and up, the row above from the neighbour. */
+static void step(Solver *s, double *next)
+{
+  double *u = s->u + s->n; /* owned rows: u[i * n + j] */
+  MPI_Sendrecv(u + (s->rows - 1) * s->n, s->n, MPI_DOUBLE, s->down, 0, s->u, s->n, MPI_DOUBLE, s->up, 0, s->comm,
+               MPI_STATUS_IGNORE);
+  for (int i = 0; i < s->rows; i++)
+    for (int j = 0; j < s->n; j++) {
+      double c = u[i * s->n + j], left = u[i * s->n + (j + s->n - 1) % s->n], above = u[(i - 1) * s->n + j];
+      next[i * s->n + j] = c - COURANT_X * (c - left) - COURANT_Y * (c - above);
+    }
+  memcpy(u, next, (size_t)(s->rows * s->n) * sizeof *u);
+}
+
+/* A smooth random field: a few Fourier modes of random amplitude and phase,
+   from libfsdp's counter-based generator (the same field at any W). */
+static void initial_condition(Solver *s, uint64_t seed)
+{
+  const double pi2 = 2 * 3.14159265358979323846;
+  float c[12];
+  FSDPCallAbort(s->comm, FSDPRandomUniform(seed, "advection.ic", 0, 12, 0.0, 1.0, c));
+  for (int i = 0; i < s->rows; i++)
+    for (int j = 0; j < s->n; j++) {
+      double y = (double)(s->rank * s->rows + i) / s->n, x = (double)j / s->n, v = 0;
+      for (int k = 0; k < 4; k++)
+        v += (c[3 * k] - 0.5) * sin(pi2 * ((k % 2 + 1) * x + (k / 2 + 1) * y) + pi2 * c[3 * k + 1]) /
+             (1.0 + c[3 * k + 2]);
+      s->u[(1 + i) * s->n + j] = v;
+    }
+}
+
+/* W solver steps; snapshot pair k (its slab of u^k and u^{k+1} on every
+   rank) goes to rank k: x[n n] and y[n n] are this rank's whole fields. */
+static void batch(Solver *s, double *next, float *send, float *recv, float *x, float *y)
+{
+  int slab = s->rows * s->n;
+  for (int k = 0; k < s->size; k++) {
+    float *to = send + 2 * k * slab; /* the block for rank k: this rank's slab of u^k, then of u^{k+1} */
+    for (int e = 0; e < slab; e++) to[e] = (float)s->u[s->n + e];
+    step(s, next);
+    for (int e = 0; e < slab; e++) to[slab + e] = (float)s->u[s->n + e];
+  }
+  MPI_Alltoall(send, 2 * slab, MPI_FLOAT, recv, 2 * slab, MPI_FLOAT, s->comm);
+  for (int r = 0; r < s->size; r++) { /* rank r's slabs are rows [r rows, (r + 1) rows) */
+    memcpy(x + r * slab, recv + 2 * r * slab, (size_t)slab * sizeof *x);
+    memcpy(y + r * slab, recv + 2 * r * slab + slab, (size_t)slab * sizeof *y);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  Solver s;
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt;
+  int rounds = 30, n = 32;
+  char spec[96];
+  double *next, err[2] = {0, 0}, loss = 0;
+  float *send, *recv, *x, *y, *pred, *dy;
+
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
+  for (int i = 1; i + 1 < argc; i++) {
+    if (!strcmp(argv[i], "-rounds")) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-grid")) n = atoi(argv[++i]);
+  }
+  s.comm = MPI_COMM_WORLD;
+  MPI_Comm_rank(s.comm, &s.rank);
+  MPI_Comm_size(s.comm, &s.size);
+  if (rounds < 1 || n < 3 || n % s.size) {
+    if (s.rank == 0)
+      fprintf(stderr, "advection-surrogate: -rounds %d must be >= 1, and -grid %d >= 3 a multiple of the %d ranks\n",
+              rounds, n, s.size);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  s.n = n;
+  s.rows = n / s.size;
+  s.up = (s.rank + s.size - 1) % s.size;
+  s.down = (s.rank + 1) % s.size;
+  s.u = calloc((size_t)((s.rows + 1) * n), sizeof *s.u);
+  next = malloc((size_t)(s.rows * n) * sizeof *next);
+  send = malloc((size_t)(2 * n * n) * sizeof *send);
+  recv = malloc((size_t)(2 * n * n) * sizeof *recv);
+  x = malloc((size_t)(n * n) * sizeof *x);
+  y = malloc((size_t)(n * n) * sizeof *y);
+  if (!s.u || !next || !send || !recv || !x || !y) MPI_Abort(MPI_COMM_WORLD, 1);
+
+  /* TorchFort's surrogate: Conv2d(1, 1, 3, padding=1, padding_mode="circular"). */
+  snprintf(spec, sizeof spec, "cnn:grid=%dx%d,in=1,out=1,padding=circular", n, n);
+  FSDPCallAbort(s.comm, FSDPContextCreate(s.comm, &ctx));
+  FSDPCallAbort(s.comm, FSDPContextSetFromOptions(ctx));
+  FSDPCallAbort(s.comm, FSDPModelCreate(ctx, spec, &model));
+  FSDPCallAbort(s.comm, FSDPModelSetFromOptions(model));
+  FSDPCallAbort(s.comm, FSDPModelSetUp(model));
+  FSDPCallAbort(s.comm, FSDPOptimizerCreate(ctx, &opt));
+  FSDPCallAbort(s.comm, FSDPOptimizerSetLearningRate(opt, 3e-2));
+  FSDPCallAbort(s.comm, FSDPOptimizerSetWeightDecay(opt, 0.0));
+  FSDPCallAbort(s.comm, FSDPOptimizerSetFromOptions(opt));
+  FSDPCallAbort(s.comm, FSDPOptimizerSetUp(opt));
+
+  /* Training: a new initial condition every round, BATCHES steps on the fields it produces. */
+  for (int r = 0; r < rounds; r++) {
+    initial_condition(&s, (uint64_t)r);
+    for (int b = 0; b < BATCHES; b++) {
+      double l;
+      batch(&s, next, send, recv, x, y);
+      FSDPCallAbort(s.comm, FSDPContextZeroGrad(ctx));
+      FSDPCallAbort(s.comm, FSDPModelForward(model, 1, x, &pred));
+      FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y, 1.0, &l, &dy));
+      FSDPCallAbort(s.comm, FSDPModelBackward(model, dy));
+      FSDPCallAbort(s.comm, FSDPOptimizerStep(opt));
+      loss = l;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, s.comm);
+    if (s.rank == 0 && (r + 1) % 10 == 0) printf("round %3d/%d  training loss %.4e\n", r + 1, rounds, loss / s.size);
+  }
+
+  /* Evaluation on an initial condition never trained on: the mean squared error of a step. */
+  initial_condition(&s, 1000003);
+  for (int b = 0; b < BATCHES; b++) {
+    double l;
+    batch(&s, next, send, recv, x, y);
+    FSDPCallAbort(s.comm, FSDPModelForward(model, 1, x, &pred));
+    FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y, 1.0, &l, &dy));
+    err[0] += l;
+    for (int e = 0; e < n * n; e++) err[1] += ((double)y[e] - x[e]) * ((double)y[e] - x[e]) / (n * n);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, err, 2, MPI_DOUBLE, MPI_SUM, s.comm);
+  if (s.rank == 0)
+    printf("surrogate error %.4e, persistence error %.4e (RMS over %dx%d fields x %d steps, %d ranks)\n",
+           sqrt(err[0] / (BATCHES * s.size)), sqrt(err[1] / (BATCHES * s.size)), n, n, BATCHES * s.size, s.size);
+
+  FSDPCallAbort(s.comm, FSDPOptimizerDestroy(&opt));
+  FSDPCallAbort(s.comm, FSDPModelDestroy(&model));
+  FSDPCallAbort(s.comm, FSDPContextDestroy(&ctx));
+  free(s.u);
+  free(next);
+  free(send);
+  free(recv);
+  free(x);
+  free(y);
+  FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
+  return 0;
+}
