@@ -7,6 +7,9 @@
 # - examples/fortran/heat_surrogate prints what examples/heat-surrogate.c
 #   prints, digit for digit (every round's loss to 17 digits), at W = 2
 #   (full) and W = 4 (hybrid);
+# - examples/fortran/advection_surrogate (a convolution on fields gathered
+#   by an all-to-all) prints what examples/advection-surrogate.c prints,
+#   digit for digit, at W = 4 (hybrid);
 # - a heat_surrogate job stopped after 10 rounds and restarted from its
 #   checkpoint ends as the uninterrupted 20-round job does;
 # - FSDPCallA prints the traceback down to the Fortran line and stops the job.
@@ -66,6 +69,17 @@ for run in "2 20 -verbose -fsdp_sharding_strategy full" "4 10 -verbose -fsdp_sha
     exit 1
   fi
 done
+
+# The convolutional in-situ example: Fortran's output is C's.
+hybrid4="-fsdp_sharding_strategy hybrid -fsdp_ranks_per_node 2"
+fsdp_run 4 "$top_builddir/examples/fortran/advection_surrogate" -rounds 10 $hybrid4 >"$fsdp_tmp/fa.out" 2>&1 ||
+  { cat "$fsdp_tmp/fa.out"; echo "FAIL: advection_surrogate.F90 on 4 ranks"; exit 1; }
+fsdp_run 4 "$top_builddir/examples/advection-surrogate" -rounds 10 $hybrid4 >"$fsdp_tmp/ca.out" 2>&1 ||
+  { cat "$fsdp_tmp/ca.out"; echo "FAIL: advection-surrogate.c on 4 ranks"; exit 1; }
+cat "$fsdp_tmp/fa.out"
+expect_grep "^surrogate error " "$fsdp_tmp/fa.out"
+cmp -s "$fsdp_tmp/fa.out" "$fsdp_tmp/ca.out" ||
+  { diff "$fsdp_tmp/fa.out" "$fsdp_tmp/ca.out"; echo "FAIL: advection_surrogate: Fortran's output differs from C's"; exit 1; }
 
 # Checkpoint and restart: 10 rounds, then a new job resumes at round 11.
 ck="$fsdp_tmp/heat.h5"
