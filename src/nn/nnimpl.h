@@ -124,15 +124,17 @@ struct LayerOps {
   void (*destroy)(Layer *l);
 };
 
-/* The registry: one line per layer kind, `X(kind)` for `LayerOps_<kind>_Private`
+/* The registry: an `X(kind)` per layer kind, for `LayerOps_<kind>_Private`
    defined in <kind>.c.  It makes the declarations, the LayerKind enum
    (LAYER_<kind>) and the table LayerKinds_Private[LAYER_NUM_KINDS] (model.c). */
-#define FSDP_LAYER_KINDS(X)                                                                                            \
-  X(linear)                                                                                                            \
-  X(layernorm)                                                                                                         \
-  X(activation)                                                                                                        \
-  X(embedding) X(transformer) X(lmhead) X(conv) X(groupnorm) X(convtranspose) X(maxpool) X(avgpool) X(add) X(concat)   \
-      X(spectral)
+/* (Not clang-formatted: it reflows these calls differently from run to run.) */
+/* clang-format off */
+#define FSDP_LAYER_KINDS(X) \
+  X(linear) X(layernorm) X(activation) \
+  X(embedding) X(transformer) X(lmhead) \
+  X(conv) X(groupnorm) X(convtranspose) X(maxpool) X(avgpool) \
+  X(add) X(concat) X(spectral)
+/* clang-format on */
 
 #define FSDP_LAYER_DECLARE(kind) extern const LayerOps LayerOps_##kind##_Private;
 FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
@@ -204,7 +206,7 @@ struct FSDPModel_s {
    axis, -1: "same", dilation * (kernel - 1) / 2 each side), which sets g's
    pad and output sizes and names the layer and m->where in its errors. */
 FSDPErrorCode FSDPModelAddLayer_Private(FSDPModel m, LayerKind kind, const char *name, const char *block, int64_t in,
-                                       int64_t out);
+                                        int64_t out);
 FSDPErrorCode FSDPModelAddConv_Private(FSDPModel m, const char *name, const char *block, const int64_t pad[3],
                                        ConvGeom *g);
 /* -model file:NAME (modelfile.c): the layers of a model file. */
