@@ -176,14 +176,19 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
       FSDPIm2Col_Private(g, NULL, dcol, dx + s * l->in);
     }
   }
-  /* Summed in double, so that it barely depends on the batch's split across ranks. */
-  for (int64_t c = 0; db && c < g->cout; c++) {
+  if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);
+  return FSDP_SUCCESS;
+}
+
+/* Summed in double, so that it barely depends on the batch's split across ranks. */
+void FSDPConvBiasGrad_Private(int64_t n, int64_t channels, int64_t points, const float *dy, float *db)
+{
+  for (int64_t c = 0; c < channels; c++) {
     double sum = 0;
     for (int64_t s = 0; s < n; s++)
-      for (int64_t q = 0; q < points; q++) sum += dy[s * l->out + c * points + q];
+      for (int64_t q = 0; q < points; q++) sum += dy[(s * channels + c) * points + q];
     db[c] += (float)sum;
   }
-  return FSDP_SUCCESS;
 }
 
 const LayerOps LayerOps_conv_Private = {

@@ -78,13 +78,7 @@ static FSDPErrorCode convt_backward(FSDPModel m, const Layer *l, int64_t n, cons
                          dcol + k * rows * points, points, 0.0f, dx + s * l->in + k * og * points, points);
     }
   }
-  /* Summed in double, so that it barely depends on the batch's split across ranks. */
-  for (int64_t c = 0; db && c < g->cin; c++) {
-    double sum = 0;
-    for (int64_t s = 0; s < n; s++)
-      for (int64_t q = 0; q < plane; q++) sum += dy[s * l->out + c * plane + q];
-    db[c] += (float)sum;
-  }
+  if (db) FSDPConvBiasGrad_Private(n, g->cin, plane, dy, db);
   return FSDP_SUCCESS;
 }
 

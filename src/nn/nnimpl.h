@@ -58,6 +58,8 @@ static inline int64_t ConvOutPoints(const ConvGeom *g) { return g->osize[0] * g-
    (dx NULL), or its adjoint dx[cin, size...] += col (x NULL): a
    convolution's input to its GEMM, and a transposed convolution's output. */
 void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx);
+/* db[c] += the sum of dy[n, channels, points] over samples and points: a convolution's bias gradient. */
+void FSDPConvBiasGrad_Private(int64_t n, int64_t channels, int64_t points, const float *dy, float *db);
 
 /* One layer of a model: y[n, out] = f(x[n, in]) with its kind's parameters.
    A GPT's layers see a row as a sequence of `seq` positions of `dim`
