@@ -96,11 +96,12 @@ int main(int argc, char **argv)
   s.comm = MPI_COMM_WORLD;
   MPI_Comm_rank(s.comm, &s.rank);
   MPI_Comm_size(s.comm, &s.size);
-  if (rounds < 1 || n < 3 || n % s.size) {
+  if (rounds < 1 || n < 3 || n % s.size) { /* every rank sees it: all stop, none aborts the others mid-message */
     if (s.rank == 0)
       fprintf(stderr, "advection-surrogate: -rounds %d must be >= 1, and -grid %d >= 3 a multiple of the %d ranks\n",
               rounds, n, s.size);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
+    return 2;
   }
   s.n = n;
   s.rows = n / s.size;

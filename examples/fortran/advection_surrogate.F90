@@ -121,10 +121,11 @@ program advection_surrogate
   s%comm = MPI_COMM_WORLD
   call MPI_Comm_rank(s%comm, s%rank, mpierr)
   call MPI_Comm_size(s%comm, s%size, mpierr)
-  if (rounds < 1 .or. n < 3 .or. mod(n, s%size) /= 0) then
+  if (rounds < 1 .or. n < 3 .or. mod(n, s%size) /= 0) then ! every rank sees it: all stop, none aborts the others
     if (s%rank == 0) write (0, '(a,i0,a,i0,a,i0,a)') 'advection_surrogate: -rounds ', rounds, &
       ' must be >= 1, and -grid ', n, ' >= 3 a multiple of the ', s%size, ' ranks'
-    call MPI_Abort(MPI_COMM_WORLD, 2, mpierr)
+    FSDPCallA(fsdp_finalize(ierr))
+    stop 2
   end if
   s%n = n
   s%rows = n / s%size
