@@ -421,6 +421,18 @@ FSDPErrorCode FSDPModelAddLayer_Private(FSDPModel m, LayerKind kind, const char 
   return add_layer(m, kind, name, block, in, out);
 }
 
+void FSDPModelReadFrom_Private(FSDPModel m, int i, int from)
+{
+  m->layers[i].input = from;
+  if (from >= 0) m->layers[from].tapped = true;
+}
+
+void FSDPModelJoin_Private(FSDPModel m, int i, int from)
+{
+  m->layers[i].from = from;
+  if (from >= 0) m->layers[from].tapped = true;
+}
+
 FSDPErrorCode FSDPModelAddConv_Private(FSDPModel m, const char *name, const char *block, const int64_t pad[3],
                                        ConvGeom *g)
 {
@@ -511,8 +523,7 @@ static FSDPErrorCode build_cnn(FSDPModel m)
     if (m->residual && g.cin == before.cin && !memcmp(g.size, before.size, sizeof g.size)) {
       snprintf(name, sizeof name, "%s.add", block);
       FSDPCall(add_layer(m, LAYER_add, name, block, in, in));
-      m->layers[m->nlayers - 1].from = from;
-      if (from >= 0) m->layers[from].tapped = true;
+      FSDPModelJoin_Private(m, m->nlayers - 1, from);
     }
   }
   return add_head(m, &g);
@@ -553,8 +564,7 @@ static FSDPErrorCode add_concat(FSDPModel m, const char *name, const char *block
 {
   int64_t in = m->layers[m->nlayers - 1].out;
   FSDPCall(add_layer(m, LAYER_concat, name, block, in, in + m->layers[from].out));
-  m->layers[m->nlayers - 1].from = from;
-  m->layers[from].tapped = true;
+  FSDPModelJoin_Private(m, m->nlayers - 1, from);
   return FSDP_SUCCESS;
 }
 
@@ -594,13 +604,6 @@ static FSDPErrorCode build_unet(FSDPModel m)
   return add_head(m, &g);
 }
 
-/* Layer i reads layer `from`'s output (-1: the model's input) instead of the one before. */
-static void read_from(FSDPModel m, int i, int from)
-{
-  m->layers[i].input = from;
-  if (from >= 0) m->layers[from].tapped = true;
-}
-
 /* The Fourier neural operator of Li et al. (2020): a 1x1 convolution lifts
    the input to width channels (unit "lift"); each of the layers blocks
    (unit "blocks.<i>") is act(spectral(h) + w(h)), a spectral convolution
@@ -626,11 +629,10 @@ static FSDPErrorCode build_fno(FSDPModel m)
     for (int d = 0; d < 3; d++) m->layers[spectral].conv.kernel[d] = d < 3 - g.nd ? 1 : m->modes;
     snprintf(name, sizeof name, "%s.w", block);
     FSDPCall(add_conv(m, name, block, &g));
-    read_from(m, m->nlayers - 1, input);
+    FSDPModelReadFrom_Private(m, m->nlayers - 1, input);
     snprintf(name, sizeof name, "%s.add", block);
     FSDPCall(add_layer(m, LAYER_add, name, block, size, size));
-    m->layers[m->nlayers - 1].from = spectral;
-    m->layers[spectral].tapped = true;
+    FSDPModelJoin_Private(m, m->nlayers - 1, spectral);
     if (i + 1 < m->depth) {
       snprintf(name, sizeof name, "%s.act", block);
       FSDPCall(add_layer(m, LAYER_activation, name, block, size, size));

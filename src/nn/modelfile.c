@@ -352,8 +352,7 @@ static FSDPErrorCode read_merge(Reader *r, LayerKind kind, const char *name, con
     out->channels += s->channels;
   }
   FSDPCall(FSDPModelAddLayer_Private(r->m, kind, name, r->unit, numel(in), numel(out)));
-  r->m->layers[r->m->nlayers - 1].from = from;
-  if (from >= 0) r->m->layers[from].tapped = true;
+  FSDPModelJoin_Private(r->m, r->m->nlayers - 1, from);
   return FSDP_SUCCESS;
 }
 
@@ -405,11 +404,7 @@ static FSDPErrorCode read_layer(Reader *r, int k)
   snprintf(out->name, sizeof out->name, "%s", name);
   r->nshapes++;
   r->unit_used = true;
-  if (input) { /* it reads another layer than the one before: that one is tapped */
-    Layer *l = &r->m->layers[r->m->nlayers - 1];
-    l->input = source;
-    if (source >= 0) r->m->layers[source].tapped = true;
-  }
+  if (input) FSDPModelReadFrom_Private(r->m, r->m->nlayers - 1, source);
   return FSDP_SUCCESS;
 }
 

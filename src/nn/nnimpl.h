@@ -211,6 +211,11 @@ FSDPErrorCode FSDPModelAddLayer_Private(FSDPModel m, LayerKind kind, const char 
                                         int64_t out);
 FSDPErrorCode FSDPModelAddConv_Private(FSDPModel m, const char *name, const char *block, const int64_t pad[3],
                                        ConvGeom *g);
+/* Layer i reads layer `from`'s output (-1: the model's input) instead of the
+   one before's (ReadFrom), or as its second input (Join: an add's or
+   concat's); either way `from` is tapped. */
+void FSDPModelReadFrom_Private(FSDPModel m, int i, int from);
+void FSDPModelJoin_Private(FSDPModel m, int i, int from);
 /* -model file:NAME (modelfile.c): the layers of a model file. */
 FSDPErrorCode FSDPModelBuildFile_Private(FSDPModel m, const char *path);
 
