@@ -9,7 +9,9 @@
 # circular one (W = 4 hybrid), a 2-D U-Net of 3 levels with GroupNorm (W = 4
 # hybrid), a 1-D one with average pooling and circular padding (W = 2), and
 # Fourier neural operators on a 2-D grid (W = 4 hybrid) and a 1-D odd one (W = 2),
-# the latter also written as a model file (-model file:NAME).
+# the latter also written as a model file (-model file:NAME). The residual
+# network and the 2-D U-Net train with activation checkpointing (bit for bit
+# as without it: test_nn_conv), and -fsdp_view says what it saves.
 # A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -55,10 +57,12 @@ same() {
 
 same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
-same net2d net2d_w4 4
+same net2d net2d_w4 4 -fsdp_activation_checkpointing
 same net1d net1d_w2 2
 same net3d net3d_w4 4 $hybrid
-same unet2d unet2d_w4 4 $hybrid
+same unet2d unet2d_w4 4 $hybrid -fsdp_activation_checkpointing -fsdp_view
+expect_grep "^ *activation checkpointing: on; activations per sample .* without, .* with (1\.[0-9][0-9]x less)" \
+  "$fsdp_tmp/unet2d_w4.out"
 same unet1d unet1d_w2 2
 case " $models " in
 *" fno1d "*)

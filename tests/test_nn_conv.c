@@ -27,11 +27,14 @@
 #define SEED 11
 enum { ROWS = 3 };
 
+static int64_t wrap_size; /* make_model: size wrapping of that many elements per unit; 0: block wrapping */
+
 static FSDPModel make_model(FSDPContext ctx, const char *spec)
 {
   FSDPModel model;
   TEST_OK(FSDPModelCreate(ctx, spec, &model));
   TEST_OK(FSDPModelSetSeed(model, SEED));
+  if (wrap_size) TEST_OK(FSDPModelSetWrapPolicy(model, FSDP_WRAP_SIZE, wrap_size));
   TEST_OK(FSDPModelSetUp(model));
   return model;
 }
@@ -268,8 +271,12 @@ static void write_model_file(const char *name, const char *text, char *spec, siz
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* The spec's model and the file's, from one seed: the same outputs and gradient shards, bit for bit. */
-static void check_same_model(const char *spec, const char *file_spec)
+/* The spec's model and the file's (or the spec's again, with activation
+   checkpointing), from one seed: the same outputs and gradient shards, bit
+   for bit.  Each step's activation bytes, measured, are in bytes[]: the
+   model's buffers are all a step allocates, as FSDPModelGetActivationBytes
+   predicts. */
+static void check_same_model(const char *spec, const char *file_spec, bool checkpointing, size_t bytes[2])
 {
   FSDPContext ctx[2];
   FSDPModel model[2];
@@ -279,6 +286,7 @@ static void check_same_model(const char *spec, const char *file_spec)
   for (int k = 0; k < 2; k++) {
     ctx[k] = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
     model[k] = make_model(ctx[k], k ? file_spec : spec);
+    TEST_OK(FSDPModelSetActivationCheckpointing(model[k], k && checkpointing));
     TEST_OK(FSDPModelGetSizes(model[k], &in, &out, &numel[k]));
     TEST_OK(FSDPContextGetNumUnits(ctx[k], &nunits[k]));
   }
@@ -291,14 +299,24 @@ static void check_same_model(const char *spec, const char *file_spec)
   for (int64_t i = 0; i < ROWS * out; i++) gt[i] = test_value(44, i);
   for (int k = 0; k < 2; k++) {
     double loss;
+    size_t before, predicted;
+    FSDPMemoryStats st;
     TEST_OK(FSDPContextZeroGrad(ctx[k]));
+    TEST_OK(FSDPGetMemoryStats(&st));
+    before = st.current[FSDP_MEM_OTHER];
+    TEST_OK(FSDPMemoryResetPeak());
     TEST_OK(FSDPModelForward(model[k], ROWS, gx, &y[k]));
     TEST_OK(FSDPModelLoss(model[k], FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
     TEST_OK(FSDPModelBackward(model[k], dy));
     TEST_OK(FSDPContextFinishBackward(ctx[k]));
+    TEST_OK(FSDPGetMemoryStats(&st));
+    bytes[k] = st.peak[FSDP_MEM_OTHER] - before;
+    TEST_OK(FSDPModelGetActivationBytes(model[k], ROWS, k && checkpointing, &predicted));
+    TEST_ASSERT(bytes[k] == predicted, "%s: a step took %zu bytes, FSDPModelGetActivationBytes says %zu",
+                k ? file_spec : spec, bytes[k], predicted);
   }
-  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's", file_spec,
-              spec);
+  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's%s",
+              file_spec, spec, checkpointing ? " without checkpointing" : "");
   for (int u = 0; u < nunits[0]; u++) {
     FlatParam unit[2];
     float *g[2];
@@ -308,7 +326,8 @@ static void check_same_model(const char *spec, const char *file_spec)
       TEST_OK(FlatParamGetGradShard(unit[k], (void **)&g[k], &shard[k]));
     }
     TEST_ASSERT(shard[0] == shard[1] && !memcmp(g[0], g[1], (size_t)shard[0] * sizeof *g[0]),
-                "%s: unit %d's gradient differs from %s's", file_spec, u, spec);
+                "%s: unit %d's gradient differs from %s's%s", file_spec, u, spec,
+                checkpointing ? " without checkpointing" : "");
   }
   free(gx);
   free(gt);
@@ -402,14 +421,16 @@ static void test_model_files(void)
   }
   MPI_Bcast(file_dir, sizeof file_dir, MPI_CHAR, 0, MPI_COMM_WORLD);
 
+  size_t bytes[2];
   write_model_file("unet.txt", unet_file, spec, sizeof spec);
-  check_same_model("unet:grid=8x8,in=2,out=3,channels=4,levels=2,norm=groupnorm:2", spec);
+  check_same_model("unet:grid=8x8,in=2,out=3,channels=4,levels=2,norm=groupnorm:2", spec, false, bytes);
 #if FSDP_HAVE_FFTW
   write_model_file("fno.txt", fno_file, spec, sizeof spec);
-  check_same_model("fno:grid=8x6,in=1,out=2,width=3,modes=2,layers=2", spec);
+  check_same_model("fno:grid=8x6,in=1,out=2,width=3,modes=2,layers=2", spec, false, bytes);
 #endif
   write_model_file("graph.txt", graph_file, spec, sizeof spec);
   check_gradients(spec, FSDP_HYBRID_SHARD);
+  check_same_model(spec, spec, true, bytes);
 
   expect_file_error("input channels=1 grid=8x8\nconv out=2\nconv out=2 kernal=3\n", FSDP_ERR_ARG,
                     "line 3: conv: unknown key 'kernal' (keys: name input out kernel stride dilation groups pad "
@@ -467,6 +488,36 @@ static void test_model_files(void)
     }
     TEST_ASSERT(rmdir(file_dir) == 0, "cannot remove %s", file_dir);
   }
+}
+
+/* ------------------------------------------------------------------ activation checkpointing */
+
+static void check_checkpointing(const char *spec, size_t saves)
+{
+  size_t bytes[2];
+  check_same_model(spec, spec, true, bytes);
+  TEST_ASSERT(bytes[1] < bytes[0], "%s: checkpointing takes %zu bytes, %zu without", spec, bytes[1], bytes[0]);
+  TEST_ASSERT(!saves || bytes[0] - bytes[1] == saves, "%s: checkpointing saves %zu bytes, expected %zu", spec,
+              bytes[0] - bytes[1], saves);
+}
+
+/* Outputs, gradients bit for bit and the bytes each step takes, with and without checkpointing. */
+static void test_checkpointing(void)
+{
+  /* Each block drops its conv's and GroupNorm's outputs (4 x 30 floats each per row) and the GroupNorm's statistics
+     (2 x 2); one block's come back in backward: 2 blocks' saved. */
+  check_checkpointing("cnn:grid=6x5,in=2,out=2,depth=3,channels=4,norm=groupnorm:2,padding=circular,act=tanh",
+                      ROWS * 2 * (4 * 30 + 4 * 30 + 4) * sizeof(float));
+  check_checkpointing("cnn:grid=6x5,in=3,out=2,depth=3,channels=3,residual=1,act=tanh", 0);
+  check_checkpointing("unet:grid=8x4,in=2,out=2,channels=2,levels=2,norm=groupnorm:2", 0);
+#if FSDP_HAVE_FFTW
+  check_checkpointing("fno:grid=6x7,in=1,out=2,width=2,modes=3,layers=2,act=tanh", 0);
+#endif
+  check_checkpointing("mlp:in=5,hidden=8,depth=3,out=2,norm=layernorm", 0);
+  /* Units that split a block: a run of dropped layers stays within one unit. */
+  wrap_size = 40;
+  check_checkpointing("cnn:grid=6x5,in=2,out=2,depth=3,channels=4,norm=groupnorm:2,act=tanh", 0);
+  wrap_size = 0;
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -551,6 +602,7 @@ int main(int argc, char **argv)
   test_gradients();
   test_errors();
   test_model_files();
+  test_checkpointing();
   TEST_OK(FSDPFinalize());
   return 0;
 }

@@ -762,7 +762,7 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
                              model->blas_threads, 0, 1024, &threads, &set));
   if (set) model->blas_threads = (int)threads;
   FSDPCall(FSDPOptionsGetBool("-fsdp_activation_checkpointing",
-                              "keep only each transformer block's input in forward and recompute the block in "
+                              "keep only each block's input and output in forward and recompute the rest in "
                               "backward",
                               model->checkpointing, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetActivationCheckpointing(model, tf32));
@@ -916,6 +916,26 @@ static void fit_blas_threads(FSDPModel m)
 #endif
 }
 
+/* Outside a GPT, checkpointing works on runs of layers: a layer is
+   droppable when only the next layer reads its output, and that layer is
+   of its block and its unit (or of none), so that backward, arriving at
+   the run's last layer, can run the run forward again from its first
+   layer's input with one unit's parameters (conv, norm, act of a CNN's
+   block; a GPT's transformer layers recompute their own saved state). */
+static void mark_droppable(FSDPModel m)
+{
+  int run_unit = -1;
+  for (int i = 0; i < m->nlayers; i++) {
+    Layer *l = &m->layers[i];
+    const Layer *next = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
+    bool start = i == 0 || !m->layers[i - 1].droppable;
+    if (start) run_unit = l->unit;
+    l->droppable = !m->gpt && next && !l->ops->recompute && !l->tapped && next->input == i && l->block[0] &&
+                   !strcmp(l->block, next->block) && (next->unit < 0 || run_unit < 0 || next->unit == run_unit);
+    if (l->droppable && run_unit < 0) run_unit = next->unit;
+  }
+}
+
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
@@ -927,6 +947,9 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
     FSDPCall(FSDPSettingsAgree_Private(model->ctx->comm, "FSDPModelSetUp", 1, &seed));
   }
   FSDPCall(build_units(model));
+  mark_droppable(model);
+  for (int i = 0; i < model->nlayers; i++)
+    if (model->layers[i].ops->setup) FSDPCall(model->layers[i].ops->setup(&model->layers[i]));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
   model->dev = model->ctx->dev;
@@ -992,12 +1015,47 @@ typedef struct {
 } Buffer;
 
 /* Per layer its output, its saved state and a tapped layer's skip gradient; then the model's. */
-static int num_buffers(FSDPModel m) { return 3 * m->nlayers + 9; }
+static int num_buffers(FSDPModel m) { return 3 * m->nlayers + 10; }
 
 /* Whether activation checkpointing drops l's saved state after forward: it then shares m->shared_saved. */
 static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpointing && l->ops->recompute; }
 
+/* Whether activation checkpointing drops l's output and saved state after
+   forward: backward runs l's run of dropped layers forward again, into
+   m->segment_pool.  Host only: a GPU's 16-bit copies of activations are
+   not recomputed. */
+static bool dropped(const FSDPModel m, const Layer *l) { return m->checkpointing && !m->dev && l->droppable; }
+
 static int64_t saved_per_row(const Layer *l) { return l->ops->saved ? l->ops->saved(l) : 0; }
+
+/* Floats per row of the largest run of dropped layers: their outputs and saved state. */
+static int64_t largest_run(FSDPModel m)
+{
+  int64_t run = 0, largest = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const Layer *l = &m->layers[i];
+    run = dropped(m, l) ? run + l->out + saved_per_row(l) : 0;
+    largest = run > largest ? run : largest;
+  }
+  return largest;
+}
+
+/* The dropped layers' outputs and saved state, each run from the start of the pool. */
+static void point_into_pool(FSDPModel m, int64_t n, bool clear)
+{
+  int64_t offset = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    Layer *l = &m->layers[i];
+    if (!dropped(m, l)) {
+      offset = 0;
+      continue;
+    }
+    l->y = clear ? NULL : m->segment_pool + offset;
+    offset += n * l->out;
+    l->saved = clear || !saved_per_row(l) ? NULL : m->segment_pool + offset;
+    offset += n * saved_per_row(l);
+  }
+}
 
 /* The largest need of scratch for n rows, and the largest per-row saved state of a recomputed layer. */
 static void largest_needs(FSDPModel m, int64_t n, int64_t *work, int64_t *shared)
@@ -1018,9 +1076,9 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   int64_t work, shared;
   if (k < 3 * m->nlayers) { /* each layer's output, and what it saves for backward (a LayerNorm's statistics) */
     Layer *l = &m->layers[k / 3];
-    if (k % 3 == 0) return (Buffer){&l->y, n * l->out, sizeof(float)};
+    if (k % 3 == 0) return (Buffer){&l->y, dropped(m, l) ? 0 : n * l->out, sizeof(float)};
     if (k % 3 == 2) return (Buffer){&l->dskip, l->tapped ? n * l->out : 0, sizeof(float)};
-    return (Buffer){&l->saved, recomputed(m, l) ? 0 : n * saved_per_row(l), sizeof(float)};
+    return (Buffer){&l->saved, recomputed(m, l) || dropped(m, l) ? 0 : n * saved_per_row(l), sizeof(float)};
   }
   largest_needs(m, n, &work, &shared);
   switch (k - 3 * m->nlayers) {
@@ -1033,6 +1091,7 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   case 5: return (Buffer){&m->low[0], low ? n * m->width : 0, 2};
   case 6: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
   case 7: return (Buffer){&m->work, work, sizeof(float)};
+  case 8: return (Buffer){&m->segment_pool, n * largest_run(m), sizeof(float)};
   default: return (Buffer){&m->shared_saved, n * shared, sizeof(float)};
   }
 }
@@ -1053,6 +1112,7 @@ static FSDPErrorCode free_buffers(FSDPModel m)
   FSDPErrorCode ierr = FSDP_SUCCESS;
   for (int i = 0; i < m->nlayers; i++) /* not theirs to free */
     if (recomputed(m, &m->layers[i])) m->layers[i].saved = NULL;
+  point_into_pool(m, 0, true);
   for (int k = 0; k < num_buffers(m); k++) {
     Buffer b = buffer_at(m, m->capacity, k);
     FSDPErrorCode e = DeviceFree_Private(m->dev, b.ptr, (size_t)b.elems * b.size, FSDP_MEM_OTHER);
@@ -1079,6 +1139,7 @@ static FSDPErrorCode reserve(FSDPModel m, int64_t n)
   }
   for (int i = 0; i < m->nlayers; i++)
     if (recomputed(m, &m->layers[i])) m->layers[i].saved = m->shared_saved;
+  point_into_pool(m, n, false);
   return FSDP_SUCCESS;
 }
 
@@ -1290,7 +1351,7 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
   const float *g;
   const void *dyin;
   int64_t n;
-  int k = 0;
+  int k = 0, first, unit;
 
   CHECK_MODEL_SETUP(model);
   FSDPCheck(model->have_forward, MPI_COMM_SELF, FSDP_ERR_STATE,
@@ -1313,14 +1374,23 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
       float *gl = (float *)g;
       for (int64_t j = 0; j < n * l->out; j++) gl[j] += l->dskip[j];
     }
-    if (l->unit >= 0 && model->units[l->unit] != current) {
+    /* The last layer of a run of dropped ones: the run comes back first, with its unit's parameters. */
+    first = i;
+    while (!dropped(model, l) && first > 0 && dropped(model, &model->layers[first - 1])) first--;
+    unit = l->unit;
+    for (int j = first; j < i && unit < 0; j++) unit = model->layers[j].unit;
+    if (unit >= 0 && model->units[unit] != current) {
       if (current) {
         trace_unit("backward", current, t_unit);
         FSDPCall(leave_unit(model, current, i));
       }
-      current = model->units[l->unit];
+      current = model->units[unit];
       FSDPCall(FlatParamUnshard(current));
       t_unit = FSDPTime_Private();
+    }
+    for (int j = first; j < i; j++) {
+      const Layer *r = &model->layers[j];
+      FSDPCall(r->ops->forward(model, r, n, r->input >= 0 ? model->layers[r->input].y : model->x));
     }
     /* Activation checkpointing: the layer's saved state comes back from its input. */
     if (recomputed(model, l)) FSDPCall(l->ops->recompute(model, l, n, input));
@@ -1394,23 +1464,12 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
   FSDPCall(FSDPViewerASCIIPrintf(viewer, "FSDPModel %s\n", m->spec));
   FSDPCall(FSDPViewerASCIIPushTab(viewer));
   if (m->gpt) {
-    size_t full, ckpt;
-    char b1[32], b2[32];
     FSDPCall(FSDPViewerASCIIPrintf(viewer,
                                    "parameters: %lld; GPT: %lld blocks, %lld heads of %lld, context %lld, vocabulary "
                                    "%lld, %s head; seed %llu\n",
                                    (long long)numel, (long long)m->depth, (long long)m->heads,
                                    (long long)(m->dim / m->heads), (long long)m->seq, (long long)m->vocab,
                                    m->tied ? "tied" : "untied", (unsigned long long)m->seed));
-    /* Per sequence: what forward keeps, with and without recomputing the blocks (doc/nn.md gives the formula). */
-    FSDPCall(FSDPModelGetActivationBytes(m, 1, false, &full));
-    FSDPCall(FSDPModelGetActivationBytes(m, 1, true, &ckpt));
-    FSDPFormatBytes(b1, sizeof b1, (double)full);
-    FSDPFormatBytes(b2, sizeof b2, (double)ckpt);
-    FSDPCall(FSDPViewerASCIIPrintf(viewer,
-                                   "activation checkpointing: %s; activations per sequence %s without, %s with "
-                                   "(%.2fx less)\n",
-                                   m->checkpointing ? "on" : "off", b1, b2, (double)full / (double)ckpt));
   } else if (m->file) {
     FSDPCall(FSDPViewerASCIIPrintf(viewer,
                                    "parameters: %lld; %d layers from the model file; %lld inputs, %lld outputs "
@@ -1453,6 +1512,20 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "parameters: %lld, activation: %s, layernorm: %s, seed %llu\n",
                                    (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",
                                    (unsigned long long)m->seed));
+  if (m->gpt || (m->setup && !m->dev)) {
+    /* What forward keeps, with and without recomputing the blocks (doc/nn.md gives the formulas). */
+    size_t full, ckpt;
+    char b1[32], b2[32];
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, false, &full));
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, true, &ckpt));
+    FSDPFormatBytes(b1, sizeof b1, (double)full);
+    FSDPFormatBytes(b2, sizeof b2, (double)ckpt);
+    FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                   "activation checkpointing: %s; activations per %s %s without, %s with "
+                                   "(%.2fx less)\n",
+                                   m->checkpointing ? "on" : "off", m->gpt ? "sequence" : "sample", b1, b2,
+                                   (double)full / (double)ckpt));
+  }
   if (m->setup && m->dev)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),
                                    m->view_dtype == FSDP_BFLOAT16  ? "bf16 with fp32 accumulation"

@@ -81,6 +81,8 @@ typedef struct {
                                           FNO block's bypass reads the block's input); -1: the model's */
   int from;                            /* add, concat: the layer whose output is the second input; -1: the model's */
   bool tapped;                         /* a layer other than the next reads this layer's output */
+  bool droppable;                      /* checkpointing may drop y and saved after forward: only the next layer,
+                                          of its block and unit, reads y (FSDPModelSetUp decides) */
   int nparams;                         /* its own: ops->nparams, or fewer (a tied head) */
   int tie;                             /* a tied head: the embedding layer whose wte it uses; else -1 */
   int unit;                            /* index in model->units; -1 for a layer without parameters */
@@ -122,6 +124,8 @@ struct LayerOps {
   /* Adds the parameters' gradients (trainable ones only) from dy[n, out] and
      the forward's x and l->saved; writes dx[n, in] unless dx is NULL (the first layer). */
   FSDPErrorCode (*backward)(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx);
+  /* Makes l->state at FSDPModelSetUp, so that a step allocates nothing but the model's buffers. */
+  FSDPErrorCode (*setup)(Layer *l);
   /* Frees l->state (NULL: the kind keeps none). */
   void (*destroy)(Layer *l);
 };
@@ -167,7 +171,8 @@ struct FSDPModel_s {
   bool avgpool;         /* unet: pool=avg, the encoder's pooling averages (else takes the maximum) */
   ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */
   int64_t norm_groups;  /* a cnn's GroupNorm after each hidden convolution: its groups; 0: none */
-  bool checkpointing;   /* activation checkpointing of the transformer blocks */
+  bool checkpointing;   /* activation checkpointing: the transformer blocks, the other models' blocks */
+  float *segment_pool;  /* checkpointing: the dropped outputs of one run of droppable layers at a time */
   float *work;          /* backward's scratch: the largest ops->work(l), [capacity, ...] */
   float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
   float *tied_grad;     /* a tied head's weight gradient until the embedding's backward adds it */

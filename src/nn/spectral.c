@@ -59,18 +59,23 @@ static FSDPErrorCode spectral_init(const Layer *l, int p, uint64_t seed, const c
 /* One sample's spectra: the input's [cin, half] and the output's [cout, half], complex. */
 static int64_t spectral_work_fixed(const Layer *l) { return 2 * (l->conv.cin + l->conv.cout) * half_points(&l->conv); }
 
-/* The plans, made at the first pass on the model's scratch and executed on
-   any arrays (FFTW_UNALIGNED): a sample's channels in one call. */
-static FSDPErrorCode make_plans(Layer *l, float *real, fftwf_complex *spectrum)
+/* The plans, made at SetUp on scratch arrays (FFTW_ESTIMATE leaves them
+   untouched) and executed on any arrays (FFTW_UNALIGNED): a sample's
+   channels in one call. */
+static FSDPErrorCode spectral_setup(Layer *l)
 {
   const ConvGeom *g = &l->conv;
   int n[3], nd = g->nd;
-  int64_t points = ConvInPoints(g), half = half_points(g);
+  int64_t points = ConvInPoints(g), half = half_points(g), channels = g->cin > g->cout ? g->cin : g->cout;
   unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
   fftwf_plan *plans = NULL;
+  float *real = NULL;
+  fftwf_complex *spectrum;
   for (int d = 0; d < nd; d++) n[d] = (int)g->size[3 - nd + d];
   FSDPCall(FSDPCalloc(NPLANS, sizeof *plans, FSDP_MEM_OTHER, &plans));
   l->state = plans;
+  FSDPCall(FSDPMalloc((size_t)(channels * (points + 2 * half)) * sizeof *real, FSDP_MEM_OTHER, &real));
+  spectrum = (fftwf_complex *)(void *)(real + channels * points);
   plans[X_FORWARD] =
       fftwf_plan_many_dft_r2c(nd, n, (int)g->cin, real, NULL, 1, (int)points, spectrum, NULL, 1, (int)half, flags);
   plans[DY_FORWARD] =
@@ -79,6 +84,7 @@ static FSDPErrorCode make_plans(Layer *l, float *real, fftwf_complex *spectrum)
       fftwf_plan_many_dft_c2r(nd, n, (int)g->cout, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
   plans[DX_INVERSE] =
       fftwf_plan_many_dft_c2r(nd, n, (int)g->cin, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
+  FSDPCall(FSDPFree(&real));
   for (int k = 0; k < NPLANS; k++)
     FSDPCheck(plans[k], MPI_COMM_SELF, FSDP_ERR_INTERNAL, "layer %s: FFTW made no plan for a %d-D grid of %lld points",
               l->name, nd, (long long)points);
@@ -91,13 +97,6 @@ static void spectral_destroy(Layer *l)
   for (int k = 0; plans && k < NPLANS; k++)
     if (plans[k]) fftwf_destroy_plan(plans[k]);
   (void)FSDPFree(&l->state);
-}
-
-static FSDPErrorCode plans_of(const Layer *l, float *real, fftwf_complex *spectrum, fftwf_plan **plans)
-{
-  if (!l->state) FSDPCall(make_plans((Layer *)l, real, spectrum)); /* made once, kept with the layer */
-  *plans = l->state;
-  return FSDP_SUCCESS;
 }
 
 /* Calls body with q, the kept mode's place in the half spectrum, and mode, its index in the weight's modes. */
@@ -115,10 +114,9 @@ static FSDPErrorCode spectral_forward(FSDPModel m, const Layer *l, int64_t n, co
   int64_t half = half_points(g), modes = kept_modes(g), points = ConvInPoints(g);
   fftwf_complex *xs = (fftwf_complex *)(void *)m->work, *ys = xs + g->cin * half;
   float *w[LAYER_MAX_PARAMS], scale = 1.0f / (float)points;
-  fftwf_plan *plans = NULL;
+  fftwf_plan *plans = l->state;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
-  FSDPCall(plans_of(l, l->y, xs, &plans));
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
     fftwf_execute_dft_r2c(plans[X_FORWARD], (float *)x + s * l->in, xs);
@@ -146,11 +144,10 @@ static FSDPErrorCode spectral_backward(FSDPModel m, const Layer *l, int64_t n, c
   bool even = g->size[2] % 2 == 0;
   fftwf_complex *xs = (fftwf_complex *)(void *)m->work, *gs = xs + g->cin * half;
   float *w[LAYER_MAX_PARAMS], *dw, scale = 1.0f / (float)points;
-  fftwf_plan *plans = NULL;
+  fftwf_plan *plans = l->state;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, 0, &dw));
-  FSDPCall(plans_of(l, l->y, xs, &plans));
   for (int64_t s = 0; s < n; s++) {
     fftwf_execute_dft_r2c(plans[DY_FORWARD], (float *)dy + s * l->out, gs); /* rfft(dy) */
     if (dw) fftwf_execute_dft_r2c(plans[X_FORWARD], (float *)x + s * l->in, xs);
@@ -192,6 +189,7 @@ const LayerOps LayerOps_spectral_Private = {
     .work_fixed = spectral_work_fixed,
     .forward = spectral_forward,
     .backward = spectral_backward,
+    .setup = spectral_setup,
     .destroy = spectral_destroy,
 };
 #else
