@@ -1513,18 +1513,24 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    (long long)numel, FSDPActivationName(m->act), m->layernorm ? "yes" : "no",
                                    (unsigned long long)m->seed));
   if (m->gpt || (m->setup && !m->dev)) {
-    /* What forward keeps, with and without recomputing the blocks (doc/nn.md gives the formulas). */
-    size_t full, ckpt;
-    char b1[32], b2[32];
-    FSDPCall(FSDPModelGetActivationBytes(m, 1, false, &full));
-    FSDPCall(FSDPModelGetActivationBytes(m, 1, true, &ckpt));
-    FSDPFormatBytes(b1, sizeof b1, (double)full);
-    FSDPFormatBytes(b2, sizeof b2, (double)ckpt);
+    /* What forward keeps per row, with and without recomputing the blocks, and the scratch that does not grow
+       with the batch (a convolution's im2col of one sample); doc/nn.md gives the formulas. */
+    size_t full[2], ckpt[2], fixed;
+    char b1[32], b2[32], b3[32];
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, false, &full[0]));
+    FSDPCall(FSDPModelGetActivationBytes(m, 2, false, &full[1]));
+    FSDPCall(FSDPModelGetActivationBytes(m, 1, true, &ckpt[0]));
+    FSDPCall(FSDPModelGetActivationBytes(m, 2, true, &ckpt[1]));
+    fixed = 2 * full[0] - full[1];
+    FSDPFormatBytes(b1, sizeof b1, (double)(full[1] - full[0]));
+    FSDPFormatBytes(b2, sizeof b2, (double)(ckpt[1] - ckpt[0]));
+    FSDPFormatBytes(b3, sizeof b3, (double)fixed);
     FSDPCall(FSDPViewerASCIIPrintf(viewer,
                                    "activation checkpointing: %s; activations per %s %s without, %s with "
-                                   "(%.2fx less)\n",
+                                   "(%.2fx less)%s%s%s\n",
                                    m->checkpointing ? "on" : "off", m->gpt ? "sequence" : "sample", b1, b2,
-                                   (double)full / (double)ckpt));
+                                   (double)(full[1] - full[0]) / (double)(ckpt[1] - ckpt[0]),
+                                   fixed ? ", plus " : "", fixed ? b3 : "", fixed ? " of scratch whatever the batch" : ""));
   }
   if (m->setup && m->dev)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),
