@@ -8,7 +8,9 @@
    padding=circular), on that batch: its parameters, gradients and AdamW
    state sharded through libfsdp.  At the end it reports the surrogate's
    error against the solver on an unseen initial condition, next to the
-   error of doing nothing (persistence).
+   error of doing nothing (persistence); then the surrogate runs in place of
+   the solver for ROLLOUT steps from another one, each prediction the next
+   input, and its drift from the solver is printed as it goes.
      mpiexec -n 4 advection-surrogate [-rounds R] [-grid N] [-fsdp_* options]
    N must be a multiple of the number of ranks.  doc/example-advection-surrogate.md explains it. */
 #include <math.h>
@@ -19,7 +21,7 @@
 #include "fsdp_nn.h"
 
 static const double COURANT_X = 0.4, COURANT_Y = 0.3; /* a dt / dx and b dt / dy: upwind is stable up to 1 together */
-enum { BATCHES = 4 };                                 /* training steps per initial condition */
+enum { BATCHES = 4, ROLLOUT = 20 };                   /* training steps per initial condition; surrogate steps */
 
 typedef struct {
   MPI_Comm comm;
@@ -77,6 +79,36 @@ static void batch(Solver *s, double *next, float *send, float *recv, float *x, f
   }
 }
 
+/* The surrogate in place of the solver: from the solver's field, every rank
+   gathers the whole field (the model's forward is collective, so each rank
+   runs it, here all on the same field) and steps it with the model while the
+   solver steps alongside; at some steps, the RMS difference from the solver,
+   and from the starting field (persistence). */
+static void rollout(Solver *s, FSDPModel model, double *next, float *field /* [3 n n] */)
+{
+  int slab = s->rows * s->n, n2 = s->n * s->n;
+  float *start = field + n2, *mine = start + n2, *pred;
+  MPI_Comm comm = s->comm;
+  for (int e = 0; e < slab; e++) mine[e] = (float)s->u[s->n + e];
+  MPI_Allgather(mine, slab, MPI_FLOAT, field, slab, MPI_FLOAT, comm);
+  memcpy(start, field, (size_t)n2 * sizeof *start);
+  for (int t = 1; t <= ROLLOUT; t++) {
+    double err[2] = {0, 0};
+    FSDPCallAbort(comm, FSDPModelForward(model, 1, field, &pred));
+    memcpy(field, pred, (size_t)n2 * sizeof *field);
+    step(s, next);
+    for (int e = 0; e < slab; e++) { /* this rank's rows of the fields */
+      double u = s->u[s->n + e];
+      err[0] += (field[s->rank * slab + e] - u) * (field[s->rank * slab + e] - u);
+      err[1] += (start[s->rank * slab + e] - u) * (start[s->rank * slab + e] - u);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, err, 2, MPI_DOUBLE, MPI_SUM, comm);
+    if (s->rank == 0 && (t == 1 || t % 5 == 0))
+      printf("rollout step %2d: surrogate error %.4e, persistence error %.4e\n", t, sqrt(err[0] / n2),
+             sqrt(err[1] / n2));
+  }
+}
+
 int main(int argc, char **argv)
 {
   Solver s;
@@ -86,7 +118,7 @@ int main(int argc, char **argv)
   int rounds = 30, n = 32;
   char spec[96];
   double *next, err[2] = {0, 0}, loss = 0;
-  float *send, *recv, *x, *y, *pred, *dy;
+  float *send, *recv, *x, *y, *pred, *dy, *field;
 
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   for (int i = 1; i + 1 < argc; i++) {
@@ -113,7 +145,8 @@ int main(int argc, char **argv)
   recv = malloc((size_t)(2 * n * n) * sizeof *recv);
   x = malloc((size_t)(n * n) * sizeof *x);
   y = malloc((size_t)(n * n) * sizeof *y);
-  if (!s.u || !next || !send || !recv || !x || !y) MPI_Abort(MPI_COMM_WORLD, 1);
+  field = malloc((size_t)(3 * n * n) * sizeof *field);
+  if (!s.u || !next || !send || !recv || !x || !y || !field) MPI_Abort(MPI_COMM_WORLD, 1);
 
   /* TorchFort's surrogate: Conv2d(1, 1, 3, padding=1, padding_mode="circular"). */
   snprintf(spec, sizeof spec, "cnn:grid=%dx%d,in=1,out=1,padding=circular", n, n);
@@ -159,6 +192,8 @@ int main(int argc, char **argv)
   if (s.rank == 0)
     printf("surrogate error %.4e, persistence error %.4e (RMS over %dx%d fields x %d steps, %d ranks)\n",
            sqrt(err[0] / (BATCHES * s.size)), sqrt(err[1] / (BATCHES * s.size)), n, n, BATCHES * s.size, s.size);
+  initial_condition(&s, 1000033);
+  rollout(&s, model, next, field);
 
   FSDPCallAbort(s.comm, FSDPOptimizerDestroy(&opt));
   FSDPCallAbort(s.comm, FSDPModelDestroy(&model));
@@ -169,6 +204,7 @@ int main(int argc, char **argv)
   free(recv);
   free(x);
   free(y);
+  free(field);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
   return 0;
 }

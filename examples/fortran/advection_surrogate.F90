@@ -5,7 +5,9 @@
 ! ranks; every W solver steps an all-to-all gives each rank one whole
 ! snapshot pair (u^n, u^{n+1}), and the ranks train a circular 3x3
 ! convolution (cnn:grid=NxN,in=1,out=1,padding=circular) on that batch, its
-! state sharded by libfsdp.  A field u(x, y) is u(N, N) here, C's u[y][x]:
+! state sharded by libfsdp.  Then, from an unseen initial condition, the
+! surrogate runs in place of the solver, and its drift from the solver is
+! printed as it goes.  A field u(x, y) is u(N, N) here, C's u[y][x]:
 ! the model's sample x(N * N) is either.  The same options give the C
 ! example's output digit for digit (tests/fortran.sh checks it).
 !   mpiexec -n 4 advection_surrogate [-rounds R] [-grid N] [-fsdp_* options]
@@ -15,9 +17,10 @@ module advection_solver
   use fsdp
   implicit none
   private
-  public :: solver, BATCHES, initial_condition, batch
+  public :: solver, BATCHES, ROLLOUT, initial_condition, batch, step
   integer, parameter :: dp = c_double
   integer, parameter :: BATCHES = 4 ! training steps per initial condition
+  integer, parameter :: ROLLOUT = 20 ! surrogate steps in place of the solver
   real(dp), parameter :: COURANT_X = 0.4_dp, COURANT_Y = 0.3_dp
   real(dp), parameter :: PI = 3.14159265358979323846_dp
   type :: solver
@@ -113,7 +116,7 @@ program advection_surrogate
   character(len=96) :: spec
   real(dp) :: err(2), loss(1), l ! arrays, for MPI_Allreduce's implicit interface
   real(dp), allocatable :: next(:, :)
-  real(c_float), allocatable, target :: send(:, :, :, :), recv(:, :, :, :), x(:, :), y(:, :)
+  real(c_float), allocatable, target :: send(:, :, :, :), recv(:, :, :, :), x(:, :), y(:, :), field(:, :)
   real(c_float), pointer :: x1(:, :), y1(:, :), pred(:, :), dy(:, :)
 
   FSDPCallA(fsdp_initialize(ierr))
@@ -132,7 +135,7 @@ program advection_surrogate
   s%up = modulo(s%rank - 1, s%size)
   s%down = modulo(s%rank + 1, s%size)
   allocate (s%u(n, 0:s%rows), next(n, s%rows), send(n, s%rows, 2, s%size), recv(n, s%rows, 2, s%size), x(n, n), &
-            y(n, n))
+            y(n, n), field(n, n))
   s%u = 0
   ! The model's view of a field: one sample of n * n values, x(n * n, 1), the same memory.
   call c_f_pointer(c_loc(x), x1, [n * n, 1])
@@ -183,12 +186,46 @@ program advection_surrogate
   if (s%rank == 0) write (*, '(a,a,a,a,a,i0,a,i0,a,i0,a,i0,a)') 'surrogate error ', &
     e(sqrt(err(1) / (BATCHES * s%size)), 4), ', persistence error ', e(sqrt(err(2) / (BATCHES * s%size)), 4), &
     ' (RMS over ', n, 'x', n, ' fields x ', BATCHES * s%size, ' steps, ', s%size, ' ranks)'
+  call initial_condition(s, 1000033_fsdp_int64)
+  call run_surrogate()
   FSDPCallA(fsdp_optimizer_destroy(opt, ierr))
   FSDPCallA(fsdp_model_destroy(model, ierr))
   FSDPCallA(fsdp_context_destroy(ctx, ierr))
   FSDPCallA(fsdp_finalize(ierr))
 
 contains
+
+  ! The surrogate in place of the solver: every rank gathers the whole field
+  ! (the model's forward is collective, so each rank runs it, here all on the
+  ! same field) and steps it with the model while the solver steps alongside;
+  ! at some steps, the RMS difference from the solver, and from the starting
+  ! field (persistence).  x holds the start.
+  subroutine run_surrogate()
+    real(c_float), pointer :: f1(:, :)
+    real(dp) :: u
+    integer :: t, row
+    x(:, 1:s%rows) = real(s%u(:, 1:s%rows), c_float) ! this rank's slab, sent from x's first rows
+    call MPI_Allgather(x, n * s%rows, MPI_REAL, field, n * s%rows, MPI_REAL, s%comm, mpierr)
+    x = field
+    call c_f_pointer(c_loc(field), f1, [n * n, 1])
+    do t = 1, ROLLOUT
+      FSDPCallA(fsdp_model_forward(model, f1, pred, ierr))
+      f1 = pred
+      call step(s, next)
+      err = 0
+      do i = 1, s%rows ! this rank's rows of the fields
+        row = s%rank * s%rows + i
+        do j = 1, n
+          u = s%u(j, i)
+          err(1) = err(1) + (field(j, row) - u) * (field(j, row) - u)
+          err(2) = err(2) + (x(j, row) - u) * (x(j, row) - u)
+        end do
+      end do
+      call MPI_Allreduce(MPI_IN_PLACE, err, 2, MPI_DOUBLE_PRECISION, MPI_SUM, s%comm, mpierr)
+      if (s%rank == 0 .and. (t == 1 .or. mod(t, 5) == 0)) write (*, '(a,i2,a,a,a,a)') 'rollout step ', t, &
+        ': surrogate error ', e(sqrt(err(1) / (n * n)), 4), ', persistence error ', e(sqrt(err(2) / (n * n)), 4)
+    end do
+  end subroutine
 
   subroutine read_arguments()
     character(len=1024) :: arg, value
