@@ -315,8 +315,8 @@ static void check_same_model(const char *spec, const char *file_spec, bool check
     TEST_ASSERT(bytes[k] == predicted, "%s: a step took %zu bytes, FSDPModelGetActivationBytes says %zu",
                 k ? file_spec : spec, bytes[k], predicted);
   }
-  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's%s",
-              file_spec, spec, checkpointing ? " without checkpointing" : "");
+  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's%s", file_spec,
+              spec, checkpointing ? " without checkpointing" : "");
   for (int u = 0; u < nunits[0]; u++) {
     FlatParam unit[2];
     float *g[2];

@@ -63,11 +63,12 @@ fsdp_need_hdf5() {
   [ $? -ne 77 ] || { echo "SKIP: built without HDF5: no checkpoints"; exit 77; }
 }
 
-# fsdp_need_torch: SKIP (77) without a python3 that has torch, h5py and numpy
+# fsdp_need_torch: SKIP (77) when FSDP_SKIP_TORCH gives a reason, or without a python3 that has torch, h5py and numpy
 # (the PyTorch references) or a libfsdp without HDF5 (fsdp-train -init reads
 # the reference's parameters); sets $python.
 fsdp_need_torch() {
   python=
+  [ -z "${FSDP_SKIP_TORCH:-}" ] || { echo "SKIP: FSDP_SKIP_TORCH: $FSDP_SKIP_TORCH"; exit 77; }
   for p in python3 /usr/bin/python3; do
     if "$p" -c 'import torch, h5py, numpy' 2>/dev/null; then python=$p && break; fi
   done

@@ -1529,8 +1529,8 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    "activation checkpointing: %s; activations per %s %s without, %s with "
                                    "(%.2fx less)%s%s%s\n",
                                    m->checkpointing ? "on" : "off", m->gpt ? "sequence" : "sample", b1, b2,
-                                   (double)(full[1] - full[0]) / (double)(ckpt[1] - ckpt[0]),
-                                   fixed ? ", plus " : "", fixed ? b3 : "", fixed ? " of scratch whatever the batch" : ""));
+                                   (double)(full[1] - full[0]) / (double)(ckpt[1] - ckpt[0]), fixed ? ", plus " : "",
+                                   fixed ? b3 : "", fixed ? " of scratch whatever the batch" : ""));
   }
   if (m->setup && m->dev)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),
