@@ -109,11 +109,14 @@ FSDP_EXTERN FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int6
    only each transformer block's input, and backward runs the block's
    forward again, with the parameters backward gathers anyway, before its
    backward.  Bit-identical results; the saved state of one block instead of
-   every block's, for one more forward pass of the blocks. */
+   every block's, for one more forward pass of the blocks.  Other models (on
+   the host): forward drops the outputs inside each block (a layer read only
+   by the next one, of its block and unit), and backward runs them again. */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetActivationCheckpointing(FSDPModel model, bool on);
 FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationCheckpointing(FSDPModel model, bool *on);
 /* Bytes of the model's activation, saved-state and scratch buffers for a
-   batch of n rows, with or without activation checkpointing. */
+   batch of n rows, with or without activation checkpointing (which layers
+   other than a GPT's are recomputed is known after FSDPModelSetUp). */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationBytes(FSDPModel model, int64_t n, bool checkpointing, size_t *bytes);
 /* The context the model's units belong to. */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetContext(FSDPModel model, FSDPContext *ctx);

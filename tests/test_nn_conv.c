@@ -273,9 +273,9 @@ static void write_model_file(const char *name, const char *text, char *spec, siz
 
 /* The spec's model and the file's (or the spec's again, with activation
    checkpointing), from one seed: the same outputs and gradient shards, bit
-   for bit.  Each step's activation bytes, measured, are in bytes[]: the
-   model's buffers are all a step allocates, as FSDPModelGetActivationBytes
-   predicts. */
+   for bit, in a step of ROWS rows and one of fewer.  The first step's
+   bytes, measured, are in bytes[]: the model's buffers are all it allocates,
+   as FSDPModelGetActivationBytes predicts; the second allocates nothing. */
 static void check_same_model(const char *spec, const char *file_spec, bool checkpointing, size_t bytes[2])
 {
   FSDPContext ctx[2];
@@ -297,37 +297,41 @@ static void check_same_model(const char *spec, const char *file_spec, bool check
   TEST_ASSERT(gx && gt, "out of memory");
   for (int64_t i = 0; i < ROWS * in; i++) gx[i] = test_value(43, i);
   for (int64_t i = 0; i < ROWS * out; i++) gt[i] = test_value(44, i);
-  for (int k = 0; k < 2; k++) {
-    double loss;
-    size_t before, predicted;
-    FSDPMemoryStats st;
-    TEST_OK(FSDPContextZeroGrad(ctx[k]));
-    TEST_OK(FSDPGetMemoryStats(&st));
-    before = st.current[FSDP_MEM_OTHER];
-    TEST_OK(FSDPMemoryResetPeak());
-    TEST_OK(FSDPModelForward(model[k], ROWS, gx, &y[k]));
-    TEST_OK(FSDPModelLoss(model[k], FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
-    TEST_OK(FSDPModelBackward(model[k], dy));
-    TEST_OK(FSDPContextFinishBackward(ctx[k]));
-    TEST_OK(FSDPGetMemoryStats(&st));
-    bytes[k] = st.peak[FSDP_MEM_OTHER] - before;
-    TEST_OK(FSDPModelGetActivationBytes(model[k], ROWS, k && checkpointing, &predicted));
-    TEST_ASSERT(bytes[k] == predicted, "%s: a step took %zu bytes, FSDPModelGetActivationBytes says %zu",
-                k ? file_spec : spec, bytes[k], predicted);
-  }
-  TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(ROWS * out) * sizeof *y[0]), "%s: the outputs differ from %s's%s", file_spec,
-              spec, checkpointing ? " without checkpointing" : "");
-  for (int u = 0; u < nunits[0]; u++) {
-    FlatParam unit[2];
-    float *g[2];
-    int64_t shard[2];
+  /* Two steps each; the second of fewer rows than the buffers hold, and allocating nothing. */
+  for (int64_t rows = ROWS; rows >= ROWS - 1; rows--) {
     for (int k = 0; k < 2; k++) {
-      TEST_OK(FSDPContextGetUnit(ctx[k], u, &unit[k]));
-      TEST_OK(FlatParamGetGradShard(unit[k], (void **)&g[k], &shard[k]));
+      double loss;
+      size_t before, predicted;
+      FSDPMemoryStats st;
+      TEST_OK(FSDPContextZeroGrad(ctx[k]));
+      TEST_OK(FSDPGetMemoryStats(&st));
+      before = st.current[FSDP_MEM_OTHER];
+      TEST_OK(FSDPMemoryResetPeak());
+      TEST_OK(FSDPModelForward(model[k], rows, gx, &y[k]));
+      TEST_OK(FSDPModelLoss(model[k], FSDP_LOSS_MSE, gt, 1.0, &loss, &dy));
+      TEST_OK(FSDPModelBackward(model[k], dy));
+      TEST_OK(FSDPContextFinishBackward(ctx[k]));
+      TEST_OK(FSDPGetMemoryStats(&st));
+      TEST_OK(FSDPModelGetActivationBytes(model[k], ROWS, k && checkpointing, &predicted));
+      if (rows == ROWS) bytes[k] = st.peak[FSDP_MEM_OTHER] - before;
+      TEST_ASSERT(st.peak[FSDP_MEM_OTHER] - before == (rows == ROWS ? predicted : 0),
+                  "%s: a step of %lld rows took %zu bytes, FSDPModelGetActivationBytes says %zu for the first",
+                  k ? file_spec : spec, (long long)rows, st.peak[FSDP_MEM_OTHER] - before, predicted);
     }
-    TEST_ASSERT(shard[0] == shard[1] && !memcmp(g[0], g[1], (size_t)shard[0] * sizeof *g[0]),
-                "%s: unit %d's gradient differs from %s's%s", file_spec, u, spec,
-                checkpointing ? " without checkpointing" : "");
+    TEST_ASSERT(!memcmp(y[0], y[1], (size_t)(rows * out) * sizeof *y[0]), "%s: the outputs differ from %s's%s",
+                file_spec, spec, checkpointing ? " without checkpointing" : "");
+    for (int u = 0; u < nunits[0]; u++) {
+      FlatParam unit[2];
+      float *g[2];
+      int64_t shard[2];
+      for (int k = 0; k < 2; k++) {
+        TEST_OK(FSDPContextGetUnit(ctx[k], u, &unit[k]));
+        TEST_OK(FlatParamGetGradShard(unit[k], (void **)&g[k], &shard[k]));
+      }
+      TEST_ASSERT(shard[0] == shard[1] && !memcmp(g[0], g[1], (size_t)shard[0] * sizeof *g[0]),
+                  "%s: unit %d's gradient (%lld rows) differs from %s's%s", file_spec, u, (long long)rows, spec,
+                  checkpointing ? " without checkpointing" : "");
+    }
   }
   free(gx);
   free(gt);

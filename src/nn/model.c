@@ -936,6 +936,14 @@ static void mark_droppable(FSDPModel m)
   }
 }
 
+/* The layers' own state (LayerOps.setup: an FNO's FFT plans). */
+static FSDPErrorCode setup_layers(FSDPModel m)
+{
+  for (int i = 0; i < m->nlayers; i++)
+    if (m->layers[i].ops->setup) FSDPCall(m->layers[i].ops->setup(&m->layers[i]));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
@@ -948,8 +956,8 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   }
   FSDPCall(build_units(model));
   mark_droppable(model);
-  for (int i = 0; i < model->nlayers; i++)
-    if (model->layers[i].ops->setup) FSDPCall(model->layers[i].ops->setup(&model->layers[i]));
+  /* Agreed: a rank whose layer cannot set up must not leave the others in SetUp's collectives. */
+  FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, setup_layers(model)));
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
   model->dev = model->ctx->dev;
