@@ -1030,7 +1030,7 @@ static bool recomputed(const FSDPModel m, const Layer *l) { return m->checkpoint
 
 /* Whether activation checkpointing drops l's output and saved state after
    forward: backward runs l's run of dropped layers forward again, into
-   m->segment_pool.  Host only: a GPU's 16-bit copies of activations are
+   m->run_pool.  Host only: a GPU's 16-bit copies of activations are
    not recomputed. */
 static bool dropped(const FSDPModel m, const Layer *l) { return m->checkpointing && !m->dev && l->droppable; }
 
@@ -1048,6 +1048,15 @@ static int64_t largest_run(FSDPModel m)
   return largest;
 }
 
+/* The first layer of the run of dropped layers that layer i ends (i itself if it ends none). */
+static int run_start(FSDPModel m, int i)
+{
+  int first = i;
+  if (dropped(m, &m->layers[i])) return i; /* inside a run: its end recomputed it */
+  while (first > 0 && dropped(m, &m->layers[first - 1])) first--;
+  return first;
+}
+
 /* The dropped layers' outputs and saved state, each run from the start of the pool. */
 static void point_into_pool(FSDPModel m, int64_t n, bool clear)
 {
@@ -1058,9 +1067,9 @@ static void point_into_pool(FSDPModel m, int64_t n, bool clear)
       offset = 0;
       continue;
     }
-    l->y = clear ? NULL : m->segment_pool + offset;
+    l->y = clear ? NULL : m->run_pool + offset;
     offset += n * l->out;
-    l->saved = clear || !saved_per_row(l) ? NULL : m->segment_pool + offset;
+    l->saved = clear || !saved_per_row(l) ? NULL : m->run_pool + offset;
     offset += n * saved_per_row(l);
   }
 }
@@ -1099,7 +1108,7 @@ static Buffer buffer_at(FSDPModel m, int64_t n, int k)
   case 5: return (Buffer){&m->low[0], low ? n * m->width : 0, 2};
   case 6: return (Buffer){&m->low[1], low ? n * m->width : 0, 2};
   case 7: return (Buffer){&m->work, work, sizeof(float)};
-  case 8: return (Buffer){&m->segment_pool, n * largest_run(m), sizeof(float)};
+  case 8: return (Buffer){&m->run_pool, n * largest_run(m), sizeof(float)};
   default: return (Buffer){&m->shared_saved, n * shared, sizeof(float)};
   }
 }
@@ -1383,8 +1392,7 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
       for (int64_t j = 0; j < n * l->out; j++) gl[j] += l->dskip[j];
     }
     /* The last layer of a run of dropped ones: the run comes back first, with its unit's parameters. */
-    first = i;
-    while (!dropped(model, l) && first > 0 && dropped(model, &model->layers[first - 1])) first--;
+    first = run_start(model, i);
     unit = l->unit;
     for (int j = first; j < i && unit < 0; j++) unit = model->layers[j].unit;
     if (unit >= 0 && model->units[unit] != current) {

@@ -172,7 +172,7 @@ struct FSDPModel_s {
   ConvGeom grid;        /* a cnn's input grid, channels, and its hidden layers' kernel, stride, ... */
   int64_t norm_groups;  /* a cnn's GroupNorm after each hidden convolution: its groups; 0: none */
   bool checkpointing;   /* activation checkpointing: the transformer blocks, the other models' blocks */
-  float *segment_pool;  /* checkpointing: the dropped outputs of one run of droppable layers at a time */
+  float *run_pool;      /* checkpointing: the dropped outputs of one run of droppable layers at a time */
   float *work;          /* backward's scratch: the largest ops->work(l), [capacity, ...] */
   float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
   float *tied_grad;     /* a tied head's weight gradient until the embedding's backward adds it */
