@@ -4,14 +4,19 @@
 # HDF5 grid data set (/x [N, C, grid...]), 20 AdamW steps with clipping give
 # the same loss curve within 1e-4 relative, and the trained parameters match
 # by name, for TorchFort's one-layer circular convolution (W = 1 and W = 4
-# hybrid, 2 emulated nodes), a 2-D residual network with groups, dilation,
-# reflection, GroupNorm and GELU (W = 4), a strided 1-D one (W = 2), a 3-D
-# circular one (W = 4 hybrid), a 2-D U-Net of 3 levels with GroupNorm (W = 4
-# hybrid), a 1-D one with average pooling and circular padding (W = 2), and
-# Fourier neural operators on a 2-D grid (W = 4 hybrid) and a 1-D odd one (W = 2),
-# the latter also written as a model file (-model file:NAME). The residual
-# network and the 2-D U-Net train with activation checkpointing (bit for bit
-# as without it: test_nn_conv), and -fsdp_view says what it saves.
+# hybrid, 2 emulated nodes), a SmartSim-style residual network of Conv2d and
+# ConvTranspose2d written as a model file (W = 1 and W = 4 hybrid), a 2-D
+# network with groups, dilation, reflection, GroupNorm, GELU and residual
+# additions (W = 4), a strided 1-D one (W = 2), a 3-D circular one (W = 4
+# hybrid), a 2-D U-Net of 2 levels with GroupNorm (W = 1 and W = 4 hybrid), a
+# 1-D one of 3 levels with average pooling and circular padding (W = 2), and
+# Fourier neural operators of 2 layers on a 2-D grid (W = 1 and W = 4 hybrid)
+# and a 1-D odd one (W = 2), the latter also written as a model file. The
+# 2-D networks train with activation checkpointing at W = 4 (bit for bit as
+# without it: test_nn_conv), and -fsdp_view says what it saves.
+# A checkpoint of the residual network written at W = 4 after 10 steps
+# continues in PyTorch (parameters, AdamW's state and hyperparameters, by
+# name) to the same 10 further losses and parameters as the uninterrupted run.
 # A data file whose shape is not the model's is refused by name.
 . "${srcdir:-.}/tests/testlib.sh"
 train="$top_builddir/tools/fsdp-train"
@@ -25,11 +30,13 @@ net2d="cnn:grid=16x12,in=2,out=2,depth=3,channels=8,groups=2,dilation=2,padding=
 residual=1"
 net1d="cnn:grid=40,in=3,out=1,depth=2,channels=6,kernel=5,stride=2,act=tanh"
 net3d="cnn:grid=6x5x4,in=1,out=2,depth=1,channels=4,padding=circular"
-unet2d="unet:grid=16x8,in=2,out=1,channels=4,levels=3,norm=groupnorm:2,act=gelu"
+unet2d="unet:grid=16x8,in=2,out=1,channels=4,levels=2,norm=groupnorm:2,act=gelu"
 unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,act=tanh"
-fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=3"
+fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=2"
 fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
-models="torchfort net2d net1d net3d unet2d unet1d"
+# PyTorch's side of a model file (tests/cnn_reference.py's ResNet); fsdp-train reads $fsdp_tmp/resnet.model.
+resnet="resnet:grid=16x16,in=1,out=1,channels=8,blocks=2"
+models="torchfort resnet net2d net1d net3d unet2d unet1d"
 if [ "$(fsdp_config_has FFTW)" = yes ]; then
   models="$models fno2d fno1d"
 else
@@ -57,15 +64,43 @@ same() {
 
 same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
+# The SmartSim-style network: names and shapes are those of ResNet's state_dict.
+cat >"$fsdp_tmp/resnet.model" <<'EOF'
+input channels=1 grid=16x16
+unit encoder
+conv name=encoder out=8 kernel=3 stride=2 pad=1    # 16x16 -> 8x8
+act name=encoder.relu fn=relu
+unit blocks.0
+conv name=blocks.0.conv1 out=8
+act fn=relu
+conv name=blocks.0.conv2 out=8
+add from=encoder.relu
+act name=blocks.0.out fn=relu
+unit blocks.1
+conv name=blocks.1.conv1 out=8
+act fn=relu
+conv name=blocks.1.conv2 out=8
+add from=blocks.0.out
+act fn=relu
+unit decoder
+convtranspose name=decoder out=8 kernel=2 stride=2 # 8x8 -> 16x16
+act fn=relu
+unit root
+conv name=head out=1 kernel=1
+EOF
+model_file="file:$fsdp_tmp/resnet.model" same resnet resnet_w1 1
+model_file="file:$fsdp_tmp/resnet.model" same resnet resnet_w4 4 $hybrid -fsdp_activation_checkpointing
 same net2d net2d_w4 4 -fsdp_activation_checkpointing
 same net1d net1d_w2 2
 same net3d net3d_w4 4 $hybrid
+same unet2d unet2d_w1 1
 same unet2d unet2d_w4 4 $hybrid -fsdp_activation_checkpointing -fsdp_view
 expect_grep "^ *activation checkpointing: on; activations per sample .* without, .* with (1\.[0-9][0-9]x less)" \
   "$fsdp_tmp/unet2d_w4.out"
 same unet1d unet1d_w2 2
 case " $models " in
 *" fno1d "*)
+  same fno2d fno2d_w1 1
   same fno2d fno2d_w4 4 $hybrid
   same fno1d fno1d_w2 2
   # The same FNO as a model file, a layer per line: PyTorch's curve and parameters too.
@@ -96,6 +131,14 @@ for m in $models; do
   set -- "$@" "$fsdp_tmp/$m-torch.h5" "$fsdp_tmp/$m"_w*.h5
 done
 "$python" "$ref" compare "$@" || exit 1
+
+# A checkpoint to PyTorch: the residual network's, written at W = 4 hybrid after 10 of the 20 steps
+# (each rank its shards), continues in PyTorch to resnet_w4's losses and parameters.
+train_run resnet_ck 4 -model "file:$fsdp_tmp/resnet.model" -init "$fsdp_tmp/resnet-init.h5" \
+  -data "$fsdp_tmp/resnet-data.h5" $hybrid -steps 10 -checkpoint "$fsdp_tmp/resnet-ck.h5"
+"$python" "$ref" resume "$resnet" "$fsdp_tmp/resnet-ck.h5" "$fsdp_tmp/resnet-data.h5" 8 20 1.0 \
+  "$fsdp_tmp/resnet_w4.csv" "$fsdp_tmp/resnet-resumed.csv" "$fsdp_tmp/resnet-resumed.h5" || exit 1
+"$python" "$ref" compare "$fsdp_tmp/resnet_w4.h5" "$fsdp_tmp/resnet-resumed.h5" || exit 1
 
 # A data file for another grid: refused, naming both shapes.
 if fsdp_run 2 "$train" -model "cnn:grid=16x16,in=2,out=2,depth=3,channels=8" -data "$fsdp_tmp/net2d-data.h5" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The grid models of fsdp-train's -model cnn:..., unet:... and fno:... in PyTorch, for tests/cnn.sh.
+"""The grid models of fsdp-train's -model cnn:..., unet:... and fno:... in PyTorch, for tests/cnn.sh, and
+resnet:grid=HxW,in=C,out=O,channels=K,blocks=B (ResNet below), which fsdp-train runs as a model file.
 
   cnn_reference.py init  SPEC SEED INIT.h5
       builds the model with PyTorch's default initialization
@@ -19,6 +20,11 @@
   cnn_reference.py all   SEED N B STEPS LR CLIP SPEC PREFIX [SPEC PREFIX ...]
       the three in one process, for each SPEC: PREFIX-init.h5,
       PREFIX-data.h5, PREFIX-torch.csv and PREFIX-torch.h5.
+  cnn_reference.py resume SPEC CKPT.h5 DATA.h5 B STEPS CLIP CURVE.csv OUT.csv FINAL.h5
+      continues fsdp-train's checkpoint CKPT.h5 (parameters and AdamW's
+      state, by name, and /optim's hyperparameters) to step STEPS as train
+      does, failing where a loss is not within 1e-4 of CURVE.csv's (an
+      uninterrupted fsdp-train run's); FINAL.h5 as for train.
   cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...] [-- REF.h5 GOT.h5 ...]
       the largest difference of each GOT's parameters from its REF's, by
       name; fails above 1e-4 or where the names or shapes differ.
@@ -52,7 +58,7 @@ torch.set_num_threads(1)
 
 def parse(spec):
     kind, items = spec.split(":", 1)
-    assert kind in ("cnn", "unet", "fno"), spec
+    assert kind in ("cnn", "unet", "fno", "resnet"), spec
     p = {"kind": kind, "depth": 0, "channels": 0, "kernel": 3, "stride": 1, "dilation": 1, "groups": 1, "pad": None,
          "padding": "zeros", "norm": "none", "act": "gelu" if kind == "fno" else "relu", "residual": 0, "pool": "max"}
     for item in items.split(","):
@@ -197,9 +203,33 @@ class FNO(nn.Module):
         return self.head(h)
 
 
+class ResNet(nn.Module):
+    """SmartSim's surrogate tutorial's kind of network, in 2-D: a strided convolution halves the grid
+    (encoder), residual blocks relu(h + conv2(relu(conv1(h)))) work on the coarse grid, a transposed
+    convolution restores it (decoder), and a 1x1 convolution gives the output (head)."""
+
+    def __init__(self, p):
+        super().__init__()
+        k = p["channels"]
+        self.encoder = nn.Conv2d(p["in"], k, 3, stride=2, padding=1)
+        self.blocks = nn.ModuleList()
+        for _ in range(p["blocks"]):
+            b = nn.Module()
+            b.conv1, b.conv2 = nn.Conv2d(k, k, 3, padding=1), nn.Conv2d(k, k, 3, padding=1)
+            self.blocks.append(b)
+        self.decoder = nn.ConvTranspose2d(k, k, 2, stride=2)
+        self.head = nn.Conv2d(k, p["out"], 1)
+
+    def forward(self, x):
+        h = F.relu(self.encoder(x))
+        for b in self.blocks:
+            h = F.relu(h + b.conv2(F.relu(b.conv1(h))))
+        return self.head(F.relu(self.decoder(h)))
+
+
 def build(spec):
     p = parse(spec)
-    return {"unet": UNet, "fno": FNO, "cnn": CNN}[p["kind"]](p)
+    return {"unet": UNet, "fno": FNO, "cnn": CNN, "resnet": ResNet}[p["kind"]](p)
 
 
 def write_params(model, path):
@@ -250,6 +280,48 @@ def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
         write_params(model, final)
 
 
+def resume(spec, ckpt_path, data_path, batch, steps, clip, curve, out, final):
+    """Continues an fsdp-train checkpoint in PyTorch: parameters by name, AdamW's exp_avg, exp_avg_sq
+    and step, and its hyperparameters from /optim's attributes."""
+    model = build(spec)
+    with h5py.File(ckpt_path, "r") as f, torch.no_grad():
+        o = f["optim"].attrs
+        if o["type"] not in ("adamw", b"adamw"):
+            sys.exit("FAIL: %s: optimizer %s, not adamw" % (ckpt_path, o["type"]))
+        start = int(o["step"])
+        opt = torch.optim.AdamW(model.parameters(), lr=float(o["lr"]), betas=tuple(float(b) for b in o["betas"]),
+                                eps=float(o["eps"]), weight_decay=float(o["weight_decay"]))
+        for name, w in model.named_parameters():
+            w.copy_(torch.from_numpy(f["params/" + name][...]))
+            opt.state[w] = {"step": torch.tensor(float(start)),
+                            "exp_avg": torch.from_numpy(f["optim/exp_avg/" + name][...]),
+                            "exp_avg_sq": torch.from_numpy(f["optim/exp_avg_sq/" + name][...])}
+    with h5py.File(data_path, "r") as f:
+        x, y = torch.from_numpy(f["x"][...]), torch.from_numpy(f["y"][...])
+    batch, steps, clip = int(batch), int(steps), float(clip)
+    with open(curve) as c:
+        want = {int(r.split(",")[0]): float(r.split(",")[1]) for r in c.read().split()[1:]}
+    worst = 0.0
+    with open(out, "w") as log:
+        log.write("step,loss\n")
+        for s in range(start, steps):
+            rows = [(s * batch + j) % x.shape[0] for j in range(batch)]
+            opt.zero_grad()
+            loss = F.mse_loss(model(x[rows]), y[rows])
+            loss.backward()
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            log.write("%d,%.9g\n" % (s + 1, loss.item()))
+            worst = max(worst, abs(loss.item() - want[s + 1]) / abs(want[s + 1]))
+            if abs(loss.item() - want[s + 1]) > 1e-4 * abs(want[s + 1]):
+                sys.exit("FAIL: from %s, PyTorch's loss at step %d is %.9g, fsdp-train's %.9g"
+                         % (ckpt_path, s + 1, loss.item(), want[s + 1]))
+    write_params(model, final)
+    print("%s: PyTorch resumed it at step %d; its losses to step %d within %.2g of fsdp-train's (relative)"
+          % (ckpt_path.split("/")[-1], start, steps, worst))
+
+
 def compare(*args):
     group = []
     for a in list(args) + ["--"]:
@@ -283,6 +355,8 @@ if __name__ == "__main__":
         data(*sys.argv[2:])
     elif sys.argv[1] == "train" and len(sys.argv) in (10, 11):
         train(*sys.argv[2:])
+    elif sys.argv[1] == "resume" and len(sys.argv) == 11:
+        resume(*sys.argv[2:])
     elif sys.argv[1] == "all" and len(sys.argv) >= 10 and len(sys.argv) % 2 == 0:
         seed, n, b, steps, lr, clip = sys.argv[2:8]
         for spec, prefix in zip(sys.argv[8::2], sys.argv[9::2]):
