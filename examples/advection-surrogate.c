@@ -10,13 +10,18 @@
    error against the solver on an unseen initial condition, next to the
    error of doing nothing (persistence); then the surrogate runs in place of
    the solver for ROLLOUT steps from another one, each prediction the next
-   input, and its drift from the solver is printed as it goes.
-     mpiexec -n 4 advection-surrogate [-rounds R] [-grid N] [-fsdp_* options]
+   input, and its drift from the solver is printed as it goes.  With
+   -samples FILE.h5 it also writes the training pairs as fsdp-train reads a
+   grid data set (/x and /y [pairs, 1, N, N]), in parallel HDF5, to train on
+   them again offline.
+     mpiexec -n 4 advection-surrogate [-rounds R] [-grid N] [-samples FILE.h5] [-fsdp_* options]
    N must be a multiple of the number of ranks.  doc/example-advection-surrogate.md explains it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <hdf5.h>
 
 #include "fsdp_nn.h"
 
@@ -79,6 +84,44 @@ static void batch(Solver *s, double *next, float *send, float *recv, float *x, f
   }
 }
 
+/* Collective: the training pairs, npairs per rank, written to path as
+   /x and /y [W npairs, 1, n, n], the layout of fsdp-train's grid data; pair
+   k of rank q is row k W + q, the order they were trained in.  Each rank
+   writes its rows (a strided hyperslab) in one collective MPI-IO write.
+   Returns 0, or -1 on every rank (H5Fcreate is collective: all fail alike). */
+static int write_samples(const Solver *s, const char *path, int npairs, const float *xs, const float *ys)
+{
+  hsize_t dims[4] = {(hsize_t)npairs * (hsize_t)s->size, 1, (hsize_t)s->n, (hsize_t)s->n};
+  hsize_t mine[4] = {(hsize_t)npairs, 1, (hsize_t)s->n, (hsize_t)s->n};
+  hsize_t start[4] = {(hsize_t)s->rank, 0, 0, 0}, stride[4] = {(hsize_t)s->size, 1, 1, 1};
+  hsize_t count[4] = {(hsize_t)npairs, 1, 1, 1}, block[4] = {1, 1, (hsize_t)s->n, (hsize_t)s->n};
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), dxpl = H5Pcreate(H5P_DATASET_XFER), file, space, mem;
+  int ok = 1;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the failure is reported below, in one line */
+  H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+  file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  if (file < 0) {
+    H5Pclose(dxpl);
+    return -1;
+  }
+  space = H5Screate_simple(4, dims, NULL);
+  mem = H5Screate_simple(4, mine, NULL);
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, stride, count, block);
+  for (int k = 0; k < 2; k++) {
+    hid_t d = H5Dcreate2(file, k ? "y" : "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ok &= d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, dxpl, k ? ys : xs) >= 0;
+    if (d >= 0) H5Dclose(d);
+  }
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Pclose(dxpl);
+  ok &= H5Fclose(file) >= 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->comm);
+  return ok ? 0 : -1;
+}
+
 /* The surrogate in place of the solver: from the solver's field, every rank
    gathers the whole field (the model's forward is collective, so each rank
    runs it, here all on the same field) and steps it with the model while the
@@ -115,15 +158,17 @@ int main(int argc, char **argv)
   FSDPContext ctx;
   FSDPModel model;
   FSDPOptimizer opt;
-  int rounds = 30, n = 32;
+  int rounds = 30, n = 32, status = 0;
+  const char *samples = NULL;
   char spec[96];
   double *next, err[2] = {0, 0}, loss = 0;
-  float *send, *recv, *x, *y, *pred, *dy, *field;
+  float *send, *recv, *x, *y, *pred, *dy, *field, *xs = NULL, *ys = NULL;
 
   FSDPCallAbort(MPI_COMM_WORLD, FSDPInitialize(&argc, &argv));
   for (int i = 1; i + 1 < argc; i++) {
     if (!strcmp(argv[i], "-rounds")) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-grid")) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-samples")) samples = argv[++i];
   }
   s.comm = MPI_COMM_WORLD;
   MPI_Comm_rank(s.comm, &s.rank);
@@ -146,7 +191,11 @@ int main(int argc, char **argv)
   x = malloc((size_t)(n * n) * sizeof *x);
   y = malloc((size_t)(n * n) * sizeof *y);
   field = malloc((size_t)(3 * n * n) * sizeof *field);
-  if (!s.u || !next || !send || !recv || !x || !y || !field) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (samples) { /* every pair this rank trains on, kept for the file */
+    xs = malloc((size_t)rounds * BATCHES * (size_t)(n * n) * sizeof *xs);
+    ys = malloc((size_t)rounds * BATCHES * (size_t)(n * n) * sizeof *ys);
+  }
+  if (!s.u || !next || !send || !recv || !x || !y || !field || (samples && (!xs || !ys))) MPI_Abort(MPI_COMM_WORLD, 1);
 
   /* TorchFort's surrogate: Conv2d(1, 1, 3, padding=1, padding_mode="circular"). */
   snprintf(spec, sizeof spec, "cnn:grid=%dx%d,in=1,out=1,padding=circular", n, n);
@@ -167,6 +216,10 @@ int main(int argc, char **argv)
     for (int b = 0; b < BATCHES; b++) {
       double l;
       batch(&s, next, send, recv, x, y);
+      if (samples) {
+        memcpy(xs + (size_t)(r * BATCHES + b) * (size_t)(n * n), x, (size_t)(n * n) * sizeof *x);
+        memcpy(ys + (size_t)(r * BATCHES + b) * (size_t)(n * n), y, (size_t)(n * n) * sizeof *y);
+      }
       FSDPCallAbort(s.comm, FSDPContextZeroGrad(ctx));
       FSDPCallAbort(s.comm, FSDPModelForward(model, 1, x, &pred));
       FSDPCallAbort(s.comm, FSDPModelLoss(model, FSDP_LOSS_MSE, y, 1.0, &l, &dy));
@@ -194,6 +247,14 @@ int main(int argc, char **argv)
            sqrt(err[0] / (BATCHES * s.size)), sqrt(err[1] / (BATCHES * s.size)), n, n, BATCHES * s.size, s.size);
   initial_condition(&s, 1000033);
   rollout(&s, model, next, field);
+  if (samples) {
+    status = write_samples(&s, samples, rounds * BATCHES, xs, ys) ? 1 : 0;
+    if (s.rank == 0) {
+      if (status) fprintf(stderr, "advection-surrogate: -samples %s: HDF5 could not write the file\n", samples);
+      else
+        printf("training pairs written to %s: /x and /y [%d, 1, %d, %d]\n", samples, rounds * BATCHES * s.size, n, n);
+    }
+  }
 
   FSDPCallAbort(s.comm, FSDPOptimizerDestroy(&opt));
   FSDPCallAbort(s.comm, FSDPModelDestroy(&model));
@@ -205,6 +266,8 @@ int main(int argc, char **argv)
   free(x);
   free(y);
   free(field);
+  free(xs);
+  free(ys);
   FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
-  return 0;
+  return status;
 }
