@@ -261,13 +261,20 @@ def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
     with h5py.File(init_path, "r") as f, torch.no_grad():
         for name, w in model.named_parameters():
             w.copy_(torch.from_numpy(f["params/" + name][...]))
+    opt = torch.optim.AdamW(model.parameters(), lr=float(lr), betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    run(model, opt, data_path, int(batch), 0, int(steps), float(clip), out)
+    if final:
+        write_params(model, final)
+
+
+def run(model, opt, data_path, batch, first, steps, clip, out):
+    """Steps first + 1 to steps on fsdp-train's rows, logged to out; the losses, by step."""
     with h5py.File(data_path, "r") as f:
         x, y = torch.from_numpy(f["x"][...]), torch.from_numpy(f["y"][...])
-    batch, steps, lr, clip = int(batch), int(steps), float(lr), float(clip)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    losses = {}
     with open(out, "w") as log:
         log.write("step,loss\n")
-        for s in range(steps):
+        for s in range(first, steps):
             rows = [(s * batch + j) % x.shape[0] for j in range(batch)]
             opt.zero_grad()
             loss = F.mse_loss(model(x[rows]), y[rows])
@@ -275,9 +282,9 @@ def train(spec, init_path, data_path, batch, steps, lr, clip, out, final=None):
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
-            log.write("%d,%.9g\n" % (s + 1, loss.item()))
-    if final:
-        write_params(model, final)
+            losses[s + 1] = loss.item()
+            log.write("%d,%.9g\n" % (s + 1, losses[s + 1]))
+    return losses
 
 
 def resume(spec, ckpt_path, data_path, batch, steps, clip, curve, out, final):
@@ -296,30 +303,17 @@ def resume(spec, ckpt_path, data_path, batch, steps, clip, curve, out, final):
             opt.state[w] = {"step": torch.tensor(float(start)),
                             "exp_avg": torch.from_numpy(f["optim/exp_avg/" + name][...]),
                             "exp_avg_sq": torch.from_numpy(f["optim/exp_avg_sq/" + name][...])}
-    with h5py.File(data_path, "r") as f:
-        x, y = torch.from_numpy(f["x"][...]), torch.from_numpy(f["y"][...])
-    batch, steps, clip = int(batch), int(steps), float(clip)
+    losses = run(model, opt, data_path, int(batch), start, int(steps), float(clip), out)
     with open(curve) as c:
         want = {int(r.split(",")[0]): float(r.split(",")[1]) for r in c.read().split()[1:]}
     worst = 0.0
-    with open(out, "w") as log:
-        log.write("step,loss\n")
-        for s in range(start, steps):
-            rows = [(s * batch + j) % x.shape[0] for j in range(batch)]
-            opt.zero_grad()
-            loss = F.mse_loss(model(x[rows]), y[rows])
-            loss.backward()
-            if clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            log.write("%d,%.9g\n" % (s + 1, loss.item()))
-            worst = max(worst, abs(loss.item() - want[s + 1]) / abs(want[s + 1]))
-            if abs(loss.item() - want[s + 1]) > 1e-4 * abs(want[s + 1]):
-                sys.exit("FAIL: from %s, PyTorch's loss at step %d is %.9g, fsdp-train's %.9g"
-                         % (ckpt_path, s + 1, loss.item(), want[s + 1]))
+    for s, loss in sorted(losses.items()):
+        worst = max(worst, abs(loss - want[s]) / abs(want[s]))
+        if abs(loss - want[s]) > 1e-4 * abs(want[s]):
+            sys.exit("FAIL: from %s, PyTorch's loss at step %d is %.9g, fsdp-train's %.9g" % (ckpt_path, s, loss, want[s]))
     write_params(model, final)
     print("%s: PyTorch resumed it at step %d; its losses to step %d within %.2g of fsdp-train's (relative)"
-          % (ckpt_path.split("/")[-1], start, steps, worst))
+          % (ckpt_path.split("/")[-1], start, int(steps), worst))
 
 
 def compare(*args):
