@@ -84,28 +84,33 @@ static void batch(Solver *s, double *next, float *send, float *recv, float *x, f
   }
 }
 
-/* Collective: the training pairs, npairs per rank, written to path as
+/* Collective: path created for the training pairs before anything starts,
+   so that a path that cannot be written stops the run at once; negative on
+   every rank when it cannot (H5Fcreate is collective: all fail alike). */
+static hid_t create_samples(MPI_Comm comm, const char *path)
+{
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), file;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the failure is reported in one line */
+  H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+  file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  return file;
+}
+
+/* Collective: the training pairs, npairs per rank, written to file as
    /x and /y [W npairs, 1, n, n], the layout of fsdp-train's grid data; pair
    k of rank q is row k W + q, the order they were trained in.  Each rank
    writes its rows (a strided hyperslab) in one collective MPI-IO write.
-   Returns 0, or -1 on every rank (H5Fcreate is collective: all fail alike). */
-static int write_samples(const Solver *s, const char *path, int npairs, const float *xs, const float *ys)
+   Closes the file; returns 0, or -1 on every rank. */
+static int write_samples(const Solver *s, hid_t file, int npairs, const float *xs, const float *ys)
 {
   hsize_t dims[4] = {(hsize_t)npairs * (hsize_t)s->size, 1, (hsize_t)s->n, (hsize_t)s->n};
   hsize_t mine[4] = {(hsize_t)npairs, 1, (hsize_t)s->n, (hsize_t)s->n};
   hsize_t start[4] = {(hsize_t)s->rank, 0, 0, 0}, stride[4] = {(hsize_t)s->size, 1, 1, 1};
   hsize_t count[4] = {(hsize_t)npairs, 1, 1, 1}, block[4] = {1, 1, (hsize_t)s->n, (hsize_t)s->n};
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), dxpl = H5Pcreate(H5P_DATASET_XFER), file, space, mem;
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER), space, mem;
   int ok = 1;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the failure is reported below, in one line */
-  H5Pset_fapl_mpio(fapl, s->comm, MPI_INFO_NULL);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-  file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-  H5Pclose(fapl);
-  if (file < 0) {
-    H5Pclose(dxpl);
-    return -1;
-  }
   space = H5Screate_simple(4, dims, NULL);
   mem = H5Screate_simple(4, mine, NULL);
   H5Sselect_hyperslab(space, H5S_SELECT_SET, start, stride, count, block);
@@ -160,6 +165,7 @@ int main(int argc, char **argv)
   FSDPOptimizer opt;
   int rounds = 30, n = 32, status = 0;
   const char *samples = NULL;
+  hid_t file = -1;
   char spec[96];
   double *next, err[2] = {0, 0}, loss = 0;
   float *send, *recv, *x, *y, *pred, *dy, *field, *xs = NULL, *ys = NULL;
@@ -177,6 +183,11 @@ int main(int argc, char **argv)
     if (s.rank == 0)
       fprintf(stderr, "advection-surrogate: -rounds %d must be >= 1, and -grid %d >= 3 a multiple of the %d ranks\n",
               rounds, n, s.size);
+    FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
+    return 2;
+  }
+  if (samples && (file = create_samples(s.comm, samples)) < 0) {
+    if (s.rank == 0) fprintf(stderr, "advection-surrogate: -samples %s: HDF5 cannot create the file\n", samples);
     FSDPCallAbort(MPI_COMM_WORLD, FSDPFinalize());
     return 2;
   }
@@ -248,7 +259,7 @@ int main(int argc, char **argv)
   initial_condition(&s, 1000033);
   rollout(&s, model, next, field);
   if (samples) {
-    status = write_samples(&s, samples, rounds * BATCHES, xs, ys) ? 1 : 0;
+    status = write_samples(&s, file, rounds * BATCHES, xs, ys) ? 1 : 0;
     if (s.rank == 0) {
       if (status) fprintf(stderr, "advection-surrogate: -samples %s: HDF5 could not write the file\n", samples);
       else
