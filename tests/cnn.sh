@@ -97,6 +97,11 @@ same unet2d unet2d_w1 1
 same unet2d unet2d_w4 4 $hybrid -fsdp_activation_checkpointing -fsdp_view
 expect_grep "^ *activation checkpointing: on; activations per sample .* without, .* with (1\.[0-9][0-9]x less)" \
   "$fsdp_tmp/unet2d_w4.out"
+# fsdp-train's summary: the peak of the rest is its formula, activations as FSDPModelGetActivationBytes says
+# (with checkpointing; no -export, whose table of datasets would come on top).
+train_run unet2d_memory 4 -model "$unet2d" -data "$fsdp_tmp/unet2d-data.h5" $hybrid -fsdp_activation_checkpointing \
+  -steps 2 -log_every 2
+other_is_formula "$fsdp_tmp/unet2d_memory.out"
 same unet1d unet1d_w2 2
 case " $models " in
 *" fno1d "*)

@@ -76,6 +76,9 @@ expect_count 2 '^step      [36]/6  loss [0-9.]*e[-+][0-9]*  .* samples/s  .* ms/
 expect_grep '^fsdp-train: 6 steps in .* s: .* ms/step, .* samples/s, final loss ' "$fsdp_tmp/progress"
 expect_grep '^  parameters  .*sum(psi_i)/F$' "$fsdp_tmp/progress"
 expect_grep '^  optimizer state  ' "$fsdp_tmp/progress"
+# The rest, on the host: 256 rows of 6 + 2 floats, 4 of them per rank, their activations, the objects.
+expect_grep '^  other .* data 8\.00 KiB + rows 128 B + activations .* + objects ' "$fsdp_tmp/progress"
+other_is_formula "$fsdp_tmp/progress"
 # -log_every 0 is quiet.
 [ ! -s "$fsdp_tmp/w1.out" ] || { cat "$fsdp_tmp/w1.out"; echo "FAIL: -log_every 0 printed something"; exit 1; }
 

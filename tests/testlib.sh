@@ -119,6 +119,15 @@ rank_pid() {
   done
 }
 
+# other_is_formula FILE: fsdp-train's summary in FILE has an "other" row whose
+# peak equals its formula (data set + a micro-batch's rows + their
+# activations + what the objects held before the first step): the steps
+# allocated nothing else.
+other_is_formula() {
+  awk '/^  other / { n++; if ($2 " " $3 != $4 " " $5) { print "FAIL: peak is not the formula: " $0; bad = 1 } }
+       END { if (n != 1) { print "FAIL: no other row"; bad = 1 }; exit bad }' "$1" || { cat "$1"; exit 1; }
+}
+
 # train_run NAME NP ARGS...: fsdp-train ($train, with the script's $common
 # options) on NP ranks, its loss log in $fsdp_tmp/NAME.csv and its output in
 # $fsdp_tmp/NAME.out; an error fails the test and shows the output.

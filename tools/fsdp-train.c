@@ -419,20 +419,25 @@ static FSDPErrorCode train(Args *a)
   FSDPCall(FSDPLogEventRegister("ReduceScatter", &r.comm_events[1]));
   FSDPCall(FSDPLogEventRegister("AllReduce", &r.comm_events[2]));
   FSDPCall(comm_totals(r.comm_events, &r.comm_last, &r.bytes_last));
+  {
+    FSDPMemoryStats st;
+    FSDPCall(FSDPGetMemoryStats(&st));
+    r.other_before = (double)st.current[FSDP_MEM_OTHER];
+  }
 
   FSDPCall(run_steps(&r, a));
   FSDPCall(close_loss_log(&r, a));
 
   FSDPCall(comm_totals(r.comm_events, &comm_time, &comm_bytes));
   if (a->log_every > 0)
-    FSDPCall(print_summary(r.ctx, r.opt, r.rank, r.factor,
+    FSDPCall(print_summary(&r,
                            a->resume[0] ? 2
                            : a->init[0] ? 1
                                         : 0,
                            !strcmp(a->optimizer, "adamw") ? 2
                            : a->momentum > 0              ? 1
                                                           : 0,
-                           MPI_Wtime() - r.t_start, r.done, r.done * a->batch * r.K, r.loss, comm_time, comm_bytes));
+                           MPI_Wtime() - r.t_start, r.done, r.done * a->batch * r.K, comm_time, comm_bytes));
   if (a->generate) FSDPCall(generate(&r, a));
   FSDPCall(FSDPFree(&r.x));
   FSDPCall(FSDPFree(&r.yt));

@@ -23,6 +23,14 @@ FSDPErrorCode dataset_free(Dataset *d)
   return FSDP_SUCCESS;
 }
 
+/* The bytes the set holds, as allocated below: x and y, labels or tokens (at least one). */
+double dataset_bytes(const Dataset *d)
+{
+  double n = (double)d->n;
+  if (d->tokens) return 2.0 * (n > 0 ? n : 1);
+  return (d->x ? 4.0 * n * (double)d->in : 0) + (d->y ? 4.0 * n * (double)d->out : 0) + (d->labels ? 8.0 * n : 0);
+}
+
 /* ------------------------------------------------------------------ token data (a GPT's) */
 
 /* llm.c's token files (its dev/data/data_common.py writes them, llmc/dataloader.h

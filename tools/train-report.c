@@ -36,12 +36,42 @@ static double max_over_ranks(double v)
   return v;
 }
 
+/* The rest on the host: the data set every rank holds, one micro-batch's
+   rows (inputs, and targets or labels), the model's activations for them
+   (FSDPModelGetActivationBytes, as -fsdp_view prints them), and the objects
+   (contexts, groups, the model's and optimizer's tables: what the rest of
+   FSDP_MEM_OTHER held before the first step).  Each term, largest over
+   ranks, and their sum, in *bytes. */
+static FSDPErrorCode other_bytes(const Run *r, double term[4], double *bytes)
+{
+  size_t act;
+  bool checkpointing;
+  double batch = 4.0 * (double)(r->per * r->in);
+  if (r->data.tokens) batch += 8.0 * (double)(r->per * r->in);
+  else if (r->data.labels) batch += 8.0 * (double)r->per;
+  else batch += 4.0 * (double)(r->per * r->out);
+  FSDPCall(FSDPModelGetActivationCheckpointing(r->model, &checkpointing));
+  FSDPCall(FSDPModelGetActivationBytes(r->model, r->per, checkpointing, &act));
+  term[0] = dataset_bytes(&r->data);
+  term[1] = batch;
+  term[2] = (double)act;
+  term[3] = r->other_before - term[0] - term[1];
+  *bytes = term[0] + term[1] + term[2] + term[3];
+  MPI_Allreduce(MPI_IN_PLACE, bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, term, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return FSDP_SUCCESS;
+}
+
 /* Peak bytes per category, the largest over ranks, next to what the FSDP
    formula says a rank needs. */
-FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, int loaded, int nstates,
-                            double seconds, int64_t steps, int64_t samples, double last_loss, double comm_time,
-                            int64_t comm_bytes)
+FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double seconds, int64_t steps, int64_t samples,
+                            double comm_time, int64_t comm_bytes)
 {
+  FSDPContext ctx = r->ctx;
+  FSDPOptimizer opt = r->opt;
+  int rank = r->rank, factor = r->factor;
+  double last_loss = r->loss, other = 0, term[4];
+  char other_formula[192], t[4][32];
   FSDPShardingStrategy strategy;
   FSDPMemoryStats st;
   double peak[FSDP_MEM_NUM_CATEGORIES + 1];
@@ -63,6 +93,7 @@ FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int fa
   FSDPCall(FSDPOptimizerGetStateSize(opt, &state));
   MPI_Allreduce(MPI_IN_PLACE, &state, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   FSDPCall(FSDPContextGetCommStats(ctx, &cs));
+  if (!gpu) FSDPCall(other_bytes(r, term, &other));
   if (rank) return FSDP_SUCCESS;
   formula[FSDP_MEM_PARAMS] = "sum(psi_i)/F";
   expect[FSDP_MEM_PARAMS] = 4.0 * (double)shard;
@@ -97,8 +128,16 @@ FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int fa
     formula[FSDP_MEM_COMM_STAGING] = loaded == 2 ? "(2 + k) max(psi_i)/F, -resume" : "2 max(psi_i)/F, -init";
     expect[FSDP_MEM_COMM_STAGING] *= loaded == 2 ? 2.0 + (double)nstates : 2.0;
   }
-  formula[FSDP_MEM_OTHER] = "(activations, data)";
-  expect[FSDP_MEM_OTHER] = -1;
+  if (gpu) { /* the batch's and activations' device copies; the host's data is not here */
+    formula[FSDP_MEM_OTHER] = "(activations, data)";
+    expect[FSDP_MEM_OTHER] = -1;
+  } else {
+    for (int i = 0; i < 4; i++) FSDPFormatBytes(t[i], sizeof t[i], term[i]);
+    snprintf(other_formula, sizeof other_formula, "data %s + rows %s + activations %s + objects %s", t[0], t[1], t[2],
+             t[3]);
+    formula[FSDP_MEM_OTHER] = other_formula;
+    expect[FSDP_MEM_OTHER] = other;
+  }
   printf("fsdp-train: %lld steps in %.3f s: %.2f ms/step, %.1f samples/s, final loss %.6g\n", (long long)steps, seconds,
          steps ? 1e3 * seconds / (double)steps : 0.0, seconds > 0 ? (double)samples / seconds : 0.0, last_loss);
   printf("fsdp-train: communication %.3f s on rank 0, %.3f GB/s\n", comm_time,

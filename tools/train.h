@@ -58,6 +58,7 @@ typedef struct {
   int64_t bytes_last;
   int64_t first, cursor, done; /* the first step, its batch, and the steps this run took */
   int64_t last_logged;         /* the step of the last progress line */
+  double other_before;         /* host bytes of FSDP_MEM_OTHER before the first step */
 } Run;
 
 /* train-args.c */
@@ -77,14 +78,14 @@ FSDPErrorCode load_data(const char *spec, FSDPModel model, uint64_t seed, Datase
 FSDPErrorCode check_data_finite(const Dataset *d, const char *spec);
 void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels);
 FSDPErrorCode dataset_free(Dataset *d);
+double dataset_bytes(const Dataset *d);
 
 /* train-report.c */
 FSDPErrorCode comm_totals(const FSDPLogEvent events[3], double *time, int64_t *bytes);
 FSDPErrorCode print_banner(const Run *r, const Args *a);
 FSDPErrorCode print_progress(Run *r, const Args *a, int64_t s);
-FSDPErrorCode print_summary(FSDPContext ctx, FSDPOptimizer opt, int rank, int factor, int loaded, int nstates,
-                            double seconds, int64_t steps, int64_t samples, double last_loss, double comm_time,
-                            int64_t comm_bytes);
+FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double seconds, int64_t steps, int64_t samples,
+                            double comm_time, int64_t comm_bytes);
 
 /* train-generate.c */
 FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float *tokens, int64_t *n);
