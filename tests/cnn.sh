@@ -101,7 +101,7 @@ expect_grep "^ *activation checkpointing: on; activations per sample .* without,
 # (with checkpointing; no -export, whose table of datasets would come on top).
 train_run unet2d_memory 4 -model "$unet2d" -data "$fsdp_tmp/unet2d-data.h5" $hybrid -fsdp_activation_checkpointing \
   -steps 2 -log_every 2
-other_is_formula "$fsdp_tmp/unet2d_memory.out"
+summary_is_formula "$fsdp_tmp/unet2d_memory.out"
 same unet1d unet1d_w2 2
 case " $models " in
 *" fno1d "*)

@@ -78,7 +78,12 @@ expect_grep '^  parameters  .*sum(psi_i)/F$' "$fsdp_tmp/progress"
 expect_grep '^  optimizer state  ' "$fsdp_tmp/progress"
 # The rest, on the host: 256 rows of 6 + 2 floats, 4 of them per rank, their activations, the objects.
 expect_grep '^  other .* data 8\.00 KiB + rows 128 B + activations .* + objects ' "$fsdp_tmp/progress"
-other_is_formula "$fsdp_tmp/progress"
+summary_is_formula "$fsdp_tmp/progress"
+# One unit (-fsdp_wrap model): one gradient buffer, and the formula says so.
+fsdp_run 2 "$train" -model $model -data synthetic:n=64 -steps 2 -batch 8 -log_every 2 -fsdp_wrap model \
+  >"$fsdp_tmp/one-unit" 2>&1 || { cat "$fsdp_tmp/one-unit"; echo "FAIL: fsdp-train -fsdp_wrap model"; exit 1; }
+expect_grep '^  unsharded buffers .* + 1 max(psi_i)' "$fsdp_tmp/one-unit"
+summary_is_formula "$fsdp_tmp/one-unit"
 # -log_every 0 is quiet.
 [ ! -s "$fsdp_tmp/w1.out" ] || { cat "$fsdp_tmp/w1.out"; echo "FAIL: -log_every 0 printed something"; exit 1; }
 

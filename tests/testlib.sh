@@ -119,13 +119,16 @@ rank_pid() {
   done
 }
 
-# other_is_formula FILE: fsdp-train's summary in FILE has an "other" row whose
-# peak equals its formula (data set + a micro-batch's rows + their
-# activations + what the objects held before the first step): the steps
-# allocated nothing else.
-other_is_formula() {
-  awk '/^  other / { n++; if ($2 " " $3 != $4 " " $5) { print "FAIL: peak is not the formula: " $0; bad = 1 } }
-       END { if (n != 1) { print "FAIL: no other row"; bad = 1 }; exit bad }' "$1" || { cat "$1"; exit 1; }
+# summary_is_formula FILE: in fsdp-train's summary in FILE, each of the six
+# memory categories' peak equals its formula, "other" (data set + a
+# micro-batch's rows + their activations + what the objects held before the
+# first step) included: the steps allocated nothing else.
+summary_is_formula() {
+  awk '/^  (parameters|gradients|optimizer state|unsharded buffers|communication staging|other) / {
+         for (i = 1; i <= NF && $i !~ /^[0-9.]+$/; i++) ;
+         n++; if ($i " " $(i + 1) != $(i + 2) " " $(i + 3)) { print "FAIL: peak is not the formula: " $0; bad = 1 } }
+       END { if (n != 6) { print "FAIL: " n " memory rows in the summary, not 6"; bad = 1 }; exit bad }' "$1" ||
+    { cat "$1"; exit 1; }
 }
 
 # train_run NAME NP ARGS...: fsdp-train ($train, with the script's $common

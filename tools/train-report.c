@@ -79,7 +79,8 @@ FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double second
   char b1[32], b2[32];
   const char *formula[FSDP_MEM_NUM_CATEGORIES];
   double expect[FSDP_MEM_NUM_CATEGORIES];
-  char lmax[64];
+  char unsharded[64];
+  int G;
   FSDPMemoryPlan plan;
   FSDPCommStats cs;
   FSDPDataType pdt;
@@ -110,18 +111,23 @@ FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double second
   FSDPCall(FSDPContextGetMixedPrecision(ctx, &pdt, NULL));
   low = pdt != FSDP_FLOAT32;
   FSDPCall(FSDPContextGetShmViews(ctx, &views));
+  /* G gradient buffers: two (the unit computing, the one reducing), one with a single unit. */
+  G = plan.gradient_buffers;
   if (views) { /* each rank's share of the node's views, and the gradient buffers */
-    formula[FSDP_MEM_UNSHARDED] = "sum(psi_i)/F + 2 max(psi_i), views";
-    expect[FSDP_MEM_UNSHARDED] = 4.0 * (double)shard + 8.0 * (double)maxunit;
+    snprintf(unsharded, sizeof unsharded, "sum(psi_i)/F + %d max(psi_i), views", G);
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * (double)shard + 4.0 * G * (double)maxunit;
   } else if (factor > 1 && (strategy == FSDP_SHARD_GRAD_OP || strategy == FSDP_HYBRID_SHARD_ZERO2)) {
-    formula[FSDP_MEM_UNSHARDED] = low ? "sum(psi_i)/2 + 2 max(psi_i)" : "sum(psi_i) + 2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = (low ? 2.0 : 4.0) * (double)shard * factor + 8.0 * (double)maxunit;
+    snprintf(unsharded, sizeof unsharded, "sum(psi_i)%s + %d max(psi_i)", low ? "/2" : "", G);
+    expect[FSDP_MEM_UNSHARDED] = (low ? 2.0 : 4.0) * (double)shard * factor + 4.0 * G * (double)maxunit;
+  } else if (plan.unsharded_buffers) {
+    snprintf(unsharded, sizeof unsharded, "(L%s + %d) max(psi_i), L = %d%s%s", low ? "/2" : "", G,
+             plan.unsharded_buffers, low ? ", " : "", low ? FSDPDataTypeName(pdt) : "");
+    expect[FSDP_MEM_UNSHARDED] = ((low ? 2.0 : 4.0) * plan.unsharded_buffers + 4.0 * G) * (double)maxunit;
   } else {
-    snprintf(lmax, sizeof lmax, "(L%s + 2) max(psi_i), L = %d%s%s", low ? "/2" : "", plan.unsharded_buffers,
-             low ? ", " : "", low ? FSDPDataTypeName(pdt) : "");
-    formula[FSDP_MEM_UNSHARDED] = plan.unsharded_buffers ? lmax : "2 max(psi_i)";
-    expect[FSDP_MEM_UNSHARDED] = ((low ? 2.0 : 4.0) * plan.unsharded_buffers + 8.0) * (double)maxunit;
+    snprintf(unsharded, sizeof unsharded, "%d max(psi_i)", G);
+    expect[FSDP_MEM_UNSHARDED] = 4.0 * G * (double)maxunit;
   }
+  formula[FSDP_MEM_UNSHARDED] = unsharded;
   formula[FSDP_MEM_COMM_STAGING] = "max(psi_i)/F";
   expect[FSDP_MEM_COMM_STAGING] = 4.0 * (double)maxunit / factor; /* padded units divide by F */
   if (loaded) { /* and, while loading, one unit's shard and (-resume) its k state tensors */
