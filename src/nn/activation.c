@@ -32,6 +32,23 @@ FSDP_INLINE void gelu_backward_body(int64_t n, const float *restrict x, const fl
 FSDP_SIMD_KERNEL(gelu_backward, (int64_t n, const float *restrict x, const float *restrict dy, float *restrict dx),
                  (n, x, dy, dx))
 
+/* ReLU as a select the compiler vectorizes: a branch per element mispredicts
+   on half of them.  x and y (dx and dy) may be the same array, never
+   overlapping otherwise: each element depends on its own index only. */
+FSDP_INLINE void relu_forward_body(int64_t n, const float *x, float *y)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+FSDP_SIMD_KERNEL(relu_forward, (int64_t n, const float *x, float *y), (n, x, y))
+
+FSDP_INLINE void relu_backward_body(int64_t n, const float *x, const float *dy, float *dx)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+FSDP_SIMD_KERNEL(relu_backward, (int64_t n, const float *x, const float *dy, float *dx), (n, x, dy, dx))
+
 static const char *const act_names[] = {"relu", "tanh", "gelu", "identity"};
 
 const char *FSDPActivationName(FSDPActivation act)
@@ -52,9 +69,7 @@ FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *
   CHECK_DIMS(n >= 0 && (x || !n) && (y || !n), "FSDPActivationForward: n is %lld, x and y must not be NULL",
              (long long)n);
   switch (act) {
-  case FSDP_ACT_RELU:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
-    break;
+  case FSDP_ACT_RELU: relu_forward(n, x, y); break;
   case FSDP_ACT_TANH:
     for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
     break;
@@ -81,9 +96,7 @@ FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float 
   CHECK_DIMS(n >= 0 && (x || !n) && (dy || !n) && (dx || !n),
              "FSDPActivationBackward: n is %lld, x, dy and dx must not be NULL", (long long)n);
   switch (act) {
-  case FSDP_ACT_RELU: /* the subgradient at 0 is 0, as in PyTorch */
-    for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
-    break;
+  case FSDP_ACT_RELU: relu_backward(n, x, dy, dx); break; /* the subgradient at 0 is 0, as in PyTorch */
   case FSDP_ACT_TANH:
     for (int64_t i = 0; i < n; i++) {
       float t = tanhf(x[i]);
