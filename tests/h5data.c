@@ -6,6 +6,10 @@
      h5data labels FILE N IN CLASSES   /x float [N,IN], /y int64 [N]
      h5data init FILE IN HID DEPTH OUT [omit=NAME] [reshape=NAME]
                                        /params/<name> of mlp:...,norm=none
+   and reads one back:
+     h5data chain FILE RUN             /x and /y [N, ...] are runs of RUN
+                                       consecutive states: y[i] == x[i+1]
+                                       bit for bit within a run, and y[i] != x[i]
    Exits 77 when libfsdp was built without HDF5. */
 #include <math.h>
 #include <stdio.h>
@@ -38,13 +42,55 @@ static float *values(uint64_t key, size_t n, float scale)
   return v;
 }
 
+/* Pairs (x, y) of a simulation's consecutive states, in the order it made them. */
+static int chain(const char *path, long run)
+{
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds[2];
+  hsize_t dims[2][8];
+  size_t n = 0, row = 1;
+  float *v[2] = {NULL, NULL};
+  int ndim = 0, links = 0;
+  if (file < 0 || run < 1) return 1;
+  for (int k = 0; k < 2; k++) {
+    hid_t space;
+    ds[k] = H5Dopen2(file, k ? "y" : "x", H5P_DEFAULT);
+    space = H5Dget_space(ds[k]);
+    ndim = H5Sget_simple_extent_dims(space, dims[k], NULL);
+    H5Sclose(space);
+  }
+  for (int d = 0; d < ndim; d++) {
+    if (dims[0][d] != dims[1][d]) return fprintf(stderr, "h5data: /x and /y differ in shape\n"), 1;
+    if (d) row *= dims[0][d];
+  }
+  n = dims[0][0];
+  for (int k = 0; k < 2; k++) {
+    v[k] = malloc(n * row * sizeof *v[k]);
+    if (!v[k] || H5Dread(ds[k], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[k]) < 0) return 1;
+    H5Dclose(ds[k]);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!memcmp(v[0] + i * row, v[1] + i * row, row * sizeof(float)))
+      return fprintf(stderr, "h5data: row %zu: y is x\n", i), 1;
+    if ((long)(i % (size_t)run) == run - 1 || i + 1 == n) continue;
+    if (memcmp(v[1] + i * row, v[0] + (i + 1) * row, row * sizeof(float)))
+      return fprintf(stderr, "h5data: row %zu: y is not row %zu's x\n", i, i + 1), 1;
+    links++;
+  }
+  printf("h5data: %zu rows in runs of %ld: every y is the next row's x (%d links)\n", n, run, links);
+  free(v[0]);
+  free(v[1]);
+  H5Fclose(file);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   hid_t file;
   if (argc < 3) {
-    fprintf(stderr, "usage: h5data data|labels|init FILE ...\n");
+    fprintf(stderr, "usage: h5data data|labels|init|chain FILE ...\n");
     return 2;
   }
+  if (!strcmp(argv[1], "chain")) return argc == 4 ? chain(argv[2], atol(argv[3])) : 2;
   file = H5Fcreate(argv[2], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) return 1;
   if (!strcmp(argv[1], "data") || !strcmp(argv[1], "labels")) {
