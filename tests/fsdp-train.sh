@@ -84,6 +84,13 @@ fsdp_run 2 "$train" -model $model -data synthetic:n=64 -steps 2 -batch 8 -log_ev
   >"$fsdp_tmp/one-unit" 2>&1 || { cat "$fsdp_tmp/one-unit"; echo "FAIL: fsdp-train -fsdp_wrap model"; exit 1; }
 expect_grep '^  unsharded buffers .* + 1 max(psi_i)' "$fsdp_tmp/one-unit"
 summary_is_formula "$fsdp_tmp/one-unit"
+# Loading a text file holds its bytes and its tokens at once: with a small model that is the rest's peak, and
+# the formula says so.
+awk 'BEGIN { for (i = 0; i < 20000; i++) print "the quick brown fox jumps over the lazy dog" }' >"$fsdp_tmp/big.txt"
+fsdp_run 2 "$train" -model gpt:vocab=256,ctx=8,dim=8,heads=2,layers=1 -data "text:$fsdp_tmp/big.txt" -steps 2 -batch 2 \
+  -log_every 2 >"$fsdp_tmp/loading" 2>&1 || { cat "$fsdp_tmp/loading"; echo "FAIL: fsdp-train on a text file"; exit 1; }
+expect_grep "^  other .* max(data .* + objects .*, loading's peak .*)\$" "$fsdp_tmp/loading"
+summary_is_formula "$fsdp_tmp/loading"
 # -log_every 0 is quiet.
 [ ! -s "$fsdp_tmp/w1.out" ] || { cat "$fsdp_tmp/w1.out"; echo "FAIL: -log_every 0 printed something"; exit 1; }
 

@@ -423,6 +423,7 @@ static FSDPErrorCode train(Args *a)
     FSDPMemoryStats st;
     FSDPCall(FSDPGetMemoryStats(&st));
     r.other_before = (double)st.current[FSDP_MEM_OTHER];
+    r.other_peak_before = (double)st.peak[FSDP_MEM_OTHER];
   }
 
   FSDPCall(run_steps(&r, a));

@@ -41,8 +41,10 @@ static double max_over_ranks(double v)
    (FSDPModelGetActivationBytes, as -fsdp_view prints them), and the objects
    (contexts, groups, the model's and optimizer's tables: what the rest of
    FSDP_MEM_OTHER held before the first step).  Each term, largest over
-   ranks, and their sum, in *bytes. */
-static FSDPErrorCode other_bytes(const Run *r, double term[4], double *bytes)
+   ranks, their sum, and term[4] the most the category held before the first
+   step (loading a token file holds it twice for a while), in *bytes the
+   larger of the two. */
+static FSDPErrorCode other_bytes(const Run *r, double term[5], double *bytes)
 {
   size_t act;
   bool checkpointing;
@@ -56,9 +58,11 @@ static FSDPErrorCode other_bytes(const Run *r, double term[4], double *bytes)
   term[1] = batch;
   term[2] = (double)act;
   term[3] = r->other_before - term[0] - term[1];
+  term[4] = r->other_peak_before;
   *bytes = term[0] + term[1] + term[2] + term[3];
+  if (term[4] > *bytes) *bytes = term[4];
   MPI_Allreduce(MPI_IN_PLACE, bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, term, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, term, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return FSDP_SUCCESS;
 }
 
@@ -70,8 +74,8 @@ FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double second
   FSDPContext ctx = r->ctx;
   FSDPOptimizer opt = r->opt;
   int rank = r->rank, factor = r->factor;
-  double last_loss = r->loss, other = 0, term[4];
-  char other_formula[192], t[4][32];
+  double last_loss = r->loss, other = 0, term[5];
+  char other_formula[256], t[5][32];
   FSDPShardingStrategy strategy;
   FSDPMemoryStats st;
   double peak[FSDP_MEM_NUM_CATEGORIES + 1];
@@ -138,9 +142,11 @@ FSDPErrorCode print_summary(const Run *r, int loaded, int nstates, double second
     formula[FSDP_MEM_OTHER] = "(activations, data)";
     expect[FSDP_MEM_OTHER] = -1;
   } else {
-    for (int i = 0; i < 4; i++) FSDPFormatBytes(t[i], sizeof t[i], term[i]);
-    snprintf(other_formula, sizeof other_formula, "data %s + rows %s + activations %s + objects %s", t[0], t[1], t[2],
-             t[3]);
+    bool loading = term[4] > term[0] + term[1] + term[2] + term[3]; /* loading the data held more */
+    for (int i = 0; i < 5; i++) FSDPFormatBytes(t[i], sizeof t[i], term[i]);
+    snprintf(other_formula, sizeof other_formula, "%sdata %s + rows %s + activations %s + objects %s%s%s%s",
+             loading ? "max(" : "", t[0], t[1], t[2], t[3], loading ? ", loading's peak " : "", loading ? t[4] : "",
+             loading ? ")" : "");
     formula[FSDP_MEM_OTHER] = other_formula;
     expect[FSDP_MEM_OTHER] = other;
   }

@@ -58,7 +58,8 @@ typedef struct {
   int64_t bytes_last;
   int64_t first, cursor, done; /* the first step, its batch, and the steps this run took */
   int64_t last_logged;         /* the step of the last progress line */
-  double other_before;         /* host bytes of FSDP_MEM_OTHER before the first step */
+  double other_before;         /* host bytes of FSDP_MEM_OTHER before the first step, */
+  double other_peak_before;    /* and the most it held until then (loading the data) */
 } Run;
 
 /* train-args.c */
