@@ -88,8 +88,11 @@ act fn=relu
 unit root
 conv name=head out=1 kernel=1
 EOF
-model_file="file:$fsdp_tmp/resnet.model" same resnet resnet_w1 1
-model_file="file:$fsdp_tmp/resnet.model" same resnet resnet_w4 4 $hybrid -fsdp_activation_checkpointing
+# (model_file set for these calls alone: a shell may keep an assignment before a function call.)
+model_file="file:$fsdp_tmp/resnet.model"
+same resnet resnet_w1 1
+same resnet resnet_w4 4 $hybrid -fsdp_activation_checkpointing
+unset model_file
 same net2d net2d_w4 4 -fsdp_activation_checkpointing
 same net1d net1d_w2 2
 same net3d net3d_w4 4 $hybrid
@@ -126,7 +129,9 @@ add from=blocks.1.spectral
 unit root
 conv name=head out=2 kernel=1
 EOF
-  model_file="file:$fsdp_tmp/fno1d.model" same fno1d fno1d_wfile2 2
+  model_file="file:$fsdp_tmp/fno1d.model"
+  same fno1d fno1d_wfile2 2
+  unset model_file
   ;;
 esac
 # The trained parameters, by name and shape: PyTorch's within 1e-4.
@@ -141,7 +146,7 @@ done
 # (each rank its shards), continues in PyTorch to resnet_w4's losses and parameters.
 train_run resnet_ck 4 -model "file:$fsdp_tmp/resnet.model" -init "$fsdp_tmp/resnet-init.h5" \
   -data "$fsdp_tmp/resnet-data.h5" $hybrid -steps 10 -checkpoint "$fsdp_tmp/resnet-ck.h5"
-"$python" "$ref" resume "$resnet" "$fsdp_tmp/resnet-ck.h5" "$fsdp_tmp/resnet-data.h5" 8 20 1.0 \
+"$python" "$ref" resume "$resnet" "$fsdp_tmp/resnet-ck.h5" "$fsdp_tmp/resnet-data.h5" 8 20 \
   "$fsdp_tmp/resnet_w4.csv" "$fsdp_tmp/resnet-resumed.csv" "$fsdp_tmp/resnet-resumed.h5" || exit 1
 "$python" "$ref" compare "$fsdp_tmp/resnet_w4.h5" "$fsdp_tmp/resnet-resumed.h5" || exit 1
 

@@ -20,9 +20,10 @@ resnet:grid=HxW,in=C,out=O,channels=K,blocks=B (ResNet below), which fsdp-train 
   cnn_reference.py all   SEED N B STEPS LR CLIP SPEC PREFIX [SPEC PREFIX ...]
       the three in one process, for each SPEC: PREFIX-init.h5,
       PREFIX-data.h5, PREFIX-torch.csv and PREFIX-torch.h5.
-  cnn_reference.py resume SPEC CKPT.h5 DATA.h5 B STEPS CLIP CURVE.csv OUT.csv FINAL.h5
+  cnn_reference.py resume SPEC CKPT.h5 DATA.h5 B STEPS CURVE.csv OUT.csv FINAL.h5
       continues fsdp-train's checkpoint CKPT.h5 (parameters and AdamW's
-      state, by name, and /optim's hyperparameters) to step STEPS as train
+      state, by name, and /optim's hyperparameters and clipping; a constant
+      rate and no parameter groups, or it fails) to step STEPS as train
       does, failing where a loss is not within 1e-4 of CURVE.csv's (an
       uninterrupted fsdp-train run's); FINAL.h5 as for train.
   cnn_reference.py compare REF.h5 GOT.h5 [GOT.h5 ...] [-- REF.h5 GOT.h5 ...]
@@ -287,14 +288,18 @@ def run(model, opt, data_path, batch, first, steps, clip, out):
     return losses
 
 
-def resume(spec, ckpt_path, data_path, batch, steps, clip, curve, out, final):
+def resume(spec, ckpt_path, data_path, batch, steps, curve, out, final):
     """Continues an fsdp-train checkpoint in PyTorch: parameters by name, AdamW's exp_avg, exp_avg_sq
-    and step, and its hyperparameters from /optim's attributes."""
+    and step, and its hyperparameters (lr, betas, eps, weight decay, clipping) from /optim's attributes."""
     model = build(spec)
     with h5py.File(ckpt_path, "r") as f, torch.no_grad():
         o = f["optim"].attrs
-        if o["type"] not in ("adamw", b"adamw"):
-            sys.exit("FAIL: %s: optimizer %s, not adamw" % (ckpt_path, o["type"]))
+        text = {k: (o[k].decode() if isinstance(o[k], bytes) else str(o[k])) for k in ("type", "lr_schedule", "param_groups")}
+        # What this continuation implements: AdamW at a constant rate, one parameter group.
+        if text["type"] != "adamw" or text["lr_schedule"] != "constant" or text["param_groups"] != "":
+            sys.exit("FAIL: %s: optimizer %s, schedule %s, groups '%s': resume knows adamw, constant, none"
+                     % (ckpt_path, text["type"], text["lr_schedule"], text["param_groups"]))
+        clip = float(o["clip_grad_norm"])
         start = int(o["step"])
         opt = torch.optim.AdamW(model.parameters(), lr=float(o["lr"]), betas=tuple(float(b) for b in o["betas"]),
                                 eps=float(o["eps"]), weight_decay=float(o["weight_decay"]))
@@ -303,7 +308,7 @@ def resume(spec, ckpt_path, data_path, batch, steps, clip, curve, out, final):
             opt.state[w] = {"step": torch.tensor(float(start)),
                             "exp_avg": torch.from_numpy(f["optim/exp_avg/" + name][...]),
                             "exp_avg_sq": torch.from_numpy(f["optim/exp_avg_sq/" + name][...])}
-    losses = run(model, opt, data_path, int(batch), start, int(steps), float(clip), out)
+    losses = run(model, opt, data_path, int(batch), start, int(steps), clip, out)
     with open(curve) as c:
         want = {int(r.split(",")[0]): float(r.split(",")[1]) for r in c.read().split()[1:]}
     worst = 0.0
@@ -349,7 +354,7 @@ if __name__ == "__main__":
         data(*sys.argv[2:])
     elif sys.argv[1] == "train" and len(sys.argv) in (10, 11):
         train(*sys.argv[2:])
-    elif sys.argv[1] == "resume" and len(sys.argv) == 11:
+    elif sys.argv[1] == "resume" and len(sys.argv) == 10:
         resume(*sys.argv[2:])
     elif sys.argv[1] == "all" and len(sys.argv) >= 10 and len(sys.argv) % 2 == 0:
         seed, n, b, steps, lr, clip = sys.argv[2:8]
