@@ -119,13 +119,13 @@ static int padded(const char *mode, int i, int n)
 /* A one-layer 2-D model (the head alone) against
    y[o, p, q] = b[o] + sum_{c, a, e} w[o, c, a, e] xpad[g*C + c, p*s + a*d, q*s + e*d],
    its parameters regenerated from the default initialization's stream. */
-static void check_direct(const char *mode, int stride, int dilation, int pad)
+static void check_direct(const char *mode, int stride, int dilation, int pad, int O, int W)
 {
-  enum { C = 3, O = 2, H = 6, W = 5, K = 3 };
+  enum { C = 3, H = 6, K = 3, OMAX = 10, WMAX = 21 };
   char spec[160];
   FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
   FSDPModel model;
-  float x[ROWS * C * H * W], w[O * C * K * K], b[O], *y;
+  float x[ROWS * C * H * WMAX], w[OMAX * C * K * K], b[OMAX], *y;
   int64_t out;
   int oh, ow;
   double bound = 1.0 / sqrt((double)(C * K * K));
@@ -164,14 +164,54 @@ static void check_direct(const char *mode, int stride, int dilation, int pad)
 
 static void test_direct(void)
 {
-  check_direct("zeros", 1, 1, 1);
-  check_direct("circular", 1, 1, 1);
-  check_direct("reflect", 1, 1, 1);
-  check_direct("zeros", 2, 1, 2);
-  check_direct("circular", 2, 2, 2);
-  check_direct("reflect", 1, 2, 2);
-  check_direct("circular", 3, 1, 5); /* a pad as long as the axis: every point wraps once */
-  check_direct("zeros", 1, 2, 0);
+  check_direct("zeros", 1, 1, 1, 2, 5);
+  check_direct("circular", 1, 1, 1, 2, 5);
+  check_direct("reflect", 1, 1, 1, 2, 5);
+  check_direct("zeros", 2, 1, 2, 2, 5);
+  check_direct("circular", 2, 2, 2, 2, 5);
+  check_direct("reflect", 1, 2, 2, 2, 5);
+  check_direct("circular", 3, 1, 5, 2, 5); /* a pad as long as the axis: every point wraps once */
+  check_direct("zeros", 1, 2, 0, 2, 5);
+  /* Lines of 8 points or more, with stride 1, take conv.c's tiles: 10 channels are a tile of 6 and one of 4, 7 a
+     tile of 6 and one alone; 21 points a tile of 16 and one of 8 that ends with the line */
+  check_direct("circular", 1, 1, 1, 10, 21);
+  check_direct("zeros", 1, 2, 2, 7, 19);
+  check_direct("reflect", 1, 1, 1, 1, 8);
+}
+
+/* Every SIMD path this CPU runs gives the generic path's outputs, bit for bit
+   (the tiles' multiply-adds are fused on every path). */
+static void test_simd_paths(void)
+{
+  const char *spec = "cnn:grid=3x70,in=2,out=3,depth=2,channels=10,padding=reflect";
+  FSDPSimd level, best;
+  float *ref = NULL, *y;
+  int64_t in, out;
+
+  TEST_OK(FSDPGetSimd(&level, &best));
+  for (int l = FSDP_SIMD_GENERIC; l <= (int)best; l++) {
+    FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
+    FSDPModel model = make_model(ctx, spec);
+    float *x;
+    TEST_OK(FSDPSetSimd((FSDPSimd)l));
+    TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
+    x = malloc((size_t)(ROWS * in) * sizeof *x);
+    TEST_ASSERT(x, "out of memory");
+    for (int64_t i = 0; i < ROWS * in; i++) x[i] = test_value(43, i);
+    TEST_OK(FSDPModelForward(model, ROWS, x, &y));
+    if (!ref) {
+      ref = malloc((size_t)(ROWS * out) * sizeof *ref);
+      TEST_ASSERT(ref, "out of memory");
+      memcpy(ref, y, (size_t)(ROWS * out) * sizeof *ref);
+    } else
+      TEST_ASSERT(!memcmp(ref, y, (size_t)(ROWS * out) * sizeof *ref), "%s: %s: not the generic path's outputs",
+                  FSDPSimdName((FSDPSimd)l), spec);
+    free(x);
+    TEST_OK(FSDPModelDestroy(&model));
+    TEST_OK(FSDPContextDestroy(&ctx));
+  }
+  TEST_OK(FSDPSetSimd(level));
+  free(ref);
 }
 
 /* ------------------------------------------------------------------ gradients */
@@ -231,6 +271,10 @@ static void test_gradients(void)
   check_gradients("cnn:grid=4x5x3,in=2,out=2,depth=1,channels=3,padding=reflect,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=7x6,in=1,out=2,depth=1,channels=2,kernel=2,stride=2,pad=1,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=8x8,in=1,out=1,kernel=3,padding=circular", FSDP_FULL_SHARD); /* TorchFort's */
+  /* conv.c's tiles (test_direct): a head of one channel on lines of 70 (a tile of 64), 10 channels (6 + 4); a
+     kernel 2 wide (its generic tiles), 7 channels (6 + 1), zero padding (the input gradient's interior alone) */
+  check_gradients("cnn:grid=3x70,in=2,out=1,depth=1,channels=10,padding=circular,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=5x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2,act=tanh", FSDP_HYBRID_SHARD);
   /* GroupNorm: groups of 2 channels, one channel each (instance norm), all channels (one group) */
   check_gradients("cnn:grid=6x5,in=2,out=2,depth=2,channels=4,norm=groupnorm:2,padding=circular,act=tanh",
                   FSDP_FULL_SHARD);
@@ -603,6 +647,7 @@ int main(int argc, char **argv)
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   test_shapes();
   test_direct();
+  test_simd_paths();
   test_gradients();
   test_errors();
   test_model_files();

@@ -2,12 +2,15 @@
    a sample's channels-first field [cin, size...], the output [cout,
    osize...].  Kernel size, stride, dilation, groups, and padding with
    zeros, circularly (periodic fields) or by reflection.  On the host in
-   fp32, as im2col and one GEMM per sample and group: the im2col matrix of
-   one sample is the layer's scratch, whatever the batch. */
+   fp32, one sample at a time, whatever the batch, in the layer's scratch.
+   With stride 1 the forward pass and the input gradient are direct
+   (below); otherwise, and for the weight gradient, im2col and one GEMM per
+   group. */
 #include <math.h>
 #include <string.h>
 
 #include "nnimpl.h"
+#include "simd.h"
 
 enum { WEIGHT = 0, BIAS = 1 };
 static const char *const param_names[] = {"weight", "bias"};
@@ -103,6 +106,219 @@ void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx
         }
 }
 
+/* ---- The direct convolution: stride 1, any padding, dilation and groups.
+   The input is copied once, padded, and each output line is a sum of
+   shifted input lines times scalar weights: no column matrix, and the
+   vector loop runs along the last axis.  Backward's input gradient is the
+   same correlation of the zero-padded output gradient with the flipped,
+   transposed kernel, folded back through the padding. */
+
+typedef float f8 __attribute__((vector_size(32)));
+/* The same vector at any float's address: unaligned loads and stores. */
+typedef float f8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define F8 8
+
+/* A field's padded extents: the kernel reads x[c, o + t * dilation] along each axis. */
+typedef struct {
+  int64_t nin, nout, taps;   /* channels in and out of one group, kernel taps */
+  int64_t kernel[3], dil[3]; /* the kernel, its dilation */
+  int64_t in1, in2, inplane; /* the padded input's last two extents, and points per channel */
+  int64_t out[3], outplane;  /* the output's extents, and points per channel */
+} Correlation;
+
+typedef void TileFn(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,
+                    int64_t co, int64_t w0);
+
+/* y[co .. co + CO, line, w0 .. w0 + NV * 8) = bias + the sum over input
+   channels and taps of w times the shifted input, in that order, each term
+   added by MADD(acc, s, x): acc + s * x rounded once, as fmaf does, so that
+   every path gives the same bits.  A GEMM fuses its multiply-adds too; the
+   rest of the library does not (-ffp-contract=off). */
+#define CORRELATE_TILE(name, attr, CO, NV, MADD, KW)                                                                   \
+  attr static void name(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,     \
+                        int64_t co, int64_t w0)                                                                        \
+  {                                                                                                                    \
+    f8 acc[CO][NV]; /* 12 at most: with the loads, within 16 registers */                                              \
+    int64_t wco = k->nin * k->taps;                                                                                    \
+    FSDP_PRAGMA(GCC unroll 8)                                                                                          \
+    for (int j = 0; j < CO; j++)                                                                                       \
+      FSDP_PRAGMA(GCC unroll 8) for (int v = 0; v < NV; v++) acc[j][v] = (f8){0} + (bias ? bias[co + j] : 0.0f);       \
+    for (int64_t ci = 0; ci < k->nin; ci++) {                                                                          \
+      const float *xc = xline + ci * k->inplane + w0, *wc = w + co * wco + ci * k->taps;                               \
+      int64_t t = 0;                                                                                                   \
+      for (int64_t a = 0; a < k->kernel[0]; a++)                                                                       \
+        for (int64_t b = 0; b < k->kernel[1]; b++) {                                                                   \
+          const float *xr = xc + (a * k->dil[0] * k->in1 + b * k->dil[1]) * k->in2;                                    \
+          FSDP_PRAGMA(GCC unroll 3) for (int64_t e = 0; e < (KW ? KW : k->kernel[2]); e++, t++)                        \
+          {                                                                                                            \
+            f8 x[NV];                                                                                                  \
+            FSDP_PRAGMA(GCC unroll 8) for (int v = 0; v < NV; v++) x[v] = *(const f8u *)(xr + e * k->dil[2] + v * F8); \
+            FSDP_PRAGMA(GCC unroll 8)                                                                                  \
+            for (int j = 0; j < CO; j++)                                                                               \
+              FSDP_PRAGMA(GCC unroll 8) for (int v = 0; v < NV; v++) MADD(acc[j][v], wc[j * wco + t], x[v]);           \
+          }                                                                                                            \
+        }                                                                                                              \
+    }                                                                                                                  \
+    FSDP_PRAGMA(GCC unroll 8)                                                                                          \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 2)                                                             \
+    for (int v = 0; v < NV; v++) *(f8u *)(yline + (co + j) * k->outplane + w0 + v * F8) = acc[j][v];                   \
+  }
+
+#define MADD_LANES(acc, s, x)                                                                                          \
+  FSDP_PRAGMA(GCC unroll 8) for (int l_ = 0; l_ < F8; l_++)(acc)[l_] = fmaf((s), (x)[l_], (acc)[l_])
+/* Each path's tiles, in the order they are tried: the widest of each
+   channel count first; a single channel needs more points for its sums to
+   be independent enough. */
+typedef struct {
+  int co, nv;
+  TileFn *fn;
+} Tile;
+#define TILES(path, attr, MADD, KW)                                                                                    \
+  CORRELATE_TILE(tile_6x2_##path, attr, 6, 2, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_6x1_##path, attr, 6, 1, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_4x2_##path, attr, 4, 2, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_4x1_##path, attr, 4, 1, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_1x8_##path, attr, 1, 8, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_1x2_##path, attr, 1, 2, MADD, KW)                                                                \
+  CORRELATE_TILE(tile_1x1_##path, attr, 1, 1, MADD, KW)                                                                \
+  static const Tile tiles_##path[] = {{6, 2, tile_6x2_##path}, {6, 1, tile_6x1_##path}, {4, 2, tile_4x2_##path},       \
+                                      {4, 1, tile_4x1_##path}, {1, 8, tile_1x8_##path}, {1, 2, tile_1x2_##path},       \
+                                      {1, 1, tile_1x1_##path}};
+/* Each path twice: for any kernel, and for kernels 3 wide along the last
+   axis (the usual 3 x 3), whose taps along a line the compiler unrolls. */
+TILES(lanes, , MADD_LANES, 0)
+TILES(lanes3, , MADD_LANES, 3)
+#if FSDP_SIMD_X86
+#include <immintrin.h>
+#define MADD_FMA(acc, s, x) ((acc) = _mm256_fmadd_ps(_mm256_set1_ps(s), (x), (acc)))
+TILES(fma, FSDP_TARGET_AVX2, MADD_FMA, 0)
+TILES(fma3, FSDP_TARGET_AVX2, MADD_FMA, 3)
+#endif
+
+/* The same sum for one output point: lines shorter than 8.  (A longer
+   line's last points are a tile that ends with the line: the points it
+   computes again come out the same.) */
+static void correlate_point(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,
+                            int64_t co, int64_t w0)
+{
+  float acc = bias ? bias[co] : 0.0f;
+  const float *wc = w + co * k->nin * k->taps;
+  for (int64_t ci = 0; ci < k->nin; ci++)
+    for (int64_t a = 0; a < k->kernel[0]; a++)
+      for (int64_t b = 0; b < k->kernel[1]; b++)
+        for (int64_t e = 0; e < k->kernel[2]; e++)
+          acc = fmaf(*wc++,
+                     xline[ci * k->inplane + (a * k->dil[0] * k->in1 + b * k->dil[1]) * k->in2 + e * k->dil[2] + w0],
+                     acc);
+  yline[co * k->outplane + w0] = acc;
+}
+
+/* Output channels [co, co + n) of one line, n a tile's channel count:
+   the widest tiles first, then one that ends with the line. */
+static void correlate_channels(const Correlation *k, const Tile *tiles, int n, const float *w, const float *bias,
+                               const float *xline, float *yline, int64_t co)
+{
+  int64_t n2 = k->out[2], w0 = 0;
+  const Tile *t = tiles;
+  while (t->co != n) t++;
+  for (; t->co == n && t->nv > 1; t++)
+    for (; w0 + t->nv * F8 <= n2; w0 += t->nv * F8) t->fn(k, w, bias, xline, yline, co, w0);
+  for (; w0 + F8 <= n2; w0 += F8) t->fn(k, w, bias, xline, yline, co, w0);
+  if (w0 < n2 && n2 >= F8) t->fn(k, w, bias, xline, yline, co, n2 - F8);
+  else
+    for (; w0 < n2; w0++)
+      for (int j = 0; j < n; j++) correlate_point(k, w, bias, xline, yline, co + j, w0);
+}
+
+/* One group: y[nout, out...] = correlation of x[nin, padded...] with w[nout,
+   nin, taps] (+ bias).  The channels in tiles of 6 and 4 (32 = 4 x 6 + 2 x
+   4), what is left one by one. */
+static void correlate(const Correlation *k, const float *w, const float *bias, const float *x, float *y)
+{
+  bool three = k->kernel[2] == 3;
+  const Tile *tiles = three ? tiles_lanes3 : tiles_lanes;
+  int64_t even = k->nout - k->nout % 2, n4 = even % 6 == 4 ? 1 : even % 6 == 2 ? 2 : 0;
+  if (4 * n4 > even) n4 = 0;
+  int64_t n6 = (even - 4 * n4) / 6;
+#if FSDP_SIMD_X86
+  if (FSDPSimdLevel_Private() != FSDP_SIMD_GENERIC) tiles = three ? tiles_fma3 : tiles_fma;
+#endif
+  for (int64_t o0 = 0; o0 < k->out[0]; o0++)
+    for (int64_t o1 = 0; o1 < k->out[1]; o1++) {
+      const float *xline = x + (o0 * k->in1 + o1) * k->in2;
+      float *yline = y + (o0 * k->out[1] + o1) * k->out[2];
+      int64_t co = 0;
+      for (int64_t i = 0; i < n6; i++, co += 6) correlate_channels(k, tiles, 6, w, bias, xline, yline, co);
+      for (int64_t i = 0; i < n4; i++, co += 4) correlate_channels(k, tiles, 4, w, bias, xline, yline, co);
+      for (; co < k->nout; co++) correlate_channels(k, tiles, 1, w, bias, xline, yline, co);
+    }
+}
+
+/* The direct path's extents along axis d: the input padded (stride 1), and
+   the output gradient zero-padded by the kernel's reach for the input gradient. */
+static int64_t padded_in(const ConvGeom *g, int d) { return g->size[d] + 2 * g->pad[d]; }
+static int64_t padded_dy(const ConvGeom *g, int d) { return g->osize[d] + 2 * (g->kernel[d] - 1) * g->dilation[d]; }
+static int64_t padded_in_points(const ConvGeom *g) { return padded_in(g, 0) * padded_in(g, 1) * padded_in(g, 2); }
+static int64_t padded_dy_points(const ConvGeom *g) { return padded_dy(g, 0) * padded_dy(g, 1) * padded_dy(g, 2); }
+static bool direct(const ConvGeom *g) { return g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1; }
+
+/* xp[cin, padded...] = x padded as g says; or (x NULL) its adjoint: dx += xp
+   folded back through the padding. */
+static void pad_input(const ConvGeom *g, const float *x, float *xp, float *dx)
+{
+  int64_t n0 = padded_in(g, 0), n1 = padded_in(g, 1), n2 = padded_in(g, 2), pad = g->pad[2], n = g->size[2];
+  for (int64_t c = 0; c < g->cin; c++)
+    for (int64_t p0 = 0; p0 < n0; p0++)
+      for (int64_t p1 = 0; p1 < n1; p1++) {
+        int64_t i0 = source(g, 0, 0, p0), i1 = source(g, 1, 0, p1);
+        float *r = xp + ((c * n0 + p0) * n1 + p1) * n2;
+        if (i0 < 0 || i1 < 0) { /* a line of zero padding */
+          if (!dx) memset(r, 0, (size_t)n2 * sizeof *r);
+          continue;
+        }
+        size_t at = (size_t)(((c * g->size[0] + i0) * g->size[1] + i1) * n);
+        const float *xl = dx ? NULL : x + at;
+        float *dl = dx ? dx + at : NULL;
+        line_ends(g, 0, 0, pad, xl, r, dl, dx != NULL);
+        line_ends(g, 0, pad + n, n2, xl, r, dl, dx != NULL);
+        if (dx) add_line(n, r + pad, dl);
+        else memcpy(r + pad, xl, (size_t)n * sizeof *r);
+      }
+}
+
+/* dyp[cout, padded_dy...]: dy with zeros around it, as far as the kernel reaches. */
+static void pad_output_grad(const ConvGeom *g, const float *dy, float *dyp)
+{
+  int64_t n1 = padded_dy(g, 1), n2 = padded_dy(g, 2), q[3];
+  for (int d = 0; d < 3; d++) q[d] = (g->kernel[d] - 1) * g->dilation[d];
+  memset(dyp, 0, (size_t)(g->cout * padded_dy_points(g)) * sizeof *dyp);
+  for (int64_t c = 0; c < g->cout; c++)
+    for (int64_t o0 = 0; o0 < g->osize[0]; o0++)
+      for (int64_t o1 = 0; o1 < g->osize[1]; o1++)
+        memcpy(dyp + ((c * padded_dy(g, 0) + o0 + q[0]) * n1 + o1 + q[1]) * n2 + q[2],
+               dy + ((c * g->osize[0] + o0) * g->osize[1] + o1) * g->osize[2], (size_t)g->osize[2] * sizeof *dy);
+}
+
+/* Group k's correlation: forward (x the padded input) or, adjoint, the
+   input gradient (x the padded dy): of the padded input, or (interior) of
+   the input itself, which is all that zero padding needs. */
+static Correlation correlation(const ConvGeom *g, bool adjoint, bool interior)
+{
+  Correlation k = {.taps = ConvTaps(g)};
+  for (int d = 0; d < 3; d++) {
+    k.kernel[d] = g->kernel[d];
+    k.dil[d] = g->dilation[d];
+    k.out[d] = !adjoint ? g->osize[d] : interior ? g->size[d] : padded_in(g, d);
+  }
+  k.nin = (adjoint ? g->cout : g->cin) / g->groups;
+  k.nout = (adjoint ? g->cin : g->cout) / g->groups;
+  k.in1 = adjoint ? padded_dy(g, 1) : padded_in(g, 1);
+  k.in2 = adjoint ? padded_dy(g, 2) : padded_in(g, 2);
+  k.inplane = adjoint ? padded_dy_points(g) : padded_in_points(g);
+  k.outplane = k.out[0] * k.out[1] * k.out[2];
+  return k;
+}
+
 static void conv_param_shape(const Layer *l, int p, int *ndim, int64_t shape[LAYER_MAX_NDIM])
 {
   const ConvGeom *g = &l->conv;
@@ -126,10 +342,17 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
   return FSDP_SUCCESS;
 }
 
-/* One sample's im2col matrix, and backward's gradient of it. */
+/* One sample's im2col matrix, and backward's gradient of it; on the direct
+   path the matrix (for the weight gradient), the padded output gradient,
+   the padded input's gradient and the flipped kernel (the forward pass's
+   padded input fits in them). */
 static int64_t conv_work_fixed(const Layer *l)
 {
-  return 2 * l->conv.cin * ConvTaps(&l->conv) * ConvOutPoints(&l->conv);
+  const ConvGeom *g = &l->conv;
+  int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g);
+  if (!direct(g)) return 2 * col;
+  return col + g->cout * padded_dy_points(g) + g->cin * padded_in_points(g) +
+         g->cout * g->cin / g->groups * ConvTaps(g);
 }
 
 static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
@@ -139,6 +362,16 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   float *w[LAYER_MAX_PARAMS], *col = m->work;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
+  if (direct(g)) {
+    Correlation k = correlation(g, false, false);
+    for (int64_t s = 0; s < n; s++) {
+      pad_input(g, x + s * l->in, m->work, NULL);
+      for (int64_t j = 0; j < g->groups; j++)
+        correlate(&k, w[WEIGHT] + j * og * rows, w[BIAS] + j * og, m->work + j * k.nin * k.inplane,
+                  l->y + s * l->out + j * og * points);
+    }
+    return FSDP_SUCCESS;
+  }
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
     FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
@@ -160,6 +393,42 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));
   FSDPCall(FSDPModelGrad_Private(m, l, BIAS, &db));
+  if (direct(g)) { /* dcol: the padded output gradient, then the padded input's gradient and the flipped kernel */
+    bool zeros = g->padding == CONV_PAD_ZEROS;
+    Correlation k = correlation(g, true, zeros);
+    float *dyp = dcol, *dxp = dyp + g->cout * k.inplane, *wt = dxp + g->cin * padded_in_points(g);
+    /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
+    int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
+    int64_t taps = ConvTaps(g);
+    if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */
+      for (int64_t j = 0; j < g->groups; j++)
+        for (int64_t ci = 0; ci < rows / taps; ci++)
+          for (int64_t co = 0; co < og; co++)
+            for (int64_t t = 0; t < taps; t++)
+              wt[((j * (rows / taps) + ci) * og + co) * taps + taps - 1 - t] =
+                  w[WEIGHT][((j * og + co) * (rows / taps) + ci) * taps + t];
+    for (int64_t s = 0; s < n; s++) {
+      const float *d = dy + s * l->out;
+      if (dw) {
+        FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+        for (int64_t j = 0; j < g->groups; j++)
+          FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + j * og * points, points, col + j * rows * points,
+                           points, 1.0f, dw + j * og * rows, rows);
+      }
+      if (dx) {
+        pad_output_grad(g, d, dyp);
+        for (int64_t j = 0; j < g->groups; j++)
+          correlate(&k, wt + j * k.nout * k.nin * taps, NULL, dyp + from + j * k.nin * k.inplane,
+                    (zeros ? dx + s * l->in : dxp) + j * k.nout * k.outplane);
+        if (!zeros) {
+          memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
+          pad_input(g, NULL, dxp, dx + s * l->in);
+        }
+      }
+    }
+    if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);
+    return FSDP_SUCCESS;
+  }
   for (int64_t s = 0; s < n; s++) {
     const float *d = dy + s * l->out;
     if (dw) {
