@@ -179,39 +179,68 @@ static void test_direct(void)
   check_direct("reflect", 1, 1, 1, 1, 8);
 }
 
-/* Every SIMD path this CPU runs gives the generic path's outputs, bit for bit
-   (the tiles' multiply-adds are fused on every path). */
+/* Every SIMD path this CPU runs gives the generic path's outputs and
+   gradients, bit for bit (the tiles' multiply-adds are fused on every path).
+   The outputs and then every unit's gradient, in got[0, n). */
+static int64_t simd_run(const char *spec, FSDPSimd level, float *got)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
+  FSDPModel model = make_model(ctx, spec);
+  int64_t in, out, n;
+  int nunits;
+  float *x, *t, *y, *dy;
+  double loss;
+
+  TEST_OK(FSDPSetSimd(level));
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
+  x = malloc((size_t)(ROWS * in) * sizeof *x);
+  t = malloc((size_t)(ROWS * out) * sizeof *t);
+  TEST_ASSERT(x && t, "out of memory");
+  for (int64_t i = 0; i < ROWS * in; i++) x[i] = test_value(43, i);
+  for (int64_t i = 0; i < ROWS * out; i++) t[i] = test_value(44, i);
+  TEST_OK(FSDPContextZeroGrad(ctx));
+  TEST_OK(FSDPModelForward(model, ROWS, x, &y));
+  memcpy(got, y, (size_t)(ROWS * out) * sizeof *got);
+  n = ROWS * out;
+  TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, t, 1.0, &loss, &dy));
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    float *g;
+    int64_t numel;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetGradShard(unit, (void **)&g, &numel));
+    memcpy(got + n, g, (size_t)numel * sizeof *got);
+    n += numel;
+  }
+  free(x);
+  free(t);
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+  return n;
+}
+
 static void test_simd_paths(void)
 {
-  const char *spec = "cnn:grid=3x70,in=2,out=3,depth=2,channels=10,padding=reflect";
+  /* lines of 70 points and 10 channels (tiles of 6 and 4, one channel by 64), reflect padding (the input
+     gradient's padded form); a kernel 2 wide, zero padding, 7 channels */
+  const char *specs[] = {"cnn:grid=3x70,in=2,out=3,depth=2,channels=10,padding=reflect",
+                         "cnn:grid=4x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2"};
+  enum { MAX = 16384 };
+  static float ref[MAX], got[MAX];
   FSDPSimd level, best;
-  float *ref = NULL, *y;
-  int64_t in, out;
 
   TEST_OK(FSDPGetSimd(&level, &best));
-  for (int l = FSDP_SIMD_GENERIC; l <= (int)best; l++) {
-    FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
-    FSDPModel model = make_model(ctx, spec);
-    float *x;
-    TEST_OK(FSDPSetSimd((FSDPSimd)l));
-    TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
-    x = malloc((size_t)(ROWS * in) * sizeof *x);
-    TEST_ASSERT(x, "out of memory");
-    for (int64_t i = 0; i < ROWS * in; i++) x[i] = test_value(43, i);
-    TEST_OK(FSDPModelForward(model, ROWS, x, &y));
-    if (!ref) {
-      ref = malloc((size_t)(ROWS * out) * sizeof *ref);
-      TEST_ASSERT(ref, "out of memory");
-      memcpy(ref, y, (size_t)(ROWS * out) * sizeof *ref);
-    } else
-      TEST_ASSERT(!memcmp(ref, y, (size_t)(ROWS * out) * sizeof *ref), "%s: %s: not the generic path's outputs",
-                  FSDPSimdName((FSDPSimd)l), spec);
-    free(x);
-    TEST_OK(FSDPModelDestroy(&model));
-    TEST_OK(FSDPContextDestroy(&ctx));
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    int64_t n = simd_run(specs[i], FSDP_SIMD_GENERIC, ref);
+    TEST_ASSERT(n <= MAX, "%s: %lld values", specs[i], (long long)n);
+    for (int l = FSDP_SIMD_GENERIC + 1; l <= (int)best; l++)
+      TEST_ASSERT(simd_run(specs[i], (FSDPSimd)l, got) == n && !memcmp(ref, got, (size_t)n * sizeof *ref),
+                  "%s: %s: not the generic path's outputs and gradients", FSDPSimdName((FSDPSimd)l), specs[i]);
   }
   TEST_OK(FSDPSetSimd(level));
-  free(ref);
 }
 
 /* ------------------------------------------------------------------ gradients */

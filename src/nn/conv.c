@@ -254,6 +254,96 @@ static void correlate(const Correlation *k, const float *w, const float *bias, c
     }
 }
 
+/* ---- The weight gradient, direct: dw[co, ci, t] is the sum over output
+   points of dy[co, p] times the padded input at p shifted by tap t.  Each
+   weight keeps 8 partial sums, one per vector lane, over the batch
+   (dwv[co, ci, t, 8], in the layer's scratch); they are added into dw in
+   lane order at the end, so the bits do not depend on the path. */
+
+/* Tiles of CO output channels by E taps along the last axis, for one input
+   channel and one tap of the other axes: CO x E sums over every output point
+   of one sample, each added to its dwv.  MADDV(acc, a, b): acc + a * b
+   rounded once, lane by lane. */
+typedef void WgradFn(const Correlation *k, const float *dy, const float *x, float *dwv, int64_t co, int64_t ci,
+                     int64_t a, int64_t b, int64_t e0);
+#define WGRAD_TILE(name, attr, CO, E, MADDV)                                                                           \
+  attr static void name(const Correlation *k, const float *dy, const float *x, float *dwv, int64_t co, int64_t ci,     \
+                        int64_t a, int64_t b, int64_t e0)                                                              \
+  {                                                                                                                    \
+    f8 acc[CO][E];                                                                                                     \
+    int64_t n2 = k->out[2], d2 = k->dil[2];                                                                            \
+    FSDP_PRAGMA(GCC unroll 4)                                                                                          \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 3) for (int e = 0; e < E; e++) acc[j][e] = (f8){0};            \
+    for (int64_t o0 = 0; o0 < k->out[0]; o0++)                                                                         \
+      for (int64_t o1 = 0; o1 < k->out[1]; o1++) {                                                                     \
+        const float *dl = dy + co * k->outplane + (o0 * k->out[1] + o1) * n2;                                          \
+        const float *xl =                                                                                              \
+            x + ci * k->inplane + ((o0 + a * k->dil[0]) * k->in1 + o1 + b * k->dil[1]) * k->in2 + e0 * d2;             \
+        int64_t w0 = 0;                                                                                                \
+        for (; w0 + F8 <= n2; w0 += F8) {                                                                              \
+          f8 xv[E];                                                                                                    \
+          FSDP_PRAGMA(GCC unroll 3) for (int e = 0; e < E; e++) xv[e] = *(const f8u *)(xl + w0 + e * d2);              \
+          FSDP_PRAGMA(GCC unroll 4) for (int j = 0; j < CO; j++)                                                       \
+          {                                                                                                            \
+            f8 dv = *(const f8u *)(dl + j * k->outplane + w0);                                                         \
+            FSDP_PRAGMA(GCC unroll 3) for (int e = 0; e < E; e++) MADDV(acc[j][e], dv, xv[e]);                         \
+          }                                                                                                            \
+        }                                                                                                              \
+        if (w0 < n2) { /* the line's last points in the first lanes, zeros in the others */                            \
+          f8 xv[E], dv;                                                                                                \
+          for (int e = 0; e < E; e++) {                                                                                \
+            xv[e] = (f8){0};                                                                                           \
+            memcpy(&xv[e], xl + w0 + e * d2, (size_t)(n2 - w0) * sizeof(float));                                       \
+          }                                                                                                            \
+          for (int j = 0; j < CO; j++) {                                                                               \
+            dv = (f8){0};                                                                                              \
+            memcpy(&dv, dl + j * k->outplane + w0, (size_t)(n2 - w0) * sizeof(float));                                 \
+            for (int e = 0; e < E; e++) MADDV(acc[j][e], dv, xv[e]);                                                   \
+          }                                                                                                            \
+        }                                                                                                              \
+      }                                                                                                                \
+    for (int j = 0; j < CO; j++)                                                                                       \
+      for (int e = 0; e < E; e++) {                                                                                    \
+        f8u *sum =                                                                                                     \
+            (f8u *)(dwv + (((co + j) * k->nin + ci) * k->taps + (a * k->kernel[1] + b) * k->kernel[2] + e0 + e) * F8); \
+        *sum += acc[j][e];                                                                                             \
+      }                                                                                                                \
+  }
+#define WGRAD_TILES(path, attr, MADDV)                                                                                 \
+  WGRAD_TILE(wgrad_4x3_##path, attr, 4, 3, MADDV)                                                                      \
+  WGRAD_TILE(wgrad_4x1_##path, attr, 4, 1, MADDV)                                                                      \
+  WGRAD_TILE(wgrad_1x3_##path, attr, 1, 3, MADDV)                                                                      \
+  WGRAD_TILE(wgrad_1x1_##path, attr, 1, 1, MADDV)                                                                      \
+  static WgradFn *const wgrad_##path[2][2] = {{wgrad_1x1_##path, wgrad_1x3_##path},                                    \
+                                              {wgrad_4x1_##path, wgrad_4x3_##path}};
+#define MADDV_LANES(acc, a, b)                                                                                         \
+  FSDP_PRAGMA(GCC unroll 8) for (int l_ = 0; l_ < F8; l_++)(acc)[l_] = fmaf((a)[l_], (b)[l_], (acc)[l_])
+WGRAD_TILES(lanes, , MADDV_LANES)
+#if FSDP_SIMD_X86
+#define MADDV_FMA(acc, a, b) ((acc) = _mm256_fmadd_ps((a), (b), (acc)))
+WGRAD_TILES(fma, FSDP_TARGET_AVX2, MADDV_FMA)
+#endif
+
+/* One sample and group: dwv += its partial sums (dy[nout, out...], x the padded input [nin, padded...]). */
+static void weight_grad(const Correlation *k, const float *dy, const float *x, float *dwv)
+{
+  WgradFn *const(*tile)[2] = wgrad_lanes;
+#if FSDP_SIMD_X86
+  if (FSDPSimdLevel_Private() != FSDP_SIMD_GENERIC) tile = wgrad_fma;
+#endif
+  for (int64_t co = 0; co < k->nout;) {
+    int four = co + 4 <= k->nout;
+    for (int64_t ci = 0; ci < k->nin; ci++)
+      for (int64_t a = 0; a < k->kernel[0]; a++)
+        for (int64_t b = 0; b < k->kernel[1]; b++) {
+          int64_t e0 = 0;
+          for (; e0 + 3 <= k->kernel[2]; e0 += 3) tile[four][1](k, dy, x, dwv, co, ci, a, b, e0);
+          for (; e0 < k->kernel[2]; e0++) tile[four][0](k, dy, x, dwv, co, ci, a, b, e0);
+        }
+    co += four ? 4 : 1;
+  }
+}
+
 /* The direct path's extents along axis d: the input padded (stride 1), and
    the output gradient zero-padded by the kernel's reach for the input gradient. */
 static int64_t padded_in(const ConvGeom *g, int d) { return g->size[d] + 2 * g->pad[d]; }
@@ -343,16 +433,14 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
 }
 
 /* One sample's im2col matrix, and backward's gradient of it; on the direct
-   path the matrix (for the weight gradient), the padded output gradient,
-   the padded input's gradient and the flipped kernel (the forward pass's
-   padded input fits in them). */
+   path the padded input, the padded output gradient, the padded input's
+   gradient, the flipped kernel and the weight gradient's partial sums. */
 static int64_t conv_work_fixed(const Layer *l)
 {
   const ConvGeom *g = &l->conv;
-  int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g);
+  int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g), weights = g->cout * g->cin / g->groups * ConvTaps(g);
   if (!direct(g)) return 2 * col;
-  return col + g->cout * padded_dy_points(g) + g->cin * padded_in_points(g) +
-         g->cout * g->cin / g->groups * ConvTaps(g);
+  return 2 * g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + weights * (1 + F8);
 }
 
 static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
@@ -393,13 +481,14 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));
   FSDPCall(FSDPModelGrad_Private(m, l, BIAS, &db));
-  if (direct(g)) { /* dcol: the padded output gradient, then the padded input's gradient and the flipped kernel */
+  if (direct(g)) {
     bool zeros = g->padding == CONV_PAD_ZEROS;
-    Correlation k = correlation(g, true, zeros);
-    float *dyp = dcol, *dxp = dyp + g->cout * k.inplane, *wt = dxp + g->cin * padded_in_points(g);
+    Correlation k = correlation(g, true, zeros), kw = correlation(g, false, false);
+    int64_t taps = ConvTaps(g), weights = g->cout * (rows / taps) * taps;
+    float *xp = m->work, *dyp = xp + g->cin * kw.inplane, *dxp = dyp + g->cout * k.inplane,
+          *wt = dxp + g->cin * kw.inplane, *dwv = wt + weights;
     /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
     int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
-    int64_t taps = ConvTaps(g);
     if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */
       for (int64_t j = 0; j < g->groups; j++)
         for (int64_t ci = 0; ci < rows / taps; ci++)
@@ -407,13 +496,13 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
             for (int64_t t = 0; t < taps; t++)
               wt[((j * (rows / taps) + ci) * og + co) * taps + taps - 1 - t] =
                   w[WEIGHT][((j * og + co) * (rows / taps) + ci) * taps + t];
+    if (dw) memset(dwv, 0, (size_t)(weights * F8) * sizeof *dwv);
     for (int64_t s = 0; s < n; s++) {
       const float *d = dy + s * l->out;
       if (dw) {
-        FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+        pad_input(g, x + s * l->in, xp, NULL);
         for (int64_t j = 0; j < g->groups; j++)
-          FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + j * og * points, points, col + j * rows * points,
-                           points, 1.0f, dw + j * og * rows, rows);
+          weight_grad(&kw, d + j * og * points, xp + j * kw.nin * kw.inplane, dwv + j * og * rows * F8);
       }
       if (dx) {
         pad_output_grad(g, d, dyp);
@@ -426,6 +515,12 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
         }
       }
     }
+    if (dw)
+      for (int64_t i = 0; i < weights; i++) {
+        float sum = 0.0f;
+        for (int lane = 0; lane < F8; lane++) sum += dwv[i * F8 + lane];
+        dw[i] += sum;
+      }
     if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);
     return FSDP_SUCCESS;
   }
