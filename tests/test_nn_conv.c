@@ -172,8 +172,7 @@ static void test_direct(void)
   check_direct("reflect", 1, 2, 2, 2, 5);
   check_direct("circular", 3, 1, 5, 2, 5); /* a pad as long as the axis: every point wraps once */
   check_direct("zeros", 1, 2, 0, 2, 5);
-  /* Lines of 8 points or more, with stride 1, take conv.c's tiles: 10 channels are a tile of 6 and one of 4, 7 a
-     tile of 6 and one alone; 21 points a tile of 16 and one of 8 that ends with the line */
+  /* wider lines and more channels: the shapes whose gradients take conv.c's tiles (test_gradients) */
   check_direct("circular", 1, 1, 1, 10, 21);
   check_direct("zeros", 1, 2, 2, 7, 19);
   check_direct("reflect", 1, 1, 1, 1, 8);
