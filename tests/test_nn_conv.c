@@ -223,10 +223,14 @@ static int64_t simd_run(const char *spec, FSDPSimd level, float *got)
 
 static void test_simd_paths(void)
 {
-  /* lines of 70 points and 10 channels (tiles of 6 and 4, one channel by 64), reflect padding (the input
-     gradient's padded form); a kernel 2 wide, zero padding, 7 channels */
+  /* The input gradient's tiles take a layer's input channels (cin), the weight gradient's its outputs: 10 inputs
+     are tiles of 6 and 4 on lines of 70 points padded by reflection to 72; 7 are 6 + 1 with a kernel 2 wide (the
+     tiles for any kernel) and zero padding; 5 are 4 + 1, tiles of 16 and 64 points and then one that ends with
+     a line of 70, for any kernel and, with circular padding, for kernels 3 wide */
   const char *specs[] = {"cnn:grid=3x70,in=2,out=3,depth=2,channels=10,padding=reflect",
-                         "cnn:grid=4x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2"};
+                         "cnn:grid=4x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2",
+                         "cnn:grid=3x70,in=1,out=1,depth=2,channels=5,kernel=2,pad=1,dilation=2",
+                         "cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular"};
   enum { MAX = 16384 };
   static float ref[MAX], got[MAX];
   FSDPSimd level, best;
@@ -299,10 +303,16 @@ static void test_gradients(void)
   check_gradients("cnn:grid=4x5x3,in=2,out=2,depth=1,channels=3,padding=reflect,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=7x6,in=1,out=2,depth=1,channels=2,kernel=2,stride=2,pad=1,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=8x8,in=1,out=1,kernel=3,padding=circular", FSDP_FULL_SHARD); /* TorchFort's */
-  /* conv.c's tiles (test_direct): a head of one channel on lines of 70 (a tile of 64), 10 channels (6 + 4); a
-     kernel 2 wide (its generic tiles), 7 channels (6 + 1), zero padding (the input gradient's interior alone) */
+  /* conv.c's direct backward (test_simd_paths says which tiles): a head of 10 input channels (6 + 4) on lines of
+     70; 7 channels (6 + 1) with a kernel 2 wide, zero padding (the input gradient's inner points alone); 5
+     channels (4 + 1, a single channel's tile of 64 points) for any kernel and for kernels 3 wide; circular
+     padding as long as an axis; 3-D lines of 20 */
   check_gradients("cnn:grid=3x70,in=2,out=1,depth=1,channels=10,padding=circular,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=5x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2,act=tanh", FSDP_HYBRID_SHARD);
+  check_gradients("cnn:grid=3x70,in=1,out=1,depth=2,channels=5,kernel=2,pad=1,dilation=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular,act=tanh", FSDP_SHARD_GRAD_OP);
+  check_gradients("cnn:grid=3x9,in=1,out=1,depth=1,channels=2,pad=3,padding=circular,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=3x3x20,in=1,out=1,depth=1,channels=3,padding=reflect,act=tanh", FSDP_HYBRID_SHARD);
   /* GroupNorm: groups of 2 channels, one channel each (instance norm), all channels (one group) */
   check_gradients("cnn:grid=6x5,in=2,out=2,depth=2,channels=4,norm=groupnorm:2,padding=circular,act=tanh",
                   FSDP_FULL_SHARD);

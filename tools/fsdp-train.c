@@ -409,10 +409,13 @@ static FSDPErrorCode train(Args *a)
   }
   FSDPCall(print_banner(&r, a));
   FSDPCall(open_loss_log(&r, a));
-  FSDPCall(FSDPMalloc((size_t)(r.per * r.in) * sizeof(float), FSDP_MEM_OTHER, &r.x));
-  if (r.data.tokens) FSDPCall(FSDPMalloc((size_t)(r.per * r.in) * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
-  else if (r.data.labels) FSDPCall(FSDPMalloc((size_t)r.per * sizeof(int64_t), FSDP_MEM_OTHER, &r.labels));
-  else FSDPCall(FSDPMalloc((size_t)(r.per * r.out) * sizeof(float), FSDP_MEM_OTHER, &r.yt));
+  {
+    size_t xbytes, lbytes, tbytes;
+    batch_bytes(&r.data, r.per, r.in, r.out, &xbytes, &lbytes, &tbytes);
+    FSDPCall(FSDPMalloc(xbytes, FSDP_MEM_OTHER, &r.x));
+    if (lbytes) FSDPCall(FSDPMalloc(lbytes, FSDP_MEM_OTHER, &r.labels));
+    else FSDPCall(FSDPMalloc(tbytes, FSDP_MEM_OTHER, &r.yt));
+  }
   /* The context's own events, by name; timed only when a progress line will use them. */
   if (a->log_every > 0) FSDPCall(FSDPLogSetActive(true));
   FSDPCall(FSDPLogEventRegister("AllGather", &r.comm_events[0]));

@@ -31,6 +31,15 @@ double dataset_bytes(const Dataset *d)
   return (d->x ? 4.0 * n * (double)d->in : 0) + (d->y ? 4.0 * n * (double)d->out : 0) + (d->labels ? 8.0 * n : 0);
 }
 
+/* The bytes of one micro-batch of `per` rows, as fsdp-train allocates them:
+   the inputs, and the token labels, class labels or regression targets. */
+void batch_bytes(const Dataset *d, int64_t per, int64_t in, int64_t out, size_t *x, size_t *labels, size_t *targets)
+{
+  *x = (size_t)(per * in) * sizeof(float);
+  *labels = d->tokens ? (size_t)(per * in) * sizeof(int64_t) : d->labels ? (size_t)per * sizeof(int64_t) : 0;
+  *targets = d->tokens || d->labels ? 0 : (size_t)(per * out) * sizeof(float);
+}
+
 /* ------------------------------------------------------------------ token data (a GPT's) */
 
 /* llm.c's token files (its dev/data/data_common.py writes them, llmc/dataloader.h

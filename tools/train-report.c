@@ -46,16 +46,13 @@ static double max_over_ranks(double v)
    larger of the two. */
 static FSDPErrorCode other_bytes(const Run *r, double term[5], double *bytes)
 {
-  size_t act;
+  size_t act, xbytes, lbytes, tbytes;
   bool checkpointing;
-  double batch = 4.0 * (double)(r->per * r->in);
-  if (r->data.tokens) batch += 8.0 * (double)(r->per * r->in);
-  else if (r->data.labels) batch += 8.0 * (double)r->per;
-  else batch += 4.0 * (double)(r->per * r->out);
+  batch_bytes(&r->data, r->per, r->in, r->out, &xbytes, &lbytes, &tbytes);
   FSDPCall(FSDPModelGetActivationCheckpointing(r->model, &checkpointing));
   FSDPCall(FSDPModelGetActivationBytes(r->model, r->per, checkpointing, &act));
   term[0] = dataset_bytes(&r->data);
-  term[1] = batch;
+  term[1] = (double)(xbytes + lbytes + tbytes);
   term[2] = (double)act;
   term[3] = r->other_before - term[0] - term[1];
   term[4] = r->other_peak_before;

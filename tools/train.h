@@ -80,6 +80,7 @@ FSDPErrorCode check_data_finite(const Dataset *d, const char *spec);
 void take_batch(const Dataset *d, int64_t b, int64_t B, int rank, int size, float *x, float *y, int64_t *labels);
 FSDPErrorCode dataset_free(Dataset *d);
 double dataset_bytes(const Dataset *d);
+void batch_bytes(const Dataset *d, int64_t per, int64_t in, int64_t out, size_t *x, size_t *labels, size_t *targets);
 
 /* train-report.c */
 FSDPErrorCode comm_totals(const FSDPLogEvent events[3], double *time, int64_t *bytes);

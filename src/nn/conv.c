@@ -110,12 +110,14 @@ void FSDPIm2Col_Private(const ConvGeom *g, const float *x, float *col, float *dx
         }
 }
 
-/* ---- The direct convolution: stride 1, any padding, dilation and groups.
-   The input is copied once, padded, and each output line is a sum of
-   shifted input lines times scalar weights: no column matrix, and the
-   vector loop runs along the last axis.  Backward's input gradient is the
-   same correlation of the zero-padded output gradient with the flipped,
-   transposed kernel, folded back through the padding. */
+/* ---- The direct backward pass: stride 1, any padding, dilation and
+   groups, no column matrix.  The input gradient is a correlation of the
+   zero-padded output gradient with the flipped, transposed kernel: each of
+   its lines a sum of shifted lines times scalar weights, the vector loop
+   along the last axis; for circular and reflect padding it is computed on
+   the padded input and folded back through the padding.  The weight
+   gradient sums the output gradient times the padded input, shifted by
+   each tap. */
 
 typedef float f8 __attribute__((vector_size(32)));
 /* The same vector at any float's address: unaligned loads and stores. */
@@ -130,23 +132,21 @@ typedef struct {
   int64_t out[3], outplane;  /* the output's extents, and points per channel */
 } Correlation;
 
-typedef void TileFn(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,
-                    int64_t co, int64_t w0);
+typedef void TileFn(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co, int64_t w0);
 
-/* y[co .. co + CO, line, w0 .. w0 + NV * 8) = bias + the sum over input
+/* y[co .. co + CO, line, w0 .. w0 + NV * 8) = the sum over input
    channels and taps of w times the shifted input, in that order, each term
    added by MADD(acc, s, x): acc + s * x rounded once, as fmaf does, so that
    every path gives the same bits.  A GEMM fuses its multiply-adds too; the
    rest of the library does not (-ffp-contract=off). */
 #define CORRELATE_TILE(name, attr, CO, NV, MADD, KW)                                                                   \
-  attr static void name(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,     \
-                        int64_t co, int64_t w0)                                                                        \
+  attr static void name(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co,            \
+                        int64_t w0)                                                                                    \
   {                                                                                                                    \
     f8 acc[CO][NV]; /* 12 at most: with the loads, within 16 registers */                                              \
     int64_t wco = k->nin * k->taps;                                                                                    \
     FSDP_PRAGMA(GCC unroll 8)                                                                                          \
-    for (int j = 0; j < CO; j++)                                                                                       \
-      FSDP_PRAGMA(GCC unroll 8) for (int v = 0; v < NV; v++) acc[j][v] = (f8){0} + (bias ? bias[co + j] : 0.0f);       \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 8) for (int v = 0; v < NV; v++) acc[j][v] = (f8){0};           \
     for (int64_t ci = 0; ci < k->nin; ci++) {                                                                          \
       const float *xc = xline + ci * k->inplane + w0, *wc = w + co * wco + ci * k->taps;                               \
       int64_t t = 0;                                                                                                   \
@@ -202,10 +202,10 @@ TILES(fma3, FSDP_TARGET_AVX2, MADD_FMA, 3)
 /* The same sum for one output point: lines shorter than 8.  (A longer
    line's last points are a tile that ends with the line: the points it
    computes again come out the same.) */
-static void correlate_point(const Correlation *k, const float *w, const float *bias, const float *xline, float *yline,
-                            int64_t co, int64_t w0)
+static void correlate_point(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co,
+                            int64_t w0)
 {
-  float acc = bias ? bias[co] : 0.0f;
+  float acc = 0.0f;
   const float *wc = w + co * k->nin * k->taps;
   for (int64_t ci = 0; ci < k->nin; ci++)
     for (int64_t a = 0; a < k->kernel[0]; a++)
@@ -219,25 +219,25 @@ static void correlate_point(const Correlation *k, const float *w, const float *b
 
 /* Output channels [co, co + n) of one line, n a tile's channel count:
    the widest tiles first, then one that ends with the line. */
-static void correlate_channels(const Correlation *k, const Tile *tiles, int n, const float *w, const float *bias,
-                               const float *xline, float *yline, int64_t co)
+static void correlate_channels(const Correlation *k, const Tile *tiles, int n, const float *w, const float *xline,
+                               float *yline, int64_t co)
 {
   int64_t n2 = k->out[2], w0 = 0;
   const Tile *t = tiles;
   while (t->co != n) t++;
   for (; t->co == n && t->nv > 1; t++)
-    for (; w0 + t->nv * F8 <= n2; w0 += t->nv * F8) t->fn(k, w, bias, xline, yline, co, w0);
-  for (; w0 + F8 <= n2; w0 += F8) t->fn(k, w, bias, xline, yline, co, w0);
-  if (w0 < n2 && n2 >= F8) t->fn(k, w, bias, xline, yline, co, n2 - F8);
+    for (; w0 + t->nv * F8 <= n2; w0 += t->nv * F8) t->fn(k, w, xline, yline, co, w0);
+  for (; w0 + F8 <= n2; w0 += F8) t->fn(k, w, xline, yline, co, w0);
+  if (w0 < n2 && n2 >= F8) t->fn(k, w, xline, yline, co, n2 - F8);
   else
     for (; w0 < n2; w0++)
-      for (int j = 0; j < n; j++) correlate_point(k, w, bias, xline, yline, co + j, w0);
+      for (int j = 0; j < n; j++) correlate_point(k, w, xline, yline, co + j, w0);
 }
 
 /* One group: y[nout, out...] = correlation of x[nin, padded...] with w[nout,
-   nin, taps] (+ bias).  The channels in tiles of 6 and 4 (32 = 4 x 6 + 2 x
+   nin, taps].  The channels in tiles of 6 and 4 (32 = 4 x 6 + 2 x
    4), what is left one by one. */
-static void correlate(const Correlation *k, const float *w, const float *bias, const float *x, float *y)
+static void correlate(const Correlation *k, const float *w, const float *x, float *y)
 {
   bool three = k->kernel[2] == 3;
   const Tile *tiles = three ? tiles_lanes3 : tiles_lanes;
@@ -252,9 +252,9 @@ static void correlate(const Correlation *k, const float *w, const float *bias, c
       const float *xline = x + (o0 * k->in1 + o1) * k->in2;
       float *yline = y + (o0 * k->out[1] + o1) * k->out[2];
       int64_t co = 0;
-      for (int64_t i = 0; i < n6; i++, co += 6) correlate_channels(k, tiles, 6, w, bias, xline, yline, co);
-      for (int64_t i = 0; i < n4; i++, co += 4) correlate_channels(k, tiles, 4, w, bias, xline, yline, co);
-      for (; co < k->nout; co++) correlate_channels(k, tiles, 1, w, bias, xline, yline, co);
+      for (int64_t i = 0; i < n6; i++, co += 6) correlate_channels(k, tiles, 6, w, xline, yline, co);
+      for (int64_t i = 0; i < n4; i++, co += 4) correlate_channels(k, tiles, 4, w, xline, yline, co);
+      for (; co < k->nout; co++) correlate_channels(k, tiles, 1, w, xline, yline, co);
     }
 }
 
@@ -400,16 +400,17 @@ static void pad_output_grad(const ConvGeom *g, const float *dy, float *dyp)
                dy + ((c * g->osize[0] + o0) * g->osize[1] + o1) * g->osize[2], (size_t)g->osize[2] * sizeof *dy);
 }
 
-/* Group k's correlation: forward (x the padded input) or, adjoint, the
-   input gradient (x the padded dy): of the padded input, or (interior) of
-   the input itself, which is all that zero padding needs. */
-static Correlation correlation(const ConvGeom *g, bool adjoint, bool interior)
+/* A group's correlation: forward's (x the padded input, y the output: the
+   weight gradient's shapes) or, adjoint, the input gradient (x the padded
+   dy, y the padded input or, `inner`, the input itself, all that zero
+   padding needs). */
+static Correlation correlation(const ConvGeom *g, bool adjoint, bool inner)
 {
   Correlation k = {.taps = ConvTaps(g)};
   for (int d = 0; d < 3; d++) {
     k.kernel[d] = g->kernel[d];
     k.dil[d] = g->dilation[d];
-    k.out[d] = !adjoint ? g->osize[d] : interior ? g->size[d] : padded_in(g, d);
+    k.out[d] = !adjoint ? g->osize[d] : inner ? g->size[d] : padded_in(g, d);
   }
   k.nin = (adjoint ? g->cout : g->cin) / g->groups;
   k.nout = (adjoint ? g->cin : g->cout) / g->groups;
@@ -445,13 +446,14 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
 
 /* One sample's im2col matrix, and backward's gradient of it; on the direct
    path forward's im2col matrix or backward's padded input, padded output
-   gradient, padded input's gradient, flipped kernel and the weight
-   gradient's partial sums, whichever is larger. */
+   gradient, padded input's gradient (not with zero padding), flipped
+   kernel and the weight gradient's partial sums, whichever is larger. */
 static int64_t conv_work_fixed(const Layer *l)
 {
   const ConvGeom *g = &l->conv;
   int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g), weights = g->cout * g->cin / g->groups * ConvTaps(g);
-  int64_t backward = 2 * g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + weights * (1 + F8);
+  int64_t dxp = g->padding == CONV_PAD_ZEROS ? 0 : g->cin * padded_in_points(g);
+  int64_t backward = g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
   if (!direct(g)) return 2 * col;
   return col > backward ? col : backward;
 }
@@ -489,7 +491,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
     Correlation k = correlation(g, true, zeros), kw = correlation(g, false, false);
     int64_t taps = ConvTaps(g), weights = g->cout * (rows / taps) * taps;
     float *xp = m->work, *dyp = xp + g->cin * kw.inplane, *dxp = dyp + g->cout * k.inplane,
-          *wt = dxp + g->cin * kw.inplane, *dwv = wt + weights;
+          *wt = dxp + (zeros ? 0 : g->cin * kw.inplane), *dwv = wt + weights;
     /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
     int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
     if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */
@@ -510,7 +512,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
       if (dx) {
         pad_output_grad(g, d, dyp);
         for (int64_t j = 0; j < g->groups; j++)
-          correlate(&k, wt + j * k.nout * k.nin * taps, NULL, dyp + from + j * k.nin * k.inplane,
+          correlate(&k, wt + j * k.nout * k.nin * taps, dyp + from + j * k.nin * k.inplane,
                     (zeros ? dx + s * l->in : dxp) + j * k.nout * k.outplane);
         if (!zeros) {
           memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
