@@ -3,13 +3,13 @@
    osize...].  Kernel size, stride, dilation, groups, and padding with
    zeros, circularly (periodic fields) or by reflection.  On the host in
    fp32, one sample at a time, whatever the batch, in the layer's scratch.
-   The forward pass is im2col and one GEMM per group.  With stride 1 the
-   backward pass is direct (below): both gradients without a column matrix;
-   otherwise it is im2col and GEMMs too.  (A direct forward pass, the same
-   correlation with the bias, was faster but its outputs, rounded otherwise,
-   flipped a few ReLU and max-pooling decisions of a U-Net at batch 8 and
-   more, and its gradients ended 1e-5 from float64 PyTorch's where the
-   GEMM's are within 1e-7.) */
+   The forward pass is im2col and one GEMM per group.  With stride 1 and
+   more than one tap the backward pass is direct (below): both gradients
+   without a column matrix; otherwise it is im2col and GEMMs too.  (A
+   direct forward pass, the same correlation, was faster, but it changed
+   max pooling's choices in a U-Net at batch 8 and more: its gradients
+   ended 1e-5 from float64 PyTorch's where the GEMM's are within 1e-7;
+   doc/performance.md.) */
 #include <math.h>
 #include <string.h>
 
@@ -477,6 +477,56 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   return FSDP_SUCCESS;
 }
 
+/* The backward pass of direct(g): m->work holds the padded input, the
+   padded output gradient, the padded input's gradient (not with zero
+   padding), the flipped kernel and the weight gradient's partial sums. */
+static FSDPErrorCode direct_backward(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx,
+                                     const float *w, float *dw, float *db)
+{
+  const ConvGeom *g = &l->conv;
+  int64_t rows = group_rows(g), og = g->cout / g->groups, points = ConvOutPoints(g);
+  bool zeros = g->padding == CONV_PAD_ZEROS;
+  Correlation k = correlation(g, true, zeros), kw = correlation(g, false, false);
+  int64_t taps = ConvTaps(g), ig = rows / taps, weights = g->cout * rows;
+  float *xp = m->work, *dyp = xp + g->cin * kw.inplane, *dxp = dyp + g->cout * k.inplane,
+        *wt = dxp + (zeros ? 0 : g->cin * kw.inplane), *dwv = wt + weights;
+  /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
+  int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
+  if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */
+    for (int64_t j = 0; j < g->groups; j++)
+      for (int64_t ci = 0; ci < ig; ci++)
+        for (int64_t co = 0; co < og; co++)
+          for (int64_t t = 0; t < taps; t++)
+            wt[((j * ig + ci) * og + co) * taps + taps - 1 - t] = w[((j * og + co) * ig + ci) * taps + t];
+  if (dw) memset(dwv, 0, (size_t)(weights * F8) * sizeof *dwv);
+  for (int64_t s = 0; s < n; s++) {
+    const float *d = dy + s * l->out;
+    if (dw) {
+      pad_input(g, x + s * l->in, xp, NULL);
+      for (int64_t j = 0; j < g->groups; j++)
+        weight_grad(&kw, d + j * og * points, xp + j * kw.nin * kw.inplane, dwv + j * og * rows * F8);
+    }
+    if (dx) {
+      pad_output_grad(g, d, dyp);
+      for (int64_t j = 0; j < g->groups; j++)
+        correlate(&k, wt + j * k.nout * k.nin * taps, dyp + from + j * k.nin * k.inplane,
+                  (zeros ? dx + s * l->in : dxp) + j * k.nout * k.outplane);
+      if (!zeros) {
+        memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
+        pad_input(g, NULL, dxp, dx + s * l->in);
+      }
+    }
+  }
+  if (dw)
+    for (int64_t i = 0; i < weights; i++) {
+      float sum = 0.0f;
+      for (int lane = 0; lane < F8; lane++) sum += dwv[i * F8 + lane];
+      dw[i] += sum;
+    }
+  if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy, float *dx)
 {
   const ConvGeom *g = &l->conv;
@@ -486,49 +536,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));
   FSDPCall(FSDPModelGrad_Private(m, l, BIAS, &db));
-  if (direct(g)) {
-    bool zeros = g->padding == CONV_PAD_ZEROS;
-    Correlation k = correlation(g, true, zeros), kw = correlation(g, false, false);
-    int64_t taps = ConvTaps(g), weights = g->cout * (rows / taps) * taps;
-    float *xp = m->work, *dyp = xp + g->cin * kw.inplane, *dxp = dyp + g->cout * k.inplane,
-          *wt = dxp + (zeros ? 0 : g->cin * kw.inplane), *dwv = wt + weights;
-    /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
-    int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
-    if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */
-      for (int64_t j = 0; j < g->groups; j++)
-        for (int64_t ci = 0; ci < rows / taps; ci++)
-          for (int64_t co = 0; co < og; co++)
-            for (int64_t t = 0; t < taps; t++)
-              wt[((j * (rows / taps) + ci) * og + co) * taps + taps - 1 - t] =
-                  w[WEIGHT][((j * og + co) * (rows / taps) + ci) * taps + t];
-    if (dw) memset(dwv, 0, (size_t)(weights * F8) * sizeof *dwv);
-    for (int64_t s = 0; s < n; s++) {
-      const float *d = dy + s * l->out;
-      if (dw) {
-        pad_input(g, x + s * l->in, xp, NULL);
-        for (int64_t j = 0; j < g->groups; j++)
-          weight_grad(&kw, d + j * og * points, xp + j * kw.nin * kw.inplane, dwv + j * og * rows * F8);
-      }
-      if (dx) {
-        pad_output_grad(g, d, dyp);
-        for (int64_t j = 0; j < g->groups; j++)
-          correlate(&k, wt + j * k.nout * k.nin * taps, dyp + from + j * k.nin * k.inplane,
-                    (zeros ? dx + s * l->in : dxp) + j * k.nout * k.outplane);
-        if (!zeros) {
-          memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
-          pad_input(g, NULL, dxp, dx + s * l->in);
-        }
-      }
-    }
-    if (dw)
-      for (int64_t i = 0; i < weights; i++) {
-        float sum = 0.0f;
-        for (int lane = 0; lane < F8; lane++) sum += dwv[i * F8 + lane];
-        dw[i] += sum;
-      }
-    if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);
-    return FSDP_SUCCESS;
-  }
+  if (direct(g)) return direct_backward(m, l, n, x, dy, dx, w[WEIGHT], dw, db);
   for (int64_t s = 0; s < n; s++) {
     const float *d = dy + s * l->out;
     if (dw) {
