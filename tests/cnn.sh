@@ -110,6 +110,9 @@ case " $models " in
 *" fno1d "*)
   same fno2d fno2d_w1 1
   same fno2d fno2d_w4 4 $hybrid
+  # the spectral layers' scratch (the batch's kept modes) in the formula too
+  train_run fno2d_memory 4 -model "$fno2d" -data "$fsdp_tmp/fno2d-data.h5" $hybrid -steps 2 -log_every 2
+  summary_is_formula "$fsdp_tmp/fno2d_memory.out"
   same fno1d fno1d_w2 2
   # The same FNO as a model file, a layer per line: PyTorch's curve and parameters too.
   cat >"$fsdp_tmp/fno1d.model" <<'EOF'

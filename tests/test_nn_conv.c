@@ -313,6 +313,10 @@ static void test_gradients(void)
   check_gradients("cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=3x9,in=1,out=1,depth=1,channels=2,pad=3,padding=circular,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=3x3x20,in=1,out=1,depth=1,channels=3,padding=reflect,act=tanh", FSDP_HYBRID_SHARD);
+  /* 1 x 1 convolutions: their input is their column matrix (groups of 2 here), unless a stride or padding says
+     otherwise (im2col) */
+  check_gradients("cnn:grid=6x5,in=4,out=2,depth=2,channels=6,kernel=1,groups=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=7x6,in=2,out=1,depth=1,channels=3,kernel=1,stride=2,pad=1,act=tanh", FSDP_HYBRID_SHARD);
   /* GroupNorm: groups of 2 channels, one channel each (instance norm), all channels (one group) */
   check_gradients("cnn:grid=6x5,in=2,out=2,depth=2,channels=4,norm=groupnorm:2,padding=circular,act=tanh",
                   FSDP_FULL_SHARD);
@@ -332,6 +336,8 @@ static void test_gradients(void)
   check_gradients("fno:grid=8,in=2,out=1,width=3,modes=5,layers=2,act=tanh", FSDP_FULL_SHARD);
   check_gradients("fno:grid=6x7,in=1,out=2,width=2,modes=3,layers=2,act=tanh", FSDP_HYBRID_SHARD);
   check_gradients("fno:grid=4x4x6,in=1,out=1,width=2,modes=2,layers=1", FSDP_SHARD_GRAD_OP);
+  /* samples of 45 floats: every other one is not aligned for FFTW's SIMD plans (spectral.c's second set of plans) */
+  check_gradients("fno:grid=5x3,in=1,out=1,width=3,modes=2,layers=1,act=tanh", FSDP_FULL_SHARD);
 #endif
 }
 

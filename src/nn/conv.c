@@ -363,6 +363,16 @@ static bool direct(const ConvGeom *g)
   return g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1 && ConvTaps(g) > 1;
 }
 
+/* A 1 x 1 convolution with stride 1 and no padding (an FNO's lifting and
+   bypass layers): its column matrix is its input, and its input gradient's
+   columns are that gradient, so the GEMMs take them in place. */
+static bool pointwise(const ConvGeom *g)
+{
+  for (int d = 0; d < 3; d++)
+    if (g->stride[d] != 1 || g->pad[d] != 0) return false;
+  return ConvTaps(g) == 1;
+}
+
 /* xp[cin, padded...] = x padded as g says; or (x NULL) its adjoint: dx += xp
    folded back through the padding. */
 static void pad_input(const ConvGeom *g, const float *x, float *xp, float *dx)
@@ -454,6 +464,7 @@ static int64_t conv_work_fixed(const Layer *l)
   int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g), weights = g->cout * g->cin / g->groups * ConvTaps(g);
   int64_t dxp = g->padding == CONV_PAD_ZEROS ? 0 : g->cin * padded_in_points(g);
   int64_t backward = g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
+  if (pointwise(g)) return 0;
   if (!direct(g)) return 2 * col;
   return col > backward ? col : backward;
 }
@@ -467,12 +478,15 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
-    FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+    const float *cols = pointwise(g) ? x + s * l->in : col;
+    if (!pointwise(g)) FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
     for (int64_t k = 0; k < g->groups; k++)
-      FSDPGemm_Private(false, false, og, points, rows, 1.0f, w[WEIGHT] + k * og * rows, rows, col + k * rows * points,
+      FSDPGemm_Private(false, false, og, points, rows, 1.0f, w[WEIGHT] + k * og * rows, rows, cols + k * rows * points,
                        points, 0.0f, y + k * og * points, points);
-    for (int64_t c = 0; c < g->cout; c++)
-      for (int64_t q = 0; q < points; q++) y[c * points + q] += w[BIAS][c];
+    for (int64_t c = 0; c < g->cout; c++) {
+      float b = w[BIAS][c], *yc = y + c * points;
+      for (int64_t q = 0; q < points; q++) yc[q] += b;
+    }
   }
   return FSDP_SUCCESS;
 }
@@ -540,17 +554,21 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   for (int64_t s = 0; s < n; s++) {
     const float *d = dy + s * l->out;
     if (dw) {
-      FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+      const float *cols = pointwise(g) ? x + s * l->in : col;
+      if (!pointwise(g)) FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
       for (int64_t k = 0; k < g->groups; k++)
-        FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + k * og * points, points, col + k * rows * points,
+        FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + k * og * points, points, cols + k * rows * points,
                          points, 1.0f, dw + k * og * rows, rows);
     }
     if (dx) {
+      float *dcols = pointwise(g) ? dx + s * l->in : dcol;
       for (int64_t k = 0; k < g->groups; k++)
         FSDPGemm_Private(true, false, rows, points, og, 1.0f, w[WEIGHT] + k * og * rows, rows, d + k * og * points,
-                         points, 0.0f, dcol + k * rows * points, points);
-      memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
-      FSDPIm2Col_Private(g, NULL, dcol, dx + s * l->in);
+                         points, 0.0f, dcols + k * rows * points, points);
+      if (!pointwise(g)) {
+        memset(dx + s * l->in, 0, (size_t)l->in * sizeof *dx);
+        FSDPIm2Col_Private(g, NULL, dcol, dx + s * l->in);
+      }
     }
   }
   if (db) FSDPConvBiasGrad_Private(n, g->cout, points, dy, db);

@@ -14,7 +14,8 @@
    dW = G conj(X), and dx = irfft's adjoint of G conj(W), which is the
    unnormalized inverse transform of rfft(dy) conj(W) / P: c cancels.  FFTW
    in single precision does the transforms, a sample's channels in one
-   plan. */
+   plan; the products with W run one kept mode at a time for the whole
+   batch, as real GEMMs (weight_block). */
 #include <string.h>
 
 #include "nnimpl.h"
@@ -56,45 +57,92 @@ static FSDPErrorCode spectral_init(const Layer *l, int p, uint64_t seed, const c
   return FSDP_SUCCESS;
 }
 
-/* One sample's spectra: the input's [cin, half] and the output's [cout, half], complex. */
-static int64_t spectral_work_fixed(const Layer *l) { return 2 * (l->conv.cin + l->conv.cout) * half_points(&l->conv); }
+/* Floats rounded up to 64 bytes, so that the arrays after them stay aligned for FFTW's SIMD plans. */
+static int64_t aligned_floats(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+/* Per row: the batch's kept modes, [modes, n, 2 cin] and [modes, n, 2 cout].
+   Whatever the batch: one sample's spectra, [cin, half] and [cout, half]
+   complex, and one mode's weight as a real block [2 cin, 2 cout]. */
+static int64_t spectral_work(const Layer *l) { return 2 * (l->conv.cin + l->conv.cout) * kept_modes(&l->conv); }
+static int64_t spectral_work_fixed(const Layer *l)
+{
+  const ConvGeom *g = &l->conv;
+  return aligned_floats(2 * g->cin * half_points(g)) + aligned_floats(2 * g->cout * half_points(g)) +
+         aligned_floats(4 * g->cin * g->cout);
+}
+
+/* The scratch above, in m->work: the input's and the output's spectra and kept modes. */
+typedef struct {
+  fftwf_complex *in, *out;
+  float *block, *in_modes, *out_modes;
+} Scratch;
+static Scratch scratch(FSDPModel m, const ConvGeom *g, int64_t n)
+{
+  Scratch s;
+  float *f = m->work;
+  s.in = (fftwf_complex *)(void *)f;
+  f += aligned_floats(2 * g->cin * half_points(g));
+  s.out = (fftwf_complex *)(void *)f;
+  f += aligned_floats(2 * g->cout * half_points(g));
+  s.block = f;
+  s.in_modes = f + aligned_floats(4 * g->cin * g->cout);
+  s.out_modes = s.in_modes + 2 * g->cin * kept_modes(g) * n;
+  return s;
+}
 
 /* The plans, made at SetUp on scratch arrays (FFTW_ESTIMATE leaves them
-   untouched) and executed on any arrays (FFTW_UNALIGNED): a sample's
-   channels in one call. */
+   untouched) and executed on the model's arrays: a sample's channels in one
+   call.  Two of each: for arrays aligned as FFTW's SIMD code needs (the
+   model's, as a rule), and for any arrays (FFTW_UNALIGNED, which forgoes
+   SIMD: the benchmark FNO's transforms took 1.5 times as long). */
 static FSDPErrorCode spectral_setup(Layer *l)
 {
   const ConvGeom *g = &l->conv;
   int n[3], nd = g->nd;
   int64_t points = ConvInPoints(g), half = half_points(g), channels = g->cin > g->cout ? g->cin : g->cout;
-  unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
   fftwf_plan *plans = NULL;
   float *real = NULL;
   fftwf_complex *spectrum;
   for (int d = 0; d < nd; d++) n[d] = (int)g->size[3 - nd + d];
-  FSDPCall(FSDPCalloc(NPLANS, sizeof *plans, FSDP_MEM_OTHER, &plans));
+  FSDPCall(FSDPCalloc(2 * NPLANS, sizeof *plans, FSDP_MEM_OTHER, &plans));
   l->state = plans;
-  FSDPCall(FSDPMalloc((size_t)(channels * (points + 2 * half)) * sizeof *real, FSDP_MEM_OTHER, &real));
-  spectrum = (fftwf_complex *)(void *)(real + channels * points);
-  plans[X_FORWARD] =
-      fftwf_plan_many_dft_r2c(nd, n, (int)g->cin, real, NULL, 1, (int)points, spectrum, NULL, 1, (int)half, flags);
-  plans[DY_FORWARD] =
-      fftwf_plan_many_dft_r2c(nd, n, (int)g->cout, real, NULL, 1, (int)points, spectrum, NULL, 1, (int)half, flags);
-  plans[Y_INVERSE] =
-      fftwf_plan_many_dft_c2r(nd, n, (int)g->cout, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
-  plans[DX_INVERSE] =
-      fftwf_plan_many_dft_c2r(nd, n, (int)g->cin, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
+  FSDPCall(FSDPMalloc((size_t)(channels * (points + 2 * half) + 16) * sizeof *real, FSDP_MEM_OTHER, &real));
+  spectrum = (fftwf_complex *)(void *)(real + aligned_floats(channels * points));
+  for (int a = 0; a < 2; a++) {
+    unsigned flags = FFTW_ESTIMATE | (a ? FFTW_UNALIGNED : 0);
+    fftwf_plan *p = plans + a * NPLANS;
+    p[X_FORWARD] =
+        fftwf_plan_many_dft_r2c(nd, n, (int)g->cin, real, NULL, 1, (int)points, spectrum, NULL, 1, (int)half, flags);
+    p[DY_FORWARD] =
+        fftwf_plan_many_dft_r2c(nd, n, (int)g->cout, real, NULL, 1, (int)points, spectrum, NULL, 1, (int)half, flags);
+    p[Y_INVERSE] =
+        fftwf_plan_many_dft_c2r(nd, n, (int)g->cout, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
+    p[DX_INVERSE] =
+        fftwf_plan_many_dft_c2r(nd, n, (int)g->cin, spectrum, NULL, 1, (int)half, real, NULL, 1, (int)points, flags);
+  }
   FSDPCall(FSDPFree(&real));
-  for (int k = 0; k < NPLANS; k++)
+  for (int k = 0; k < 2 * NPLANS; k++)
     FSDPCheck(plans[k], MPI_COMM_SELF, FSDP_ERR_INTERNAL, "layer %s: FFTW made no plan for a %d-D grid of %lld points",
               l->name, nd, (long long)points);
   return FSDP_SUCCESS;
 }
 
+/* The aligned plan k where both arrays are aligned as at planning, else the unaligned one. */
+static void real_to_spectrum(const fftwf_plan *plans, int k, const float *real, fftwf_complex *spectrum)
+{
+  bool aligned = fftwf_alignment_of((float *)real) == 0 && fftwf_alignment_of((float *)spectrum) == 0;
+  fftwf_execute_dft_r2c(plans[aligned ? k : NPLANS + k], (float *)real, spectrum);
+}
+static void spectrum_to_real(const fftwf_plan *plans, int k, fftwf_complex *spectrum, float *real)
+{
+  bool aligned = fftwf_alignment_of(real) == 0 && fftwf_alignment_of((float *)spectrum) == 0;
+  fftwf_execute_dft_c2r(plans[aligned ? k : NPLANS + k], spectrum, real);
+}
+
 static void spectral_destroy(Layer *l)
 {
   fftwf_plan *plans = l->state;
-  for (int k = 0; plans && k < NPLANS; k++)
+  for (int k = 0; plans && k < 2 * NPLANS; k++)
     if (plans[k]) fftwf_destroy_plan(plans[k]);
   (void)FSDPFree(&l->state);
 }
@@ -108,30 +156,66 @@ static void spectral_destroy(Layer *l)
         __VA_ARGS__;                                                                                                   \
       }
 
+/* Sample s's kept modes of spectrum[c, half] into kept[modes, n, 2 c], or back (a zeroed spectrum). */
+static void gather_modes(const ConvGeom *g, int64_t c, int64_t n, int64_t s, const fftwf_complex *spectrum, float *kept)
+{
+  int64_t half = half_points(g);
+  FOR_KEPT_MODES(g, {
+    float *k = kept + (mode * n + s) * 2 * c;
+    for (int64_t i = 0; i < c; i++) k[2 * i] = spectrum[i * half + q][0], k[2 * i + 1] = spectrum[i * half + q][1];
+  })
+}
+static void scatter_modes(const ConvGeom *g, int64_t c, int64_t n, int64_t s, const float *kept,
+                          fftwf_complex *spectrum)
+{
+  int64_t half = half_points(g);
+  memset(spectrum, 0, (size_t)(c * half) * sizeof *spectrum);
+  FOR_KEPT_MODES(g, {
+    const float *k = kept + (mode * n + s) * 2 * c;
+    for (int64_t i = 0; i < c; i++) spectrum[i * half + q][0] = k[2 * i], spectrum[i * half + q][1] = k[2 * i + 1];
+  })
+}
+
+/* The complex product by W[:, :, mode] as a real one: a row of complex
+   numbers (re, im, re, im, ...) is a real row twice as long, and (a + ib)
+   (c + id) its block [[c, d], [-d, c]].  So block[2 cin, 2 cout] turns a
+   batch's kept mode [n, 2 cin] into the output's [n, 2 cout] in one GEMM,
+   and its transpose takes an output gradient back to the input's, with
+   conj(W): the whole batch against one mode's weight, which stays in cache. */
+static void weight_block(const ConvGeom *g, const float *w, int64_t mode, float *block)
+{
+  int64_t modes = kept_modes(g), cols = 2 * g->cout;
+  for (int64_t i = 0; i < g->cin; i++)
+    for (int64_t o = 0; o < g->cout; o++) {
+      const float *b = w + 2 * ((i * g->cout + o) * modes + mode);
+      block[2 * i * cols + 2 * o] = b[0], block[2 * i * cols + 2 * o + 1] = b[1];
+      block[(2 * i + 1) * cols + 2 * o] = -b[1], block[(2 * i + 1) * cols + 2 * o + 1] = b[0];
+    }
+}
+
 static FSDPErrorCode spectral_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
   const ConvGeom *g = &l->conv;
-  int64_t half = half_points(g), modes = kept_modes(g), points = ConvInPoints(g);
-  fftwf_complex *xs = (fftwf_complex *)(void *)m->work, *ys = xs + g->cin * half;
-  float *w[LAYER_MAX_PARAMS], scale = 1.0f / (float)points;
+  int64_t modes = kept_modes(g);
+  Scratch t = scratch(m, g, n);
+  fftwf_complex *xs = t.in, *ys = t.out;
+  float *block = t.block, *xk = t.in_modes, *yk = t.out_modes;
+  float *w[LAYER_MAX_PARAMS], scale = 1.0f / (float)ConvInPoints(g);
   fftwf_plan *plans = l->state;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   for (int64_t s = 0; s < n; s++) {
-    float *y = l->y + s * l->out;
-    fftwf_execute_dft_r2c(plans[X_FORWARD], (float *)x + s * l->in, xs);
-    memset(ys, 0, (size_t)(g->cout * half) * sizeof *ys);
-    for (int64_t i = 0; i < g->cin; i++)
-      for (int64_t o = 0; o < g->cout; o++) {
-        const float *wio = w[0] + 2 * (i * g->cout + o) * modes;
-        FOR_KEPT_MODES(g, {
-          const float *a = xs[i * half + q], *b = wio + 2 * mode;
-          ys[o * half + q][0] += a[0] * b[0] - a[1] * b[1];
-          ys[o * half + q][1] += a[0] * b[1] + a[1] * b[0];
-        })
-      }
-    fftwf_execute_dft_c2r(plans[Y_INVERSE], ys, y); /* it overwrites ys, which is scratch */
-    for (int64_t e = 0; e < l->out; e++) y[e] *= scale;
+    real_to_spectrum(plans, X_FORWARD, x + s * l->in, xs);
+    gather_modes(g, g->cin, n, s, xs, xk);
+  }
+  for (int64_t mode = 0; mode < modes; mode++) { /* Y = X W / P, the batch at once: the inverse is unnormalized */
+    weight_block(g, w[0], mode, block);
+    FSDPGemm_Private(false, false, n, 2 * g->cout, 2 * g->cin, scale, xk + mode * n * 2 * g->cin, 2 * g->cin, block,
+                     2 * g->cout, 0.0f, yk + mode * n * 2 * g->cout, 2 * g->cout);
+  }
+  for (int64_t s = 0; s < n; s++) {
+    scatter_modes(g, g->cout, n, s, yk, ys);
+    spectrum_to_real(plans, Y_INVERSE, ys, l->y + s * l->out); /* it overwrites ys, which is scratch */
   }
   return FSDP_SUCCESS;
 }
@@ -140,42 +224,49 @@ static FSDPErrorCode spectral_backward(FSDPModel m, const Layer *l, int64_t n, c
                                        float *dx)
 {
   const ConvGeom *g = &l->conv;
-  int64_t half = half_points(g), modes = kept_modes(g), points = ConvInPoints(g), nyquist = g->size[2] / 2;
+  int64_t modes = kept_modes(g), nyquist = g->size[2] / 2, cin2 = 2 * g->cin, cout2 = 2 * g->cout;
   bool even = g->size[2] % 2 == 0;
-  fftwf_complex *xs = (fftwf_complex *)(void *)m->work, *gs = xs + g->cin * half;
-  float *w[LAYER_MAX_PARAMS], *dw, scale = 1.0f / (float)points;
+  Scratch t = scratch(m, g, n);
+  fftwf_complex *xs = t.in, *gs = t.out;
+  float *block = t.block, *xk = t.in_modes, *gk = t.out_modes;
+  float *w[LAYER_MAX_PARAMS], *dw, scale = 1.0f / (float)ConvInPoints(g);
   fftwf_plan *plans = l->state;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, 0, &dw));
   for (int64_t s = 0; s < n; s++) {
-    fftwf_execute_dft_r2c(plans[DY_FORWARD], (float *)dy + s * l->out, gs); /* rfft(dy) */
-    if (dw) fftwf_execute_dft_r2c(plans[X_FORWARD], (float *)x + s * l->in, xs);
-    for (int64_t i = 0; dw && i < g->cin; i++) {
-      float *dwi = dw + 2 * i * g->cout * modes;
-      for (int64_t o = 0; o < g->cout; o++)
-        FOR_KEPT_MODES(g, {
-          /* the mode stands for its mirror too, except the last axis's 0 and Nyquist frequencies */
-          float c = (j2 == 0 || (even && j2 == nyquist) ? 1.0f : 2.0f) * scale;
-          const float *gq = gs[o * half + q], *xq = xs[i * half + q];
-          float *d = dwi + 2 * (o * modes + mode);
-          d[0] += c * (gq[0] * xq[0] + gq[1] * xq[1]);
-          d[1] += c * (gq[1] * xq[0] - gq[0] * xq[1]);
-        })
+    real_to_spectrum(plans, DY_FORWARD, dy + s * l->out, gs); /* rfft(dy) */
+    gather_modes(g, g->cout, n, s, gs, gk);
+    if (dw) {
+      real_to_spectrum(plans, X_FORWARD, x + s * l->in, xs);
+      gather_modes(g, g->cin, n, s, xs, xk);
     }
-    if (dx) { /* dX = rfft(dy) conj(W) / P on the kept modes, then the unnormalized inverse */
-      memset(xs, 0, (size_t)(g->cin * half) * sizeof *xs);
+  }
+  FOR_KEPT_MODES(g, {
+    float *xm = xk + mode * n * cin2, *gm = gk + mode * n * cout2;
+    (void)q;
+    if (dw) {
+      /* dW = c G conj(X) / P over the batch, c = 2 where the mode stands for
+         its mirror too (not the last axis's 0 and Nyquist frequencies).  The
+         block X^T G [2 cin, 2 cout] holds the four real products of each pair. */
+      float c = (j2 == 0 || (even && j2 == nyquist) ? 1.0f : 2.0f) * scale;
+      FSDPGemm_Private(true, false, cin2, cout2, n, c, xm, cin2, gm, cout2, 0.0f, block, cout2);
       for (int64_t i = 0; i < g->cin; i++)
         for (int64_t o = 0; o < g->cout; o++) {
-          const float *wio = w[0] + 2 * (i * g->cout + o) * modes;
-          FOR_KEPT_MODES(g, {
-            const float *gq = gs[o * half + q], *b = wio + 2 * mode;
-            xs[i * half + q][0] += scale * (gq[0] * b[0] + gq[1] * b[1]);
-            xs[i * half + q][1] += scale * (gq[1] * b[0] - gq[0] * b[1]);
-          })
+          const float *re = block + 2 * i * cout2 + 2 * o, *im = re + cout2;
+          float *d = dw + 2 * ((i * g->cout + o) * modes + mode);
+          d[0] += re[0] + im[1];
+          d[1] += re[1] - im[0];
         }
-      fftwf_execute_dft_c2r(plans[DX_INVERSE], xs, dx + s * l->in);
     }
+    if (dx) { /* dX = rfft(dy) conj(W) / P: the transposed block; X's kept modes are done with */
+      weight_block(g, w[0], mode, block);
+      FSDPGemm_Private(false, true, n, cin2, cout2, scale, gm, cout2, block, cout2, 0.0f, xm, cin2);
+    }
+  })
+  for (int64_t s = 0; dx && s < n; s++) { /* the unnormalized inverse: irfft's adjoint, c cancelled */
+    scatter_modes(g, g->cin, n, s, xk, xs);
+    spectrum_to_real(plans, DX_INVERSE, xs, dx + s * l->in);
   }
   return FSDP_SUCCESS;
 }
@@ -186,6 +277,7 @@ const LayerOps LayerOps_spectral_Private = {
     .param_names = param_names,
     .param_shape = spectral_param_shape,
     .init = spectral_init,
+    .work = spectral_work,
     .work_fixed = spectral_work_fixed,
     .forward = spectral_forward,
     .backward = spectral_backward,
