@@ -3,13 +3,11 @@
    osize...].  Kernel size, stride, dilation, groups, and padding with
    zeros, circularly (periodic fields) or by reflection.  On the host in
    fp32, one sample at a time, whatever the batch, in the layer's scratch.
-   The forward pass is im2col and one GEMM per group.  With stride 1 and
-   more than one tap the backward pass is direct (below): both gradients
-   without a column matrix; otherwise it is im2col and GEMMs too.  (A
-   direct forward pass, the same correlation, was faster, but it changed
-   max pooling's choices in a U-Net at batch 8 and more: its gradients
-   ended 1e-5 from float64 PyTorch's where the GEMM's are within 1e-7;
-   doc/performance.md.) */
+   With stride 1 and more than one tap both passes are direct (below): the
+   output and the input gradient are correlations in register tiles, the
+   weight gradient sums in tiles too, and no column matrix is built.
+   Otherwise they are im2col and one GEMM per group (a 1 x 1 kernel with
+   stride 1 and no padding takes its input as its columns). */
 #include <math.h>
 #include <string.h>
 
@@ -455,18 +453,17 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
 }
 
 /* One sample's im2col matrix, and backward's gradient of it; on the direct
-   path forward's im2col matrix or backward's padded input, padded output
-   gradient, padded input's gradient (not with zero padding), flipped
-   kernel and the weight gradient's partial sums, whichever is larger. */
+   path backward's padded input (forward's too), padded output gradient,
+   padded input's gradient (not with zero padding), flipped kernel and the
+   weight gradient's partial sums. */
 static int64_t conv_work_fixed(const Layer *l)
 {
   const ConvGeom *g = &l->conv;
   int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g), weights = g->cout * g->cin / g->groups * ConvTaps(g);
   int64_t dxp = g->padding == CONV_PAD_ZEROS ? 0 : g->cin * padded_in_points(g);
-  int64_t backward = g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
   if (pointwise(g)) return 0;
   if (!direct(g)) return 2 * col;
-  return col > backward ? col : backward;
+  return g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
 }
 
 static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
@@ -476,6 +473,20 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   float *w[LAYER_MAX_PARAMS], *col = m->work;
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
+  if (direct(g)) { /* the correlation of the padded input with the kernel, as backward's input gradient */
+    Correlation k = correlation(g, false, false);
+    for (int64_t s = 0; s < n; s++) {
+      float *y = l->y + s * l->out;
+      pad_input(g, x + s * l->in, col, NULL);
+      for (int64_t j = 0; j < g->groups; j++)
+        correlate(&k, w[WEIGHT] + j * og * rows, col + j * k.nin * k.inplane, y + j * og * points);
+      for (int64_t c = 0; c < g->cout; c++) {
+        float b = w[BIAS][c], *yc = y + c * points;
+        for (int64_t q = 0; q < points; q++) yc[q] += b;
+      }
+    }
+    return FSDP_SUCCESS;
+  }
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
     const float *cols = pointwise(g) ? x + s * l->in : col;
