@@ -128,12 +128,14 @@ typedef struct {
   int64_t kernel[3], dil[3]; /* the kernel, its dilation */
   int64_t in1, in2, inplane; /* the padded input's last two extents, and points per channel */
   int64_t out[3], outplane;  /* the output's extents, and points per channel */
+  const float *bias;         /* added to each output channel's sums (forward), or NULL */
 } Correlation;
 
 typedef void TileFn(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co, int64_t w0);
 
 /* y[co .. co + CO, line, w0 .. w0 + NV * 8) = the sum over input
-   channels and taps of w times the shifted input, in that order, each term
+   channels and taps of w times the shifted input, in that order (plus the
+   bias, after the sum, as a separate pass would add it), each term
    added by MADD(acc, s, x): acc + s * x rounded once, as fmaf does, so that
    every path gives the same bits.  A GEMM fuses its multiply-adds too; the
    rest of the library does not (-ffp-contract=off). */
@@ -162,8 +164,11 @@ typedef void TileFn(const Correlation *k, const float *w, const float *xline, fl
         }                                                                                                              \
     }                                                                                                                  \
     FSDP_PRAGMA(GCC unroll 8)                                                                                          \
-    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 2)                                                             \
-    for (int v = 0; v < NV; v++) *(f8u *)(yline + (co + j) * k->outplane + w0 + v * F8) = acc[j][v];                   \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 2) for (int v = 0; v < NV; v++)                                \
+      {                                                                                                                \
+        if (k->bias) acc[j][v] = acc[j][v] + k->bias[co + j];                                                          \
+        *(f8u *)(yline + (co + j) * k->outplane + w0 + v * F8) = acc[j][v];                                            \
+      }                                                                                                                \
   }
 
 #define MADD_LANES(acc, s, x)                                                                                          \
@@ -212,7 +217,7 @@ static void correlate_point(const Correlation *k, const float *w, const float *x
           acc = fmaf(*wc++,
                      xline[ci * k->inplane + (a * k->dil[0] * k->in1 + b * k->dil[1]) * k->in2 + e * k->dil[2] + w0],
                      acc);
-  yline[co * k->outplane + w0] = acc;
+  yline[co * k->outplane + w0] = k->bias ? acc + k->bias[co] : acc;
 }
 
 /* Output channels [co, co + n) of one line, n a tile's channel count:
@@ -478,11 +483,9 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
     for (int64_t s = 0; s < n; s++) {
       float *y = l->y + s * l->out;
       pad_input(g, x + s * l->in, col, NULL);
-      for (int64_t j = 0; j < g->groups; j++)
+      for (int64_t j = 0; j < g->groups; j++) {
+        k.bias = w[BIAS] + j * og;
         correlate(&k, w[WEIGHT] + j * og * rows, col + j * k.nin * k.inplane, y + j * og * points);
-      for (int64_t c = 0; c < g->cout; c++) {
-        float b = w[BIAS][c], *yc = y + c * points;
-        for (int64_t q = 0; q < points; q++) yc[q] += b;
       }
     }
     return FSDP_SUCCESS;
@@ -586,15 +589,27 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   return FSDP_SUCCESS;
 }
 
-/* Summed in double, so that it barely depends on the batch's split across ranks. */
-void FSDPConvBiasGrad_Private(int64_t n, int64_t channels, int64_t points, const float *dy, float *db)
+/* Summed in double, so that it barely depends on the batch's split across
+   ranks: a sample's points in FSDP_LANES partial sums, the samples in order. */
+#define DY_POINT(q) ((double)dyc[q])
+FSDP_INLINE void bias_grad_body(int64_t n, int64_t channels, int64_t points, const float *restrict dy,
+                                float *restrict db)
 {
   for (int64_t c = 0; c < channels; c++) {
     double sum = 0;
-    for (int64_t s = 0; s < n; s++)
-      for (int64_t q = 0; q < points; q++) sum += dy[(s * channels + c) * points + q];
+    for (int64_t s = 0; s < n; s++) {
+      const float *dyc = dy + (s * channels + c) * points;
+      sum += FSDP_LANE_SUM(points, DY_POINT);
+    }
     db[c] += (float)sum;
   }
+}
+FSDP_SIMD_KERNEL(bias_grad, (int64_t n, int64_t channels, int64_t points, const float *restrict dy, float *restrict db),
+                 (n, channels, points, dy, db))
+
+void FSDPConvBiasGrad_Private(int64_t n, int64_t channels, int64_t points, const float *dy, float *db)
+{
+  bias_grad(n, channels, points, dy, db);
 }
 
 const LayerOps LayerOps_conv_Private = {
