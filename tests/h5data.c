@@ -45,42 +45,55 @@ static float *values(uint64_t key, size_t n, float scale)
 /* Pairs (x, y) of a simulation's consecutive states, in the order it made them. */
 static int chain(const char *path, long run)
 {
-  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds[2];
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds[2] = {-1, -1};
   hsize_t dims[2][8];
   size_t n = 0, row = 1;
   float *v[2] = {NULL, NULL};
-  int ndim = 0, links = 0;
-  if (file < 0 || run < 1) return 1;
+  int ndim[2] = {-1, -1}, links = 0, bad = 1;
+  if (file < 0 || run < 1) goto done;
   for (int k = 0; k < 2; k++) {
     hid_t space;
-    ds[k] = H5Dopen2(file, k ? "y" : "x", H5P_DEFAULT);
-    space = H5Dget_space(ds[k]);
-    ndim = H5Sget_simple_extent_dims(space, dims[k], NULL);
+    if ((ds[k] = H5Dopen2(file, k ? "y" : "x", H5P_DEFAULT)) < 0 || (space = H5Dget_space(ds[k])) < 0) goto done;
+    ndim[k] = H5Sget_simple_extent_dims(space, dims[k], NULL);
     H5Sclose(space);
   }
-  for (int d = 0; d < ndim; d++) {
-    if (dims[0][d] != dims[1][d]) return fprintf(stderr, "h5data: /x and /y differ in shape\n"), 1;
+  if (ndim[0] < 1 || ndim[0] != ndim[1]) {
+    fprintf(stderr, "h5data: /x and /y differ in rank\n");
+    goto done;
+  }
+  for (int d = 0; d < ndim[0]; d++) {
+    if (dims[0][d] != dims[1][d]) {
+      fprintf(stderr, "h5data: /x and /y differ in shape\n");
+      goto done;
+    }
     if (d) row *= dims[0][d];
   }
   n = dims[0][0];
-  for (int k = 0; k < 2; k++) {
-    v[k] = malloc(n * row * sizeof *v[k]);
-    if (!v[k] || H5Dread(ds[k], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[k]) < 0) return 1;
-    H5Dclose(ds[k]);
-  }
+  for (int k = 0; k < 2; k++)
+    if (!(v[k] = malloc(n * row * sizeof *v[k])) ||
+        H5Dread(ds[k], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[k]) < 0)
+      goto done;
   for (size_t i = 0; i < n; i++) {
-    if (!memcmp(v[0] + i * row, v[1] + i * row, row * sizeof(float)))
-      return fprintf(stderr, "h5data: row %zu: y is x\n", i), 1;
+    if (!memcmp(v[0] + i * row, v[1] + i * row, row * sizeof(float))) {
+      fprintf(stderr, "h5data: row %zu: y is x\n", i);
+      goto done;
+    }
     if ((long)(i % (size_t)run) == run - 1 || i + 1 == n) continue;
-    if (memcmp(v[1] + i * row, v[0] + (i + 1) * row, row * sizeof(float)))
-      return fprintf(stderr, "h5data: row %zu: y is not row %zu's x\n", i, i + 1), 1;
+    if (memcmp(v[1] + i * row, v[0] + (i + 1) * row, row * sizeof(float))) {
+      fprintf(stderr, "h5data: row %zu: y is not row %zu's x\n", i, i + 1);
+      goto done;
+    }
     links++;
   }
   printf("h5data: %zu rows in runs of %ld: every y is the next row's x (%d links)\n", n, run, links);
-  free(v[0]);
-  free(v[1]);
-  H5Fclose(file);
-  return 0;
+  bad = 0;
+done: /* every path closes what it opened */
+  for (int k = 0; k < 2; k++) {
+    free(v[k]);
+    if (ds[k] >= 0) H5Dclose(ds[k]);
+  }
+  if (file >= 0) H5Fclose(file);
+  return bad;
 }
 
 int main(int argc, char **argv)
