@@ -46,19 +46,26 @@ static float *values(uint64_t key, size_t n, float scale)
 static int chain(const char *path, long run)
 {
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds[2] = {-1, -1};
-  hsize_t dims[2][8];
+  hsize_t dims[2][H5S_MAX_RANK];
   size_t n = 0, row = 1;
   float *v[2] = {NULL, NULL};
   int ndim[2] = {-1, -1}, links = 0, bad = 1;
-  if (file < 0 || run < 1) goto done;
+  if (file < 0 || run < 1) {
+    fprintf(stderr, "h5data: chain %s %ld: %s\n", path, run,
+            file < 0 ? "cannot open the file" : "runs are 1 row or more");
+    goto done;
+  }
   for (int k = 0; k < 2; k++) {
     hid_t space;
-    if ((ds[k] = H5Dopen2(file, k ? "y" : "x", H5P_DEFAULT)) < 0 || (space = H5Dget_space(ds[k])) < 0) goto done;
+    if ((ds[k] = H5Dopen2(file, k ? "y" : "x", H5P_DEFAULT)) < 0 || (space = H5Dget_space(ds[k])) < 0) {
+      fprintf(stderr, "h5data: %s has no dataset /%s\n", path, k ? "y" : "x");
+      goto done;
+    }
     ndim[k] = H5Sget_simple_extent_dims(space, dims[k], NULL);
     H5Sclose(space);
   }
   if (ndim[0] < 1 || ndim[0] != ndim[1]) {
-    fprintf(stderr, "h5data: /x and /y differ in rank\n");
+    fprintf(stderr, "h5data: /x and /y have ranks %d and %d: rows of samples are rank 1 or more\n", ndim[0], ndim[1]);
     goto done;
   }
   for (int d = 0; d < ndim[0]; d++) {
@@ -68,7 +75,10 @@ static int chain(const char *path, long run)
     }
     if (d) row *= dims[0][d];
   }
-  n = dims[0][0];
+  if ((n = dims[0][0]) == 0) {
+    fprintf(stderr, "h5data: /x has no rows\n");
+    goto done;
+  }
   for (int k = 0; k < 2; k++)
     if (!(v[k] = malloc(n * row * sizeof *v[k])) ||
         H5Dread(ds[k], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[k]) < 0)

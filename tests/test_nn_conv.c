@@ -223,7 +223,8 @@ static int64_t simd_run(const char *spec, FSDPSimd level, float *got)
 
 static void test_simd_paths(void)
 {
-  /* The input gradient's tiles take a layer's input channels (cin), the weight gradient's its outputs: 10 inputs
+  /* The output's tiles take a layer's output channels, the input gradient's its input channels (cin), the weight
+     gradient's its outputs: 10 inputs
      are tiles of 6 and 4 on lines of 70 points padded by reflection to 72; 7 are 6 + 1 with a kernel 2 wide (the
      tiles for any kernel) and zero padding; 5 are 4 + 1, tiles of 16 and 64 points and then one that ends with
      a line of 70, for any kernel and, with circular padding, for kernels 3 wide */
@@ -303,7 +304,7 @@ static void test_gradients(void)
   check_gradients("cnn:grid=4x5x3,in=2,out=2,depth=1,channels=3,padding=reflect,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=7x6,in=1,out=2,depth=1,channels=2,kernel=2,stride=2,pad=1,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=8x8,in=1,out=1,kernel=3,padding=circular", FSDP_FULL_SHARD); /* TorchFort's */
-  /* conv.c's direct backward (test_simd_paths says which tiles): a head of 10 input channels (6 + 4) on lines of
+  /* conv.c's direct passes (test_simd_paths says which tiles): a head of 10 input channels (6 + 4) on lines of
      70; 7 channels (6 + 1) with a kernel 2 wide, zero padding (the input gradient's inner points alone); 5
      channels (4 + 1, a single channel's tile of 64 points) for any kernel and for kernels 3 wide; circular
      padding as long as an axis; 3-D lines of 20 */
@@ -336,7 +337,7 @@ static void test_gradients(void)
   check_gradients("fno:grid=8,in=2,out=1,width=3,modes=5,layers=2,act=tanh", FSDP_FULL_SHARD);
   check_gradients("fno:grid=6x7,in=1,out=2,width=2,modes=3,layers=2,act=tanh", FSDP_HYBRID_SHARD);
   check_gradients("fno:grid=4x4x6,in=1,out=1,width=2,modes=2,layers=1", FSDP_SHARD_GRAD_OP);
-  /* samples of 45 floats: every other one is not aligned for FFTW's SIMD plans (spectral.c's second set of plans) */
+  /* samples of 45 floats: all but every fourth are not aligned for FFTW's SIMD plans (spectral.c's second set) */
   check_gradients("fno:grid=5x3,in=1,out=1,width=3,modes=2,layers=1,act=tanh", FSDP_FULL_SHARD);
 #endif
 }

@@ -559,7 +559,8 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
 {
   const ConvGeom *g = &l->conv;
   int64_t rows = group_rows(g), og = g->cout / g->groups, points = ConvOutPoints(g);
-  float *w[LAYER_MAX_PARAMS], *dw, *db, *col = m->work, *dcol = col + g->cin * ConvTaps(g) * points;
+  float *w[LAYER_MAX_PARAMS], *dw, *db,
+      *col = m->work, *dcol = col ? col + g->cin * ConvTaps(g) * points : NULL; /* no scratch for 1 x 1 */
 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   FSDPCall(FSDPModelGrad_Private(m, l, WEIGHT, &dw));

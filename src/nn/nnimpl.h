@@ -107,7 +107,7 @@ struct LayerOps {
   FSDPErrorCode (*init)(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin, int64_t end,
                         float *values);
   /* Floats per row that forward keeps in l->saved for backward (NULL: none),
-     and that backward needs as scratch in m->work (NULL: none). */
+     and that forward or backward needs as scratch in m->work (NULL: none). */
   int64_t (*saved)(const Layer *l);
   int64_t (*work)(const Layer *l);
   /* Floats of scratch in m->work, forward and backward, whatever the batch (NULL: none). */
@@ -173,7 +173,7 @@ struct FSDPModel_s {
   int64_t norm_groups;  /* a cnn's GroupNorm after each hidden convolution: its groups; 0: none */
   bool checkpointing;   /* activation checkpointing: the transformer blocks, the other models' blocks */
   float *run_pool;      /* checkpointing: the dropped outputs of one run of droppable layers at a time */
-  float *work;          /* backward's scratch: the largest ops->work(l), [capacity, ...] */
+  float *work;          /* the layers' scratch: the largest need, ops->work(l) per row and ops->work_fixed(l) */
   float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
   float *tied_grad;     /* a tied head's weight gradient until the embedding's backward adds it */
   int blas_threads;     /* OpenBLAS threads per rank: asked for (0: fit to the node), then set */
