@@ -376,6 +376,14 @@ static bool pointwise(const ConvGeom *g)
   return ConvTaps(g) == 1;
 }
 
+/* One sample's column matrix: its im2col in col, or the sample itself for pointwise(g). */
+static const float *columns(const ConvGeom *g, const float *x, float *col)
+{
+  if (pointwise(g)) return x;
+  FSDPIm2Col_Private(g, x, col, NULL);
+  return col;
+}
+
 /* xp[cin, padded...] = x padded as g says; or (x NULL) its adjoint: dx += xp
    folded back through the padding. */
 static void pad_input(const ConvGeom *g, const float *x, float *xp, float *dx)
@@ -492,8 +500,7 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   }
   for (int64_t s = 0; s < n; s++) {
     float *y = l->y + s * l->out;
-    const float *cols = pointwise(g) ? x + s * l->in : col;
-    if (!pointwise(g)) FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+    const float *cols = columns(g, x + s * l->in, col);
     for (int64_t k = 0; k < g->groups; k++)
       FSDPGemm_Private(false, false, og, points, rows, 1.0f, w[WEIGHT] + k * og * rows, rows, cols + k * rows * points,
                        points, 0.0f, y + k * og * points, points);
@@ -569,8 +576,7 @@ static FSDPErrorCode conv_backward(FSDPModel m, const Layer *l, int64_t n, const
   for (int64_t s = 0; s < n; s++) {
     const float *d = dy + s * l->out;
     if (dw) {
-      const float *cols = pointwise(g) ? x + s * l->in : col;
-      if (!pointwise(g)) FSDPIm2Col_Private(g, x + s * l->in, col, NULL);
+      const float *cols = columns(g, x + s * l->in, col);
       for (int64_t k = 0; k < g->groups; k++)
         FSDPGemm_Private(false, true, og, rows, points, 1.0f, d + k * og * points, points, cols + k * rows * points,
                          points, 1.0f, dw + k * og * rows, rows);
