@@ -202,13 +202,15 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
   cudaStream_t stream = NULL;
   int ordinal = -1;
 
-  /* fsdp_cuda.h: the context's own compute stream on the rank's GPU. */
-  TEST_OK(FSDPContextGetCUDAStream(dev, &stream, &ordinal));
-  TEST_ASSERT(stream && ordinal >= 0, "FSDPContextGetCUDAStream gave stream %p, ordinal %d", (void *)stream, ordinal);
   snprintf(config, sizeof config, "strategy %s, F = %d, %s, replicas on %s", FSDPShardingStrategyName(s), factor,
            FSDPDataTypeName(pdtype), engine == FSDP_REPLICATE_ENGINE_NCCL ? "NCCL" : "MPI");
+  /* fsdp_cuda.h: the context's own compute stream exists from SetUp on (the
+     GPU run of 2026-11-27 found this test asking before SetUp). */
+  TEST_CODE(FSDP_ERR_STATE, FSDPContextGetCUDAStream(dev, &stream, &ordinal));
   TEST_OK(FSDPContextSetUp(host));
   TEST_OK(FSDPContextSetUp(dev));
+  TEST_OK(FSDPContextGetCUDAStream(dev, &stream, &ordinal));
+  TEST_ASSERT(stream && ordinal >= 0, "FSDPContextGetCUDAStream gave stream %p, ordinal %d", (void *)stream, ordinal);
   TEST_OK(FSDPGetDeviceMemoryStats(&stats));
   TEST_OK(FSDPContextGetMemoryPlan(dev, &plan));
   TEST_ASSERT(stats.current[FSDP_MEM_PARAMS] >= plan.bytes[FSDP_MEM_PARAMS] && plan.bytes[FSDP_MEM_PARAMS] > 0,
