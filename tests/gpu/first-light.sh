@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# first-light.sh: libfsdp's GPU checks in one command, for a GPU machine that
+# has none of this project's Debian packages (doc/cuda.md, "First light").
+#
+#   tests/gpu/first-light.sh [--bundle DIR|FILE.tar.xz | --build DIR] [--host] [--only STEP,...] [--list]
+#     --bundle   what tools/gpu-bundle made (default: gpu-bundle, else
+#                gpu-bundle.tar.xz, in the source tree); a .tar.xz is unpacked
+#                into $TMPDIR
+#     --build    a build tree instead of a bundle (make check uses its own),
+#                with the machine's own mpiexec
+#     --host     only the steps that need no GPU; the others are skipped
+#     --only     only these steps (names as --list prints them)
+#     --list     the steps, in order, and what each needs
+#
+# Each step runs under its own timeout; its output goes to
+# $OUT/first-light.log when OUT is set (else into a folder the script names),
+# and one summary line per step ends the run (also $OUT/summary.txt):
+# passed, failed, or skipped with why.  Exit status: 0 when no step failed.
+# The CUDA runtime, cuBLAS and NCCL are the machine's: the toolkit's folder
+# (CUDA_HOME, /usr/local/cuda) or the Python wheels' (nvidia/*/lib).
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+self=$src/tests/gpu/first-light.sh
+
+# name | timeout in seconds | needs (host, gpu) | what
+steps="environment|60|host|versions: GPU, driver, CUDA runtime, cuBLAS, NCCL; fsdp-info
+bundle|60|host|every program finds its libraries (CUDA's aside)
+host-train|120|host|the bundle's mpiexec runs fsdp-train at W = 2 on the host, and the loss falls
+host-tests|240|host|the bundle's host tests: FlatParam, FSDP, checkpoints, the layer library, Fortran
+test_device|180|gpu|tests/test_device: host and GPU contexts side by side, bit for bit
+test_nn_device|180|gpu|tests/test_nn_device: the layer library on the GPU against the host; GPU checkpoints
+device-shared|240|gpu|tests/device-shared.sh: 2 and 4 ranks on one GPU (MPI path), fsdp-train cuda vs host
+mlp-gpu-vs-host|120|gpu|fsdp-train MLP, AdamW, fp32 without TF32: GPU loss curve against the host's
+mixed-precision|120|gpu|fsdp-train MLP, bf16 and fp16 parameters: GPU against the host's
+checkpoint|120|gpu|a checkpoint written from GPU memory at W = 2, resumed on the host at W = 1
+gpt-gpu-vs-host|120|gpu|fsdp-train GPT on the GPU against the host
+bench-device|180|gpu|benchmarks/bench-device: the MLP step on the GPU, fp32, TF32, bf16
+log-view|60|gpu|fsdp-train -fsdp_log_view on the GPU: where the step of the vs-pytorch MLP goes
+vs-pytorch|240|gpu|benchmarks/vs-pytorch --device cuda: the MLP against PyTorch on the same GPU: step time, loss curve, memory"
+
+# program NAME: the ELF file of a built program (a build tree's libtool wrapper
+# keeps it in .libs/), for ldd
+program() {
+  local d=$top_builddir/$(dirname "$1") b
+  b=$(basename "$1")
+  if [ -f "$d/.libs/$b" ]; then echo "$d/.libs/$b"; else echo "$d/$b"; fi
+}
+
+usage() { sed -n '4,14p' "$self" | sed 's/^# \{0,1\}//'; }
+die() { echo "first-light: $*" >&2; exit 2; }
+
+# ---------------------------------------------------------------- one step
+# Run by the driver below as "first-light.sh --step NAME", under timeout, with
+# the environment it exported.  Exit 0 passed, 77 skipped (the last line says
+# why), anything else failed.
+common_mlp="-model mlp:in=64,hidden=256,depth=3,out=8,act=gelu,norm=layernorm -batch 64 -steps 40 -log_every 10"
+
+# train NAME NP ARGS...: fsdp-train into $w/NAME.out, its losses in $w/NAME.csv
+train() {
+  local name=$1 np=$2
+  shift 2
+  echo "+ mpiexec -n $np fsdp-train $* -loss_log $w/$name.csv"
+  timeout -k 10 100 $MPIEXEC -n "$np" "$top_builddir/tools/fsdp-train" "$@" -loss_log "$w/$name.csv" >"$w/$name.out" 2>&1
+  local rc=$?
+  cat "$w/$name.out"
+  [ $rc -eq 0 ] || { echo "FAIL: fsdp-train $name exited with $rc"; exit 1; }
+}
+
+# compare A B TOL: step by step, |loss_A - loss_B| <= TOL * |loss_A|, and B's loss fell
+compare() {
+  echo "+ compare $1 $2: relative tolerance $3"
+  paste -d, "$w/$1.csv" "$w/$2.csv" | awk -F, -v tol="$3" '
+    NR > 1 { d = $2 - $4; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > worst) worst = r
+             if (r > tol) { print "FAIL: step " $1 ": " a " " $2 ", " b " " $4; bad = 1 }
+             if (NR == 2) first = $4; last = $4; n++ }
+    END { if (n == 0) { print "FAIL: no losses"; exit 1 }
+          printf "worst relative difference %.3g over %d steps; loss %g -> %g\n", worst, n, first, last
+          if (!(last < 0.9 * first)) { print "FAIL: the loss went from " first " to " last; bad = 1 }
+          exit bad }' a="$1" b="$2"
+}
+
+run_step() {
+  w=$FIRST_LIGHT_WORK/$1
+  mkdir -p "$w"
+  cd "$w" || exit 1
+  case $1 in
+  environment)
+    echo "host: $(uname -n), $(uname -r), $(nproc) CPUs"
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv
+      nvidia-smi | sed -n 's/.*\(CUDA Version: [0-9.]*\).*/driver supports \1/p'
+    else
+      echo "nvidia-smi: not found"
+    fi
+    echo "CUDA libraries (from $FIRST_LIGHT_CUDA_FROM):"
+    for lib in $(ldd "$(program tools/fsdp-train)" | awk '/libcudart|libcublas|libnccl|libcuda\./ { print $1 }'); do
+      path=$(ldd "$(program tools/fsdp-train)" | awk -v l="$lib" '$1 == l { print $3 }')
+      echo "  $lib => $path${path:+ ($(basename "$(readlink -f "$path")"))}"
+    done
+    echo "MPI: $(command -v "$MPIEXEC"): $($MPIEXEC --version 2>&1 | sed -n 's/^ *Version: *//p' | head -1)"
+    timeout 30 $MPIEXEC -n 1 "$top_builddir/tools/fsdp-info" || echo "fsdp-info: exit $?"
+    ;;
+  bundle)
+    if [ -n "${FSDP_BUNDLE:-}" ]; then
+      "$src/tools/gpu-bundle" --out "$FSDP_BUNDLE" --check || exit 1
+    else
+      echo "SKIP: a build tree, not a bundle ($top_builddir)"; exit 77
+    fi
+    ;;
+  host-train)
+    train host2 2 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device host
+    awk -F, 'NR == 2 { f = $2 } { l = $2 } END { if (!(l < 0.9 * f)) { print "FAIL: loss " f " -> " l; exit 1 } }' "$w/host2.csv" || exit 1
+    ;;
+  host-tests)
+    [ -n "${FSDP_BUNDLE:-}" ] || { echo "SKIP: a build tree: its make check runs these"; exit 77; }
+    for t in test_flatparam test_fsdp_toy test_checkpoint test_nn_model test_fortran_api; do
+      [ -x "$top_builddir/tests/$t" ] || { echo "FAIL: the bundle has no tests/$t"; exit 1; }
+      sh "$top_builddir/tests/mpitest" "$top_builddir/tests/$t" || exit 1
+    done
+    ;;
+  test_device | test_nn_device)
+    sh "$top_builddir/tests/mpitest" "$top_builddir/tests/$1"
+    ;;
+  device-shared)
+    sh "$top_builddir/tests/mpitest" "$src/tests/device-shared.sh"
+    ;;
+  mlp-gpu-vs-host)
+    # fp32 GEMMs on both (no TF32): the curves differ by the order of sums only.
+    train host 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device host
+    train cuda 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device cuda -fsdp_tf32 false -fsdp_view
+    compare host cuda 1e-4 || exit 1
+    # GPU memory: each category with a formula peaks at it (the activations and
+    # the batch, "other", have none on the GPU).
+    awk '/^fsdp-train: peak GPU memory per rank/ { on = 1; next }
+         on && /^  (parameters|gradients|optimizer state|unsharded buffers|communication staging) / {
+           for (i = 1; i <= NF && $i !~ /^[0-9.]+$/; i++) ;
+           n++; if ($i " " $(i + 1) != $(i + 2) " " $(i + 3)) { print "FAIL: GPU peak is not the formula: " $0; bad = 1 } }
+         END { if (n != 5) { print "FAIL: " n " GPU memory rows with a formula, not 5"; bad = 1 }
+               else print "GPU memory: the 5 categories with a formula peak at it"; exit bad }' "$w/cuda.out" || exit 1
+    ;;
+  mixed-precision)
+    # The same policy on both backends: the kernels round as the host loops do,
+    # the GEMMs (bf16/fp16 inputs, fp32 sums) differ in order only.
+    for dt in bf16 fp16; do
+      train host-$dt 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device host -fsdp_param_dtype $dt
+      train cuda-$dt 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device cuda -fsdp_param_dtype $dt
+      compare host-$dt cuda-$dt 1e-2 || exit 1
+    done
+    ;;
+  checkpoint)
+    train save 2 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device cuda -fsdp_tf32 false -checkpoint "$w/ckpt.h5"
+    [ -s "$w/ckpt.h5" ] || { echo "FAIL: no checkpoint written"; exit 1; }
+    train resume 1 $common_mlp -steps 50 -optimizer adamw -lr 1e-3 -fsdp_device host -resume "$w/ckpt.h5"
+    grep -qi "resum" "$w/resume.out" || { echo "FAIL: fsdp-train did not say it resumed"; exit 1; }
+    ;;
+  gpt-gpu-vs-host)
+    gpt="-model gpt:vocab=256,ctx=32,dim=64,heads=4,layers=2 -data text:$src/README.md -batch 8 -steps 30 -log_every 10 -optimizer adamw -lr 1e-3"
+    train host 1 $gpt -fsdp_device host
+    echo "+ mpiexec -n 1 fsdp-train $gpt -fsdp_device cuda -fsdp_tf32 false"
+    timeout -k 10 100 $MPIEXEC -n 1 "$top_builddir/tools/fsdp-train" $gpt -fsdp_device cuda -fsdp_tf32 false \
+      -loss_log "$w/cuda.csv" >"$w/cuda.out" 2>&1
+    rc=$?
+    cat "$w/cuda.out"
+    if [ $rc -ne 0 ] && grep -q "no GPU implementation\|not on the GPU\|host only" "$w/cuda.out"; then
+      echo "SKIP: the GPT's layers have no GPU implementation yet: $(grep -m1 "no GPU implementation\|not on the GPU\|host only" "$w/cuda.out")"
+      exit 77
+    fi
+    [ $rc -eq 0 ] || { echo "FAIL: fsdp-train gpt on cuda exited with $rc"; exit 1; }
+    compare host cuda 1e-3 || exit 1
+    ;;
+  bench-device)
+    # The GPU settings only: the host's fp32 step at this size takes seconds on one thread.
+    timeout -k 10 170 $MPIEXEC -n 1 "$top_builddir/benchmarks/bench-device" \
+      -fsdp_bench_hidden 4096 -fsdp_bench_depth 8 -fsdp_bench_batch 2048 -fsdp_bench_host false
+    ;;
+  log-view)
+    # Where a GPU step's time goes: the vs-pytorch MLP, -fsdp_log_view's events.
+    train big 1 -model mlp:in=1024,hidden=4096,depth=4,out=64,act=gelu,norm=layernorm -batch 1024 -steps 30 \
+      -log_every 10 -optimizer adamw -lr 1e-3 -fsdp_device cuda -fsdp_tf32 false -fsdp_log_view
+    ;;
+  vs-pytorch)
+    py=python3
+    LD_LIBRARY_PATH=$FIRST_LIGHT_CUDA_DIRS $py -c "import torch, h5py, numpy; assert torch.cuda.is_available()" 2>/dev/null ||
+      { echo "SKIP: $py has no torch with CUDA, h5py and numpy"; exit 77; }
+    # PyTorch with the machine's libraries only (the bundle's OpenSSL, zlib, ...
+    # are older than what its wheels expect); fsdp-train's ranks get the bundle's.
+    mpi="env LD_LIBRARY_PATH=$LD_LIBRARY_PATH $MPIEXEC"
+    LD_LIBRARY_PATH=$FIRST_LIGHT_CUDA_DIRS FSDP_TRAIN=$top_builddir/tools/fsdp-train \
+      $py "$src/benchmarks/vs-pytorch" --device cuda --mpiexec "$mpi" \
+      --model mlp:in=1024,hidden=4096,depth=4,out=64,act=gelu,norm=layernorm --batch 1024 --steps 30 --rounds 3
+    ;;
+  *) echo "first-light: no step '$1'"; exit 2 ;;
+  esac
+}
+
+if [ "${1:-}" = --step ]; then
+  run_step "$2"
+  exit $?
+fi
+
+# ----------------------------------------------------------------- driver
+bundle= build= host_only=no only=
+while [ $# -gt 0 ]; do
+  case $1 in
+  --bundle) [ $# -ge 2 ] || die "--bundle needs a folder or a .tar.xz"; bundle=$2; shift 2 ;;
+  --build) [ $# -ge 2 ] || die "--build needs a build folder"; build=$2; shift 2 ;;
+  --host) host_only=yes; shift ;;
+  --only) [ $# -ge 2 ] || die "--only needs step names (see --list)"; only=$2; shift 2 ;;
+  --list) echo "$steps" | awk -F'|' '{ printf "%-16s %-4s %4s s  %s\n", $1, $3, $2, $4 }'; exit 0 ;;
+  -h | --help) usage; exit 0 ;;
+  *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ -z "$bundle" ] || [ -z "$build" ] || die "--bundle and --build exclude each other"
+for s in $(echo "$only" | tr ',' ' '); do
+  echo "$steps" | cut -d'|' -f1 | grep -qx -- "$s" || die "--only: no step '$s' (see --list)"
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/first-light.XXXXXX") || die "cannot make a folder in ${TMPDIR:-/tmp}"
+if [ -z "$build" ] && [ -z "$bundle" ]; then
+  if [ -d "$src/gpu-bundle/lib" ]; then bundle=$src/gpu-bundle
+  elif [ -f "$src/gpu-bundle.tar.xz" ]; then bundle=$src/gpu-bundle.tar.xz
+  else die "no bundle: run tools/gpu-bundle first, or give --bundle or --build"; fi
+fi
+if [ -n "$bundle" ]; then
+  case $bundle in
+  *.tar.xz)
+    [ -f "$bundle" ] || die "--bundle $bundle: no such file"
+    if command -v xz >/dev/null; then tar -C "$work" -xJf "$bundle" || die "cannot unpack $bundle"
+    else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$work" ||
+      die "cannot unpack $bundle (no xz, and python3 could not)"; fi
+    bundle=$(find "$work" -mindepth 2 -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
+    [ -n "$bundle" ] || die "no env.sh in the archive" ;;
+  *) [ -f "$bundle/env.sh" ] || die "--bundle $bundle: not a bundle (no env.sh)"
+     bundle=$(cd "$bundle" && pwd) ;;
+  esac
+  FSDP_BUNDLE=$bundle
+  # shellcheck source=/dev/null
+  . "$bundle/env.sh"
+  top_builddir=$bundle
+  MPIEXEC=$bundle/bin/mpiexec
+else
+  [ -f "$build/tools/fsdp-train" ] || die "--build $build: no tools/fsdp-train there"
+  top_builddir=$(cd "$build" && pwd)
+  MPIEXEC=${MPIEXEC:-mpiexec}
+fi
+
+# The machine's CUDA libraries: the soname each program needs, looked for in the
+# toolkit's folders, then in the Python wheels (nvidia/<part>/lib).
+cuda_dirs="${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib"
+for py in python3 /opt/torch/.venv/bin/python3; do
+  command -v "$py" >/dev/null || continue
+  for site in $($py -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    cuda_dirs="$cuda_dirs $(ls -d "$site"/nvidia/*/lib "$site"/nvidia/cu*/lib 2>/dev/null | tr '\n' ' ')"
+  done
+done
+found_from= cuda_found_dirs=
+for lib in $(ldd "$(program tools/fsdp-train)" 2>/dev/null | awk '/libcudart|libcublas|libnccl/ { print $1 }'); do
+  for d in $cuda_dirs; do
+    if [ -e "$d/$lib" ]; then
+      case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d ;; esac
+      found_from="$found_from $lib:$d"
+      case ":$cuda_found_dirs:" in *":$d:"*) ;; *) cuda_found_dirs=${cuda_found_dirs:+$cuda_found_dirs:}$d ;; esac
+      break
+    fi
+  done
+done
+export LD_LIBRARY_PATH FSDP_BUNDLE top_builddir MPIEXEC
+export FIRST_LIGHT_CUDA_DIRS=$cuda_found_dirs srcdir=$src FIRST_LIGHT_WORK=$work FIRST_LIGHT_CUDA_FROM="${found_from:- the default paths of the loader}"
+export OPENBLAS_NUM_THREADS=1 FSDP_TEST_TIMEOUT=150
+
+gpu=yes gpu_why=
+if [ $host_only = yes ]; then gpu=no gpu_why="--host"
+elif ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then gpu=no gpu_why="no GPU (nvidia-smi sees none)"
+fi
+
+log_dir=${OUT:-$work}
+log=$log_dir/first-light.log
+summary=$log_dir/summary.txt
+: >"$log"
+: >"$summary.tmp"
+echo "first-light: $(date -u '+%Y-%m-%d %H:%M UTC'), steps' output in $log"
+start=$(date +%s)
+failed=0
+while IFS='|' read -r name limit needs what; do
+  if [ -n "$only" ] && ! echo ",$only," | grep -q ",$name,"; then continue; fi
+  t0=$(date +%s)
+  if [ "$needs" = gpu ] && [ $gpu = no ]; then
+    result="skipped ($gpu_why)"
+  else
+    echo "first-light: $name ($what)"
+    { echo "=== $name: $what"; } >>"$log"
+    timeout -k 10 "$limit" "$self" --step "$name" >"$work/$name.log" 2>&1 </dev/null
+    rc=$?
+    cat "$work/$name.log" >>"$log"
+    case $rc in
+    0) result=passed ;;
+    77) result="skipped ($(grep -v '^+ ' "$work/$name.log" | tail -1 | sed 's/^SKIP: //'))" ;;
+    124 | 137) result="failed (no result after $limit s)"; failed=$((failed + 1)) ;;
+    *) result="failed (exit $rc: $(grep -m1 'FAIL' "$work/$name.log" || tail -1 "$work/$name.log"))"; failed=$((failed + 1)) ;;
+    esac
+    echo "=== $name: $result ($(($(date +%s) - t0)) s)" >>"$log"
+  fi
+  printf '%-16s %s (%d s)\n' "$name" "$result" $(($(date +%s) - t0)) >>"$summary.tmp"
+done <<EOF
+$steps
+EOF
+mv "$summary.tmp" "$summary"
+echo "first-light: summary ($(($(date +%s) - start)) s in all):"
+sed 's/^/  /' "$summary"
+[ -n "${OUT:-}" ] || echo "first-light: logs kept in $work"
+[ -z "${OUT:-}" ] || rm -rf "$work"
+[ $failed -eq 0 ]
