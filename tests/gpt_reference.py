@@ -65,7 +65,7 @@ class Block(nn.Module):
         q, k, v = self.attn.qkv(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
         x = x + self.attn.proj(y)
@@ -86,7 +86,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         t = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(t))
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for b in self.blocks:
             x = b(x)
         return self.lm_head(self.ln_f(x))

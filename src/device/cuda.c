@@ -133,6 +133,25 @@ FSDPErrorCode DeviceLoss_Private(Device dev, bool cross_entropy, int64_t n, int6
   (void)dy;
   UNREACHABLE(__func__);
 }
+FSDPErrorCode DeviceEmbedding_Private(Device dev, bool backward, int64_t rows, int64_t seq, int64_t c, int64_t vocab,
+                                      const float *tokens, const float *wte, const float *wpe, float *y,
+                                      const float *dy, float *dwte, float *dwpe)
+{
+  (void)dev, (void)backward, (void)rows, (void)seq, (void)c, (void)vocab, (void)tokens, (void)wte, (void)wpe, (void)y,
+      (void)dy;
+  (void)dwte, (void)dwpe;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceCausalSoftmax_Private(Device dev, int64_t rows, int64_t t, float *s)
+{
+  (void)dev, (void)rows, (void)t, (void)s;
+  UNREACHABLE(__func__);
+}
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, float *dp)
+{
+  (void)dev, (void)rows, (void)t, (void)p, (void)dp;
+  UNREACHABLE(__func__);
+}
 
 #else
 
@@ -410,6 +429,32 @@ FSDPErrorCode DeviceLayerNormBackward_Private(Device d, int64_t n, int64_t h, co
 {
   CHECK_CUDA((cudaError_t)FSDPKernelLayerNormBackward(n, h, x, weight, mean, rstd, dy, dx, dweight, dbias, d->compute),
              "the LayerNorm backward kernels");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceEmbedding_Private(Device d, bool backward, int64_t rows, int64_t seq, int64_t c, int64_t vocab,
+                                      const float *tokens, const float *wte, const float *wpe, float *y,
+                                      const float *dy, float *dwte, float *dwpe)
+{
+  if (backward)
+    CHECK_CUDA((cudaError_t)FSDPKernelEmbeddingBackward(rows, seq, c, vocab, tokens, dy, dwte, dwpe, d->compute),
+               "the embedding backward kernels");
+  else
+    CHECK_CUDA((cudaError_t)FSDPKernelEmbeddingForward(rows, seq, c, vocab, tokens, wte, wpe, y, d->compute),
+               "the embedding kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceCausalSoftmax_Private(Device d, int64_t rows, int64_t t, float *s)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelCausalSoftmax(rows, t, s, d->compute), "the attention softmax kernel");
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device d, int64_t rows, int64_t t, const float *p, float *dp)
+{
+  CHECK_CUDA((cudaError_t)FSDPKernelCausalSoftmaxBackward(rows, t, p, dp, d->compute),
+             "the attention softmax backward kernel");
   return FSDP_SUCCESS;
 }
 

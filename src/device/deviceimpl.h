@@ -113,6 +113,17 @@ FSDPErrorCode DeviceLayerNormForward_Private(Device dev, int64_t n, int64_t h, c
 FSDPErrorCode DeviceLayerNormBackward_Private(Device dev, int64_t n, int64_t h, const float *x, const float *weight,
                                               const float *mean, const float *rstd, const float *dy, float *dx,
                                               float *dweight, float *dbias);
+/* A GPT's embedding over rows = sequences x seq positions (token ids as
+   floats): forward y = wte[token] + wpe[position]; backward adds dy into
+   dwte and dwpe (either NULL to skip). */
+FSDPErrorCode DeviceEmbedding_Private(Device dev, bool backward, int64_t rows, int64_t seq, int64_t c, int64_t vocab,
+                                      const float *tokens, const float *wte, const float *wpe, float *y,
+                                      const float *dy, float *dwte, float *dwpe);
+/* Causal attention's softmax in place of s [rows, t] (row i of each t x t
+   matrix over columns 0..i), and its backward in place of dp from the
+   probabilities p. */
+FSDPErrorCode DeviceCausalSoftmax_Private(Device dev, int64_t rows, int64_t t, float *s);
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, float *dp);
 /* MSE over y, target [n, m] (floats), or cross-entropy over logits y [n, m]
    and int64 labels `target` [n]: *sum is the sum of the terms (read back),
    dy (may be NULL) the mean's gradient times scale.  *bad_row is -1, or a

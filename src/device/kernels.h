@@ -42,6 +42,21 @@ int FSDPKernelLayerNormForward(int64_t n, int64_t h, const float *x, const float
 int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight, const float *mean,
                                 const float *rstd, const float *dy, float *dx, float *dweight, float *dbias,
                                 void *stream);
+/* A GPT's embedding (embedding.c): rows = sequences x seq positions, token ids
+   as floats.  Forward y = wte[token] + wpe[position]; backward adds dy into
+   dwte (atomically: rows that share a token, in no fixed order) and dwpe
+   (summed in double), either NULL to skip.  A token outside [0, vocab)
+   (ids in device memory are not checked on the host) gives NaN outputs and
+   no gradient. */
+int FSDPKernelEmbeddingForward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
+                               const float *wte, const float *wpe, float *y, void *stream);
+int FSDPKernelEmbeddingBackward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
+                                const float *dy, float *dwte, float *dwpe, void *stream);
+/* Causal attention's softmax over rows of t scores (row i of each t x t
+   matrix keeps columns 0..i) in place of s, and its backward in place of dp
+   from the probabilities p (transformer.c). */
+int FSDPKernelCausalSoftmax(int64_t rows, int64_t t, float *s, void *stream);
+int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, float *dp, void *stream);
 /* *sum (device memory) += the loss terms; dy = the mean loss's gradient times scale. */
 int FSDPKernelMSELoss(int64_t count, const float *y, const float *target, double scale, double *sum, float *dy,
                       void *stream);

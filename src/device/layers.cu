@@ -194,6 +194,123 @@ extern "C" int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x,
   return cudaGetLastError();
 }
 
+/* ------------------------------------------------------------------ a GPT's layers */
+
+/* A token id in device memory, unchecked on the host: -1 unless in [0, vocab). */
+static __device__ __forceinline__ int64_t token_at(const float *tokens, int64_t r, int64_t vocab)
+{
+  float v = tokens[r];
+  return v >= 0.0f && v < (float)vocab && v == floorf(v) ? (int64_t)v : -1;
+}
+
+/* y[r, c] = wte[token of r] + wpe[position of r] (embedding.c); NaN for a bad token. */
+__global__ void embedding_forward_k(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
+                                    const float *wte, const float *wpe, float *y)
+{
+  GRID_STRIDE(e, rows * c)
+  {
+    int64_t r = e / c, j = e % c, token = token_at(tokens, r, vocab);
+    y[e] = token < 0 ? NAN : wte[token * c + j] + wpe[(r % seq) * c + j];
+  }
+}
+
+/* dwte[token] += dy: rows that share a token add atomically, in no fixed order. */
+__global__ void embedding_dwte_k(int64_t rows, int64_t c, int64_t vocab, const float *tokens, const float *dy,
+                                 float *dwte)
+{
+  GRID_STRIDE(e, rows * c)
+  {
+    int64_t token = token_at(tokens, e / c, vocab);
+    if (token >= 0) atomicAdd(&dwte[token * c + e % c], dy[e]);
+  }
+}
+
+/* dwpe[t] += the sum over sequences of dy at position t: a thread per
+   element, summing in double (as bias_grad_k). */
+__global__ void embedding_dwpe_k(int64_t n, int64_t seq, int64_t c, const float *dy, float *dwpe)
+{
+  GRID_STRIDE(e, seq * c)
+  {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += dy[i * seq * c + e];
+    dwpe[e] += (float)s;
+  }
+}
+
+/* Row r of rows [t] scores is row i = r mod t of its sequence's matrix:
+   softmax over columns 0..i (the row's maximum first, the sum in double),
+   zeros beyond (transformer.c's causal_softmax). */
+__global__ void causal_softmax_k(int64_t rows, int64_t t, float *s)
+{
+  __shared__ double part[THREADS];
+  __shared__ float fpart[THREADS];
+  ROW_STRIDE(r, rows)
+  {
+    float *row = s + r * t, mx = -INFINITY;
+    int64_t i = r % t;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, row[j]);
+    mx = block_max(mx, fpart);
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+      row[j] = expf(row[j] - mx);
+      sum += row[j];
+    }
+    sum = block_sum(sum, part);
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) row[j] = (float)(row[j] / sum);
+    for (int64_t j = i + 1 + threadIdx.x; j < t; j += blockDim.x) row[j] = 0.0f;
+  }
+}
+
+/* dS = P (dP - sum_j P dP) in place of dP, row by row as causal_softmax_k. */
+__global__ void causal_softmax_backward_k(int64_t rows, int64_t t, const float *p, float *dp)
+{
+  __shared__ double part[THREADS];
+  ROW_STRIDE(r, rows)
+  {
+    const float *pi = p + r * t;
+    float *di = dp + r * t;
+    int64_t i = r % t;
+    double dot = 0;
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) dot += (double)pi[j] * di[j];
+    dot = block_sum(dot, part);
+    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) di[j] = (float)(pi[j] * (di[j] - dot));
+    for (int64_t j = i + 1 + threadIdx.x; j < t; j += blockDim.x) di[j] = 0.0f;
+  }
+}
+
+extern "C" int FSDPKernelEmbeddingForward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
+                                          const float *wte, const float *wpe, float *y, void *stream)
+{
+  if (rows * c <= 0) return cudaSuccess;
+  embedding_forward_k<<<blocks_for(rows * c), THREADS, 0, (cudaStream_t)stream>>>(rows, seq, c, vocab, tokens, wte, wpe,
+                                                                                  y);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelEmbeddingBackward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
+                                           const float *dy, float *dwte, float *dwpe, void *stream)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (rows * c <= 0) return cudaSuccess;
+  if (dwte) embedding_dwte_k<<<blocks_for(rows * c), THREADS, 0, s>>>(rows, c, vocab, tokens, dy, dwte);
+  if (dwpe) embedding_dwpe_k<<<blocks_for(seq * c), THREADS, 0, s>>>(rows / seq, seq, c, dy, dwpe);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelCausalSoftmax(int64_t rows, int64_t t, float *s, void *stream)
+{
+  if (rows <= 0) return cudaSuccess;
+  causal_softmax_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, t, s);
+  return cudaGetLastError();
+}
+
+extern "C" int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, float *dp, void *stream)
+{
+  if (rows <= 0) return cudaSuccess;
+  causal_softmax_backward_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, t, p, dp);
+  return cudaGetLastError();
+}
+
 /* ------------------------------------------------------------------ losses */
 
 __global__ void mse_k(int64_t count, const float *y, const float *target, double scale, double *sum, float *dy)

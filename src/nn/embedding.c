@@ -1,7 +1,9 @@
 /* A GPT's embedding: token ids x[n, seq] (floats holding integers in
    [0, vocab)) to y[n, seq, dim] = wte[token] + wpe[position], as nanoGPT's
    transformer.wte and transformer.wpe do.  With a tied head, backward adds
-   the head's gradient of wte (the model's scratch) to wte's own. */
+   the head's gradient of wte (the model's scratch) to wte's own.  On the
+   model's GPU, kernels of layers.cu do the same (wte's gradient adds
+   atomically, rows that share a token in no fixed order). */
 #include <math.h>
 #include <string.h>
 
@@ -52,6 +54,8 @@ static FSDPErrorCode embedding_forward(FSDPModel m, const Layer *l, int64_t n, c
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   wte = w[WTE];
   wpe = w[WPE];
+  if (m->dev)
+    return DeviceEmbedding_Private(m->dev, false, n * l->seq, l->seq, c, l->vocab, x, wte, wpe, l->y, NULL, NULL, NULL);
   for (int64_t i = 0; i < n; i++)
     for (int64_t t = 0; t < l->seq; t++) {
       const float *e = wte + (int64_t)x[i * l->seq + t] * c, *pos = wpe + t * c;
@@ -69,6 +73,14 @@ static FSDPErrorCode embedding_backward(FSDPModel m, const Layer *l, int64_t n, 
   FSDPCheck(!dx, MPI_COMM_SELF, FSDP_ERR_ARG, "gpt embedding: it takes token ids and must be the model's first layer");
   FSDPCall(FSDPModelGrad_Private(m, l, WTE, &dwte));
   FSDPCall(FSDPModelGrad_Private(m, l, WPE, &dwpe));
+  if (m->dev) {
+    FSDPCall(
+        DeviceEmbedding_Private(m->dev, true, n * l->seq, l->seq, c, l->vocab, x, NULL, NULL, NULL, dy, dwte, dwpe));
+    if (dwte && m->tied)
+      FSDPCall(
+          DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dwte, FSDP_FLOAT32, m->tied_grad, l->vocab * c, 1.0, false));
+    return FSDP_SUCCESS;
+  }
   for (int64_t i = 0; i < n; i++)
     for (int64_t t = 0; t < l->seq; t++) {
       const float *g = dy + (i * l->seq + t) * c;

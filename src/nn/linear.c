@@ -226,6 +226,35 @@ static FSDPErrorCode linear_backward_gpu(FSDPModel m, const Layer *l, int64_t n,
   return FSDP_SUCCESS;
 }
 
+FSDPErrorCode FSDPModelGemm_Private(FSDPModel m, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                    int64_t ldc)
+{
+  if (m->dev)
+    FSDPCall(DeviceGemm_Private(m->dev, FSDP_FLOAT32, m->tf32, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc));
+  else FSDPGemm_Private(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelLinearForward_Private(FSDPModel m, int64_t n, int64_t in, int64_t out, const float *x,
+                                             const float *w, const float *b, float *y)
+{
+  if (!m->dev) return FSDPLinearForward(n, in, out, x, w, b, y);
+  FSDPCall(FSDPModelGemm_Private(m, false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out));
+  if (b) FSDPCall(DeviceAddBias_Private(m->dev, n, out, b, y));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPModelLinearBackward_Private(FSDPModel m, int64_t n, int64_t in, int64_t out, const float *x,
+                                              const float *w, const float *dy, float *dx, float *dw, float *db)
+{
+  if (!m->dev) return FSDPLinearBackward(n, in, out, x, w, dy, dx, dw, db);
+  if (dw) FSDPCall(FSDPModelGemm_Private(m, true, false, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in));
+  if (db) FSDPCall(DeviceBiasGrad_Private(m->dev, n, out, dy, db));
+  if (dx) FSDPCall(FSDPModelGemm_Private(m, false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in));
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode linear_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
 {
   float *w, *b;

@@ -41,7 +41,7 @@ static FSDPErrorCode lmhead_forward(FSDPModel m, const Layer *l, int64_t n, cons
 {
   float *w;
   FSDPCall(weight(m, l, &w, NULL));
-  FSDPCall(FSDPLinearForward(n * l->seq, l->dim, l->vocab, x, w, NULL, l->y));
+  FSDPCall(FSDPModelLinearForward_Private(m, n * l->seq, l->dim, l->vocab, x, w, NULL, l->y));
   return FSDP_SUCCESS;
 }
 
@@ -49,8 +49,9 @@ static FSDPErrorCode lmhead_backward(FSDPModel m, const Layer *l, int64_t n, con
 {
   float *w, *dw;
   FSDPCall(weight(m, l, &w, &dw));
-  if (dw && l->tie >= 0) memset(dw, 0, (size_t)(l->vocab * l->dim) * sizeof *dw); /* this pass's alone */
-  FSDPCall(FSDPLinearBackward(n * l->seq, l->dim, l->vocab, x, w, dy, dx, dw, NULL));
+  if (dw && l->tie >= 0) /* this pass's alone */
+    FSDPCall(DeviceZero_Private(m->dev, dw, (size_t)(l->vocab * l->dim) * sizeof *dw));
+  FSDPCall(FSDPModelLinearBackward_Private(m, n * l->seq, l->dim, l->vocab, x, w, dy, dx, dw, NULL));
   return FSDP_SUCCESS;
 }
 

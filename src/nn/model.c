@@ -964,13 +964,16 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->gpt) { /* every rank sees the same context: each says so */
-    FSDPCheck(!model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-              "FSDPModelSetUp: model '%s': the transformer layers (embedding, attention, lm_head) run on the host "
-              "only; there are no CUDA kernels for them (use -fsdp_device host)",
-              model->spec);
-    if (model->tied) /* agreed: every rank goes on to collectives */
-      FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, FSDPMalloc((size_t)(model->vocab * model->dim) * sizeof(float),
-                                                                   FSDP_MEM_OTHER, &model->tied_grad)));
+    FSDPCheck(!model->dev || model->view_dtype == FSDP_FLOAT32, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
+              "FSDPModelSetUp: model '%s': the transformer layers on the GPU take fp32 parameters, not %s "
+              "(-fsdp_param_dtype fp32, or -fsdp_device host)",
+              model->spec, FSDPDataTypeName(model->view_dtype));
+    if (model->tied) { /* agreed: every rank goes on to collectives */
+      size_t bytes = (size_t)(model->vocab * model->dim) * sizeof(float);
+      FSDPCall(FSDPErrorAgree_Private(
+          model->ctx->comm, model->dev ? DeviceAlloc_Private(model->dev, bytes, FSDP_MEM_OTHER, &model->tied_grad)
+                                       : FSDPMalloc(bytes, FSDP_MEM_OTHER, &model->tied_grad)));
+    }
   }
   /* Every rank sees the same context: each says so. */
   FSDPCheck(!(model->cnn || model->file) || !model->dev, MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
@@ -1317,7 +1320,9 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   FSDPCall(reserve(model, n));
   model->have_forward = false;
   /* Agreed, as the pass is collective: a rank with a bad input must not leave the others in an all-gather. */
-  if (model->layers[0].ops->check_input)
+  /* (An input already in GPU memory is not read back to be checked: a GPT's
+     embedding kernel gives NaN for a bad token id there.) */
+  if (model->layers[0].ops->check_input && !(model->dev && DeviceHolds_Private(model->dev, x)))
     FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, model->layers[0].ops->check_input(&model->layers[0], n, x)));
   FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
   x = xin;
@@ -1594,7 +1599,9 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   (void)DeviceEnter_Private(m->dev); /* its buffers are freed on its GPU, error or not */
   FSDPCall(free_buffers(m));
   if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
-  FSDPCall(FSDPFree(&m->tied_grad));
+  if (m->dev && m->tied_grad)
+    FSDPCall(DeviceFree_Private(m->dev, &m->tied_grad, (size_t)(m->vocab * m->dim) * sizeof(float), FSDP_MEM_OTHER));
+  else FSDPCall(FSDPFree(&m->tied_grad));
   for (int i = 0; i < m->nlayers; i++)
     if (m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
   FSDPCall(FSDPFree(&m->layers));

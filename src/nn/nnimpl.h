@@ -237,6 +237,17 @@ FSDPErrorCode FSDPModelGrad_Private(FSDPModel m, const Layer *l, int p, float **
 FSDPErrorCode FSDPModelLayerParams_Private(FSDPModel m, const Layer *l, float **w);
 /* A tied head's weight and its gradient (the embedding's wte and the model's scratch). */
 FSDPErrorCode FSDPModelTiedWeight_Private(FSDPModel m, const Layer *l, float **w, float **g);
+/* fp32 arithmetic where the model computes (m->dev: its GPU, with TF32 where
+   the model allows it; else the host), for the GPT's layers (linear.c):
+   a GEMM as FSDPGemm_Private, and a linear layer's passes on explicit arrays
+   as FSDPLinearForward and FSDPLinearBackward (b, db, dw, dx may be NULL). */
+FSDPErrorCode FSDPModelGemm_Private(FSDPModel m, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                    int64_t ldc);
+FSDPErrorCode FSDPModelLinearForward_Private(FSDPModel m, int64_t n, int64_t in, int64_t out, const float *x,
+                                             const float *w, const float *b, float *y);
+FSDPErrorCode FSDPModelLinearBackward_Private(FSDPModel m, int64_t n, int64_t in, int64_t out, const float *x,
+                                              const float *w, const float *dy, float *dx, float *dw, float *db);
 
 /* A normalization's weight (p 0: ones) and bias (p 1: zeros), as PyTorch initializes them. */
 FSDPErrorCode FSDPInitNormAffine_Private(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin,

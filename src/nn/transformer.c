@@ -5,7 +5,9 @@
    query's own (a numerically stable softmax: the row's maximum first), times
    v.  A row of x and y is a sequence [seq, dim]; the projections run as
    GEMMs over all n * seq positions at once, the attention as GEMMs per
-   sequence and head.  Host only; 16-bit parameters are widened to fp32. */
+   sequence and head.  On the host or the model's GPU (cuBLAS, and the
+   softmax's kernels in layers.cu); on the host 16-bit parameters are
+   widened to fp32, and the GPU takes fp32 parameters only (model.c). */
 #include <math.h>
 #include <string.h>
 
@@ -88,6 +90,39 @@ static FSDPErrorCode params(FSDPModel m, const Layer *l, float *w[NPARAMS], floa
   return FSDP_SUCCESS;
 }
 
+/* ---- each step where the model computes: its GPU (m->dev) or the host */
+
+/* dst[count] += src */
+static FSDPErrorCode add_into(FSDPModel m, int64_t count, float *dst, const float *src)
+{
+  if (m->dev) return DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dst, FSDP_FLOAT32, src, count, 1.0, false);
+  for (int64_t e = 0; e < count; e++) dst[e] += src[e];
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode layernorm_forward(FSDPModel m, int64_t r, int64_t c, const float *x, const float *w,
+                                       const float *b, float *y, float *mean, float *rstd)
+{
+  if (m->dev) return DeviceLayerNormForward_Private(m->dev, r, c, x, w, b, y, mean, rstd);
+  return FSDPLayerNormForward(r, c, x, w, b, y, mean, rstd);
+}
+
+static FSDPErrorCode layernorm_backward(FSDPModel m, int64_t r, int64_t c, const float *x, const float *w,
+                                        const float *mean, const float *rstd, const float *dy, float *dx, float *dw,
+                                        float *db)
+{
+  if (m->dev) return DeviceLayerNormBackward_Private(m->dev, r, c, x, w, mean, rstd, dy, dx, dw, db);
+  return FSDPLayerNormBackward(r, c, x, w, mean, rstd, dy, dx, dw, db);
+}
+
+/* out = gelu(x), or (backward) out = dy gelu'(x); out may alias dy. */
+static FSDPErrorCode gelu(FSDPModel m, bool backward, int64_t count, const float *x, const float *dy, float *out)
+{
+  if (m->dev) return DeviceActivation_Private(m->dev, FSDP_ACT_GELU, backward, count, x, dy, out);
+  if (backward) return FSDPActivationBackward(FSDP_ACT_GELU, count, x, dy, out);
+  return FSDPActivationForward(FSDP_ACT_GELU, count, x, out);
+}
+
 /* Causal softmax of each row of s[t, t] in place, scores beyond the diagonal zeroed. */
 static void causal_softmax(int64_t t, float *s)
 {
@@ -104,28 +139,54 @@ static void causal_softmax(int64_t t, float *s)
   }
 }
 
+/* dS = P (dP - sum_j P dP) in place of dp[t, t], row by row (the backward of causal_softmax). */
+static void causal_softmax_backward(int64_t t, const float *att, float *dp)
+{
+  for (int64_t i = 0; i < t; i++) {
+    const float *pi = att + i * t;
+    float *di = dp + i * t;
+    double dot = 0;
+    for (int64_t j = 0; j <= i; j++) dot += (double)pi[j] * di[j];
+    for (int64_t j = 0; j <= i; j++) di[j] = (float)(pi[j] * (di[j] - dot));
+    for (int64_t j = i + 1; j < t; j++) di[j] = 0.0f;
+  }
+}
+
+/* One sequence's and head's attention probabilities: the causal softmax of
+   the scores att[t, t] in place, or (dp) its backward in place of dp. */
+static FSDPErrorCode softmax(FSDPModel m, int64_t t, float *att, const float *p, float *dp)
+{
+  if (m->dev)
+    return dp ? DeviceCausalSoftmaxBackward_Private(m->dev, t, t, p, dp)
+              : DeviceCausalSoftmax_Private(m->dev, t, t, att);
+  if (dp) causal_softmax_backward(t, p, dp);
+  else causal_softmax(t, att);
+  return FSDP_SUCCESS;
+}
+
 /* Forward up to what backward needs: everything but the last projection. */
-static FSDPErrorCode forward_saved(const Layer *l, int64_t n, const float *x, float *const w[NPARAMS])
+static FSDPErrorCode forward_saved(FSDPModel m, const Layer *l, int64_t n, const float *x, float *const w[NPARAMS])
 {
   int64_t t = l->seq, c = l->dim, h = l->heads, hd = c / h, r = n * t;
   float scale = (float)(1.0 / sqrt((double)hd));
   Saved s = saved_arrays(l, n);
 
-  FSDPCall(FSDPLayerNormForward(r, c, x, w[LN1_W], w[LN1_B], s.ln1, s.mean1, s.rstd1));
-  FSDPCall(FSDPLinearForward(r, c, 3 * c, s.ln1, w[QKV_W], w[QKV_B], s.qkv));
+  FSDPCall(layernorm_forward(m, r, c, x, w[LN1_W], w[LN1_B], s.ln1, s.mean1, s.rstd1));
+  FSDPCall(FSDPModelLinearForward_Private(m, r, c, 3 * c, s.ln1, w[QKV_W], w[QKV_B], s.qkv));
   for (int64_t b = 0; b < n; b++)
     for (int64_t k = 0; k < h; k++) {
       const float *q = s.qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       float *att = s.att + (b * h + k) * t * t;
-      FSDPGemm_Private(false, true, t, t, hd, scale, q, 3 * c, key, 3 * c, 0.0f, att, t);
-      causal_softmax(t, att);
-      FSDPGemm_Private(false, false, t, hd, t, 1.0f, att, t, v, 3 * c, 0.0f, s.ao + b * t * c + k * hd, c);
+      FSDPCall(FSDPModelGemm_Private(m, false, true, t, t, hd, scale, q, 3 * c, key, 3 * c, 0.0f, att, t));
+      FSDPCall(softmax(m, t, att, NULL, NULL));
+      FSDPCall(
+          FSDPModelGemm_Private(m, false, false, t, hd, t, 1.0f, att, t, v, 3 * c, 0.0f, s.ao + b * t * c + k * hd, c));
     }
-  FSDPCall(FSDPLinearForward(r, c, c, s.ao, w[PROJ_W], w[PROJ_B], s.x1));
-  for (int64_t e = 0; e < r * c; e++) s.x1[e] += x[e];
-  FSDPCall(FSDPLayerNormForward(r, c, s.x1, w[LN2_W], w[LN2_B], s.ln2, s.mean2, s.rstd2));
-  FSDPCall(FSDPLinearForward(r, c, 4 * c, s.ln2, w[FC_W], w[FC_B], s.fc));
-  FSDPCall(FSDPActivationForward(FSDP_ACT_GELU, r * 4 * c, s.fc, s.act));
+  FSDPCall(FSDPModelLinearForward_Private(m, r, c, c, s.ao, w[PROJ_W], w[PROJ_B], s.x1));
+  FSDPCall(add_into(m, r * c, s.x1, x));
+  FSDPCall(layernorm_forward(m, r, c, s.x1, w[LN2_W], w[LN2_B], s.ln2, s.mean2, s.rstd2));
+  FSDPCall(FSDPModelLinearForward_Private(m, r, c, 4 * c, s.ln2, w[FC_W], w[FC_B], s.fc));
+  FSDPCall(gelu(m, false, r * 4 * c, s.fc, NULL, s.act));
   return FSDP_SUCCESS;
 }
 
@@ -133,7 +194,7 @@ static FSDPErrorCode transformer_recompute(FSDPModel m, const Layer *l, int64_t 
 {
   float *w[NPARAMS];
   FSDPCall(params(m, l, w, NULL));
-  FSDPCall(forward_saved(l, n, x, w));
+  FSDPCall(forward_saved(m, l, n, x, w));
   return FSDP_SUCCESS;
 }
 
@@ -143,14 +204,15 @@ static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n,
   Saved s = saved_arrays(l, n);
   float *w[NPARAMS];
   FSDPCall(params(m, l, w, NULL));
-  FSDPCall(forward_saved(l, n, x, w));
-  FSDPCall(FSDPLinearForward(r, 4 * c, c, s.act, w[MLP_W], w[MLP_B], l->y));
-  for (int64_t e = 0; e < r * c; e++) l->y[e] += s.x1[e];
+  FSDPCall(forward_saved(m, l, n, x, w));
+  FSDPCall(FSDPModelLinearForward_Private(m, r, 4 * c, c, s.act, w[MLP_W], w[MLP_B], l->y));
+  FSDPCall(add_into(m, r * c, l->y, s.x1));
   return FSDP_SUCCESS;
 }
 
-/* dqkv from dao through each sequence's and head's attention. */
-static void attention_backward(const Layer *l, int64_t n, const Saved *s, const float *dao, float *dqkv, float *dp)
+/* dqkv from dao through each sequence's and head's attention (dp: one t x t scratch). */
+static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, const Saved *s, const float *dao,
+                                        float *dqkv, float *dp)
 {
   int64_t t = l->seq, c = l->dim, h = l->heads, hd = c / h;
   float scale = (float)(1.0 / sqrt((double)hd));
@@ -159,19 +221,13 @@ static void attention_backward(const Layer *l, int64_t n, const Saved *s, const 
       const float *q = s->qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       const float *att = s->att + (b * h + k) * t * t, *dout = dao + b * t * c + k * hd;
       float *dq = dqkv + b * t * 3 * c + k * hd, *dk = dq + c, *dv = dq + 2 * c;
-      FSDPGemm_Private(true, false, t, hd, t, 1.0f, att, t, dout, c, 0.0f, dv, 3 * c); /* dv = P^T dO */
-      FSDPGemm_Private(false, true, t, t, hd, 1.0f, dout, c, v, 3 * c, 0.0f, dp, t);   /* dP = dO v^T */
-      for (int64_t i = 0; i < t; i++) { /* dS = P (dP - sum_j P dP), in place of dP */
-        const float *pi = att + i * t;
-        float *di = dp + i * t;
-        double dot = 0;
-        for (int64_t j = 0; j <= i; j++) dot += (double)pi[j] * di[j];
-        for (int64_t j = 0; j <= i; j++) di[j] = (float)(pi[j] * (di[j] - dot));
-        for (int64_t j = i + 1; j < t; j++) di[j] = 0.0f;
-      }
-      FSDPGemm_Private(false, false, t, hd, t, scale, dp, t, key, 3 * c, 0.0f, dq, 3 * c); /* dq = dS k */
-      FSDPGemm_Private(true, false, t, hd, t, scale, dp, t, q, 3 * c, 0.0f, dk, 3 * c);    /* dk = dS^T q */
+      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, 1.0f, att, t, dout, c, 0.0f, dv, 3 * c)); /* P^T dO */
+      FSDPCall(FSDPModelGemm_Private(m, false, true, t, t, hd, 1.0f, dout, c, v, 3 * c, 0.0f, dp, t));   /* dO v^T */
+      FSDPCall(softmax(m, t, NULL, att, dp));                                                            /* dS */
+      FSDPCall(FSDPModelGemm_Private(m, false, false, t, hd, t, scale, dp, t, key, 3 * c, 0.0f, dq, 3 * c)); /* dS k */
+      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, scale, dp, t, q, 3 * c, 0.0f, dk, 3 * c)); /* dS^T q */
     }
+  return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode transformer_backward(FSDPModel m, const Layer *l, int64_t n, const float *x, const float *dy,
@@ -185,20 +241,18 @@ static FSDPErrorCode transformer_backward(FSDPModel m, const Layer *l, int64_t n
 
   FSDPCall(params(m, l, w, g));
   /* The MLP branch: dres collects the residual stream's gradient at x1. */
-  memcpy(dres, dy, (size_t)(r * c) * sizeof *dres);
-  FSDPCall(FSDPLinearBackward(r, 4 * c, c, s.act, w[MLP_W], dy, dhid, g[MLP_W], g[MLP_B]));
-  FSDPCall(FSDPActivationBackward(FSDP_ACT_GELU, r * 4 * c, s.fc, dhid, dhid));
-  FSDPCall(FSDPLinearBackward(r, c, 4 * c, s.ln2, w[FC_W], dhid, dln, g[FC_W], g[FC_B]));
-  FSDPCall(FSDPLayerNormBackward(r, c, s.x1, w[LN2_W], s.mean2, s.rstd2, dln, dtmp, g[LN2_W], g[LN2_B]));
-  for (int64_t e = 0; e < r * c; e++) dres[e] += dtmp[e];
+  FSDPCall(DeviceCopy_Private(m->dev, dres, dy, (size_t)(r * c) * sizeof *dres));
+  FSDPCall(FSDPModelLinearBackward_Private(m, r, 4 * c, c, s.act, w[MLP_W], dy, dhid, g[MLP_W], g[MLP_B]));
+  FSDPCall(gelu(m, true, r * 4 * c, s.fc, dhid, dhid));
+  FSDPCall(FSDPModelLinearBackward_Private(m, r, c, 4 * c, s.ln2, w[FC_W], dhid, dln, g[FC_W], g[FC_B]));
+  FSDPCall(layernorm_backward(m, r, c, s.x1, w[LN2_W], s.mean2, s.rstd2, dln, dtmp, g[LN2_W], g[LN2_B]));
+  FSDPCall(add_into(m, r * c, dres, dtmp));
   /* The attention branch, from x1's gradient back to x's. */
-  FSDPCall(FSDPLinearBackward(r, c, c, s.ao, w[PROJ_W], dres, dtmp, g[PROJ_W], g[PROJ_B]));
-  attention_backward(l, n, &s, dtmp, dqkv, dp);
-  FSDPCall(FSDPLinearBackward(r, c, 3 * c, s.ln1, w[QKV_W], dqkv, dln, g[QKV_W], g[QKV_B]));
-  if (dx) {
-    FSDPCall(FSDPLayerNormBackward(r, c, x, w[LN1_W], s.mean1, s.rstd1, dln, dx, g[LN1_W], g[LN1_B]));
-    for (int64_t e = 0; e < r * c; e++) dx[e] += dres[e];
-  } else FSDPCall(FSDPLayerNormBackward(r, c, x, w[LN1_W], s.mean1, s.rstd1, dln, NULL, g[LN1_W], g[LN1_B]));
+  FSDPCall(FSDPModelLinearBackward_Private(m, r, c, c, s.ao, w[PROJ_W], dres, dtmp, g[PROJ_W], g[PROJ_B]));
+  FSDPCall(attention_backward(m, l, n, &s, dtmp, dqkv, dp));
+  FSDPCall(FSDPModelLinearBackward_Private(m, r, c, 3 * c, s.ln1, w[QKV_W], dqkv, dln, g[QKV_W], g[QKV_B]));
+  FSDPCall(layernorm_backward(m, r, c, x, w[LN1_W], s.mean1, s.rstd1, dln, dx, g[LN1_W], g[LN1_B]));
+  if (dx) FSDPCall(add_into(m, r * c, dx, dres));
   return FSDP_SUCCESS;
 }
 
