@@ -6,19 +6,35 @@
 #include <string.h>
 
 #include "train.h"
+#if FSDP_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 /* The next token after window[0 .. len) (len <= ctx): the model's logits at
    position len - 1 (causal: the padding after it changes nothing), the most
-   likely token or a sample at `temperature` from uniform u. */
-static FSDPErrorCode next_token(Run *r, const float *window, int64_t len, double temperature, float u, int64_t *token)
+   likely token or a sample at `temperature` from uniform u.  On a GPU the
+   logits are device memory: that position's are copied into host[vocab]. */
+static FSDPErrorCode next_token(Run *r, const float *window, int64_t len, double temperature, float u, float *host,
+                                int64_t *token)
 {
   int64_t ctx, vocab;
   float *logits, *z;
+  FSDPDeviceType device;
   FSDPCall(FSDPModelGetTokens(r->model, &ctx, &vocab));
   memcpy(r->x, window, (size_t)len * sizeof *r->x);
   for (int64_t t = len; t < ctx; t++) r->x[t] = 0.0f;
   FSDPCall(FSDPModelForward(r->model, 1, r->x, &logits));
   z = logits + (len - 1) * vocab;
+  FSDPCall(FSDPContextGetDevice(r->ctx, &device));
+  if (device == FSDP_DEVICE_CUDA) {
+#if FSDP_WITH_CUDA
+    /* (The legacy default stream waits for the context's blocking streams.) */
+    cudaError_t e = cudaMemcpy(host, z, (size_t)vocab * sizeof *host, cudaMemcpyDeviceToHost);
+    FSDPCheck(e == cudaSuccess, MPI_COMM_SELF, FSDP_ERR_CUDA, "fsdp-train -generate: copying the logits: %s",
+              cudaGetErrorString(e));
+#endif
+    z = host;
+  }
   *token = 0;
   for (int64_t v = 1; v < vocab; v++)
     if (z[v] > z[*token]) *token = v;
@@ -73,11 +89,12 @@ FSDPErrorCode prompt_tokens(const char *prompt, bool text, int64_t vocab, float 
 FSDPErrorCode generate(Run *r, const Args *a)
 {
   int64_t ctx, vocab, len = 0, plen = (int64_t)strlen(a->prompt);
-  float *window, u = 0;
+  float *window, *host, u = 0;
   FSDPCall(FSDPModelGetTokens(r->model, &ctx, &vocab));
   FSDPCheck(ctx > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -generate %lld needs a gpt: model, not %s",
             (long long)a->generate, a->model);
   FSDPCall(FSDPMalloc((size_t)(plen > ctx ? plen : ctx) * sizeof *window, FSDP_MEM_OTHER, &window));
+  FSDPCall(FSDPMalloc((size_t)vocab * sizeof *host, FSDP_MEM_OTHER, &host));
   FSDPCall(prompt_tokens(a->prompt, r->data.text, vocab, window, &len));
   FSDPCheck(len > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "fsdp-train: -prompt '%s' holds no token", a->prompt);
   if (len > ctx) { /* the model sees its last ctx tokens */
@@ -94,7 +111,7 @@ FSDPErrorCode generate(Run *r, const Args *a)
   for (int64_t n = 0; n < a->generate; n++) {
     int64_t token;
     if (a->temperature > 0) FSDPCall(FSDPRandomUniform((uint64_t)a->seed, "generate", n, n + 1, 0.0, 1.0, &u));
-    FSDPCall(next_token(r, window, len, a->temperature, u, &token));
+    FSDPCall(next_token(r, window, len, a->temperature, u, host, &token));
     FSDPCallMPI(MPI_Bcast(&token, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
     if (len == ctx) memmove(window, window + 1, (size_t)(ctx - 1) * sizeof *window);
     else len++;
@@ -109,6 +126,7 @@ FSDPErrorCode generate(Run *r, const Args *a)
     printf("\n");
     fflush(stdout);
   }
+  FSDPCall(FSDPFree(&host));
   FSDPCall(FSDPFree(&window));
   return FSDP_SUCCESS;
 }

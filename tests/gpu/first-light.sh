@@ -33,7 +33,7 @@ device-shared|240|gpu|tests/device-shared.sh: 2 and 4 ranks on one GPU (MPI path
 mlp-gpu-vs-host|120|gpu|fsdp-train MLP, AdamW, fp32 without TF32: GPU loss curve against the host's
 mixed-precision|120|gpu|fsdp-train MLP, bf16 and fp16 parameters: GPU against the host's
 checkpoint|120|gpu|a checkpoint written from GPU memory at W = 2, resumed on the host at W = 1
-gpt-gpu-vs-host|150|gpu|fsdp-train GPT on the GPU against the host: untied; tied at W = 2 with activation checkpointing; bf16 refused
+gpt-gpu-vs-host|150|gpu|fsdp-train GPT on the GPU against the host: untied, then -generate; tied at W = 2 with activation checkpointing; bf16 refused
 bench-device|180|gpu|benchmarks/bench-device: the MLP step on the GPU, fp32, TF32, bf16
 log-view|60|gpu|fsdp-train -fsdp_log_view on the GPU: where the step of the vs-pytorch MLP goes
 vs-pytorch|240|gpu|benchmarks/vs-pytorch --device cuda: the MLP against PyTorch on the same GPU: step time, loss curve, memory
@@ -174,9 +174,16 @@ run_step() {
     # no fixed order, so the curves differ by the order of sums only.
     gpt="-data text:$src/README.md -batch 8 -steps 30 -log_every 10 -optimizer adamw -lr 1e-3"
     spec=gpt:vocab=256,ctx=32,dim=64,heads=4,layers=2
-    train host 1 -model $spec $gpt -fsdp_device host
-    train cuda 1 -model $spec $gpt -fsdp_device cuda -fsdp_tf32 false
+    gen="-generate 24 -prompt The -temperature 1"
+    train host 1 -model $spec $gpt -fsdp_device host $gen
+    train cuda 1 -model $spec $gpt -fsdp_device cuda -fsdp_tf32 false $gen
     compare host cuda 1e-4 || exit 1
+    # -generate after training, sampled with the same seed: the GPU's logits, copied to the host, give the host's text.
+    grep -A1 "after the prompt:" "$w/host.out" >"$w/host.gen"
+    grep -A1 "after the prompt:" "$w/cuda.out" >"$w/cuda.gen"
+    [ -s "$w/cuda.gen" ] && cmp -s "$w/host.gen" "$w/cuda.gen" ||
+      { echo "FAIL: -generate on the GPU: '$(tail -1 "$w/cuda.gen")', on the host: '$(tail -1 "$w/host.gen")'"; exit 1; }
+    echo "generated on both: $(tail -1 "$w/cuda.gen")"
     # Tied head, two ranks sharing the GPU (the MPI path), activation checkpointing.
     train host-tied 2 -model $spec,tied=1 $gpt -fsdp_device host
     train cuda-tied 2 -model $spec,tied=1 $gpt -fsdp_device cuda -fsdp_tf32 false -fsdp_activation_checkpointing
