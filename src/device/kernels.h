@@ -46,8 +46,8 @@ int FSDPKernelLayerNormBackward(int64_t n, int64_t h, const float *x, const floa
    as floats.  Forward y = wte[token] + wpe[position]; backward adds dy into
    dwte (atomically: rows that share a token, in no fixed order) and dwpe
    (summed in double), either NULL to skip.  A token outside [0, vocab)
-   (ids in device memory are not checked on the host) gives NaN outputs and
-   no gradient. */
+   (ids in device memory are not checked on the host) gives NaN outputs,
+   hence a NaN loss, and adds nothing to wte's gradient. */
 int FSDPKernelEmbeddingForward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,
                                const float *wte, const float *wpe, float *y, void *stream);
 int FSDPKernelEmbeddingBackward(int64_t rows, int64_t seq, int64_t c, int64_t vocab, const float *tokens,

@@ -1,8 +1,10 @@
 /* layers.cu: the layer library's kernels on a GPU (kernels.h).  Each follows
    the host loop in its kind's file of src/nn (linear.c, layernorm.c,
-   activation.c, loss.c): the same formulas, in the same types, with the same
-   sums in double; only the order of those sums differs.  The GEMMs are
-   cuBLAS's (cuda.c). */
+   activation.c, loss.c, embedding.c, transformer.c): the same formulas, in
+   the same types, with the same sums in double; only the order of those sums
+   differs.  Two sums differ more: the embedding's wte gradient adds in float
+   atomically, in no fixed order, and its wpe gradient sums in double where
+   the host adds in float.  The GEMMs are cuBLAS's (cuda.c). */
 #include "elementwise.h"
 #include "grid.cuh"
 #include "kernels.h"

@@ -3,7 +3,6 @@
    the token embedding's wte: the head has no parameter of its own, runs
    while the embedding's unit is unsharded again, and leaves its gradient of
    W in the model's scratch for the embedding's backward to add. */
-#include <string.h>
 
 #include "nnimpl.h"
 

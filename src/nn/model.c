@@ -1321,9 +1321,13 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   model->have_forward = false;
   /* Agreed, as the pass is collective: a rank with a bad input must not leave the others in an all-gather. */
   /* (An input already in GPU memory is not read back to be checked: a GPT's
-     embedding kernel gives NaN for a bad token id there.) */
-  if (model->layers[0].ops->check_input && !(model->dev && DeviceHolds_Private(model->dev, x)))
-    FSDPCall(FSDPErrorAgree_Private(model->ctx->comm, model->layers[0].ops->check_input(&model->layers[0], n, x)));
+     embedding kernel gives NaN for a bad token id there.  Every rank still
+     takes part in the agreement, whichever memory its input is in.) */
+  if (model->layers[0].ops->check_input) {
+    bool on_device = model->dev && DeviceHolds_Private(model->dev, x);
+    FSDPCall(FSDPErrorAgree_Private(
+        model->ctx->comm, on_device ? FSDP_SUCCESS : model->layers[0].ops->check_input(&model->layers[0], n, x)));
+  }
   FSDPCall(on_gpu(model, x, (size_t)(n * model->in) * sizeof *x, model->input, &xin));
   x = xin;
   FSDPCall(FSDPContextBeginForward(model->ctx));

@@ -9,7 +9,6 @@
    softmax's kernels in layers.cu); on the host 16-bit parameters are
    widened to fp32, and the GPU takes fp32 parameters only (model.c). */
 #include <math.h>
-#include <string.h>
 
 #include "nnimpl.h"
 

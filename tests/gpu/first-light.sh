@@ -62,7 +62,7 @@ train() {
   local name=$1 np=$2
   shift 2
   echo "+ mpiexec -n $np fsdp-train $* -loss_log $w/$name.csv"
-  timeout -k 10 100 $MPIEXEC -n "$np" "$top_builddir/tools/fsdp-train" "$@" -loss_log "$w/$name.csv" >"$w/$name.out" 2>&1
+  timeout -k 10 100 $MPI -n "$np" "$top_builddir/tools/fsdp-train" "$@" -loss_log "$w/$name.csv" >"$w/$name.out" 2>&1
   local rc=$?
   cat "$w/$name.out"
   [ $rc -eq 0 ] || { echo "FAIL: fsdp-train $name exited with $rc"; exit 1; }
@@ -103,7 +103,7 @@ run_step() {
       echo "  $lib => $path${path:+ ($(basename "$(readlink -f "$path")"))}"
     done
     echo "MPI: $(command -v "$MPIEXEC"): $($MPIEXEC --version 2>&1 | sed -n 's/^ *Version: *//p' | head -1)"
-    timeout 30 $MPIEXEC -n 1 "$top_builddir/tools/fsdp-info" || echo "fsdp-info: exit $?"
+    timeout 30 $MPI -n 1 "$top_builddir/tools/fsdp-info" || { echo "FAIL: fsdp-info: exit $?"; exit 1; }
     ;;
   bundle)
     if [ -n "${FSDP_BUNDLE:-}" ]; then
@@ -190,7 +190,7 @@ run_step() {
     compare host-tied cuda-tied 1e-4 || exit 1
     # 16-bit parameters are refused on the GPU, by name.
     echo "+ mpiexec -n 1 fsdp-train -model $spec $gpt -fsdp_device cuda -fsdp_param_dtype bf16 (refused)"
-    if timeout -k 10 60 $MPIEXEC -n 1 "$top_builddir/tools/fsdp-train" -model $spec $gpt -fsdp_device cuda \
+    if timeout -k 10 60 $MPI -n 1 "$top_builddir/tools/fsdp-train" -model $spec $gpt -fsdp_device cuda \
       -fsdp_param_dtype bf16 >"$w/bf16.out" 2>&1; then
       cat "$w/bf16.out"; echo "FAIL: the GPT on the GPU with bf16 parameters was not refused"; exit 1
     fi
@@ -198,7 +198,7 @@ run_step() {
     ;;
   bench-device)
     # The GPU settings only: the host's fp32 step at this size takes seconds on one thread.
-    timeout -k 10 170 $MPIEXEC -n 1 "$top_builddir/benchmarks/bench-device" \
+    timeout -k 10 170 $MPI -n 1 "$top_builddir/benchmarks/bench-device" \
       -fsdp_bench_hidden 4096 -fsdp_bench_depth 8 -fsdp_bench_batch 2048 -fsdp_bench_host false
     ;;
   log-view)
@@ -212,7 +212,7 @@ run_step() {
       { echo "SKIP: $py has no torch with CUDA, h5py and numpy"; exit 77; }
     # PyTorch with the machine's libraries only (the bundle's OpenSSL, zlib, ...
     # are older than what its wheels expect); fsdp-train's ranks get the bundle's.
-    mpi="env LD_LIBRARY_PATH=$LD_LIBRARY_PATH $MPIEXEC"
+    mpi="env LD_LIBRARY_PATH=$LD_LIBRARY_PATH $MPI"
     LD_LIBRARY_PATH=$FIRST_LIGHT_CUDA_DIRS FSDP_TRAIN=$top_builddir/tools/fsdp-train \
       $py "$src/benchmarks/vs-pytorch" --device cuda --mpiexec "$mpi" \
       --model mlp:in=1024,hidden=4096,depth=4,out=64,act=gelu,norm=layernorm --batch 1024 --steps 30 --rounds 3
@@ -221,7 +221,7 @@ run_step() {
     LD_LIBRARY_PATH=$FIRST_LIGHT_CUDA_DIRS python3 -c "import torch, h5py, numpy; assert torch.cuda.is_available()" \
       2>/dev/null || { echo "SKIP: python3 has no torch with CUDA, h5py and numpy"; exit 77; }
     LD_LIBRARY_PATH=$FIRST_LIGHT_CUDA_DIRS FSDP_TRAIN=$top_builddir/tools/fsdp-train \
-      python3 "$src/benchmarks/vs-pytorch" --device cuda --mpiexec "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH $MPIEXEC" \
+      python3 "$src/benchmarks/vs-pytorch" --device cuda --mpiexec "env LD_LIBRARY_PATH=$LD_LIBRARY_PATH $MPI" \
       --model gpt:vocab=256,ctx=64,dim=128,heads=4,layers=4 --batch 16 --steps 30 --rounds 3
     ;;
   sanitizer)
@@ -234,7 +234,7 @@ run_step() {
       sh "$top_builddir/tests/mpitest" "$top_builddir/tests/test_nn_device" || exit 1
     # The GPT's kernels (embedding, attention's softmax), tied head, a few steps.
     echo "+ compute-sanitizer fsdp-train -model gpt:... -fsdp_device cuda"
-    timeout -k 10 150 $MPIEXEC -n 1 "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
+    timeout -k 10 150 $MPI -n 1 "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
       "$top_builddir/tools/fsdp-train" -model gpt:vocab=256,ctx=16,dim=32,heads=2,layers=1,tied=1 \
       -data "text:$src/README.md" -batch 4 -steps 3 -log_every 3 -fsdp_device cuda
     ;;
@@ -265,23 +265,46 @@ for s in $(echo "$only" | tr ',' ' '); do
   echo "$steps" | cut -d'|' -f1 | grep -qx -- "$s" || die "--only: no step '$s' (see --list)"
 done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/first-light.XXXXXX") || die "cannot make a folder in ${TMPDIR:-/tmp}"
 if [ -z "$build" ] && [ -z "$bundle" ]; then
   if [ -d "$src/gpu-bundle/lib" ]; then bundle=$src/gpu-bundle
   elif [ -f "$src/gpu-bundle.tar.xz" ]; then bundle=$src/gpu-bundle.tar.xz
   else die "no bundle: run tools/gpu-bundle first, or give --bundle or --build"; fi
 fi
+case $bundle in
+"") [ -f "$build/tools/fsdp-train" ] || die "--build $build: no tools/fsdp-train there" ;;
+*.tar.xz) [ -f "$bundle" ] || die "--bundle $bundle: no such file" ;;
+*) [ -f "$bundle/env.sh" ] || die "--bundle $bundle: not a bundle (no env.sh)" ;;
+esac
+# The steps split their command lines into words.
+case "$src ${bundle:-$build} ${TMPDIR:-/tmp} ${OUT:-}" in
+*[[:space:]]*[[:space:]]*[[:space:]]*[[:space:]]*)
+  die "a path with a space (source '$src', bundle or build '${bundle:-$build}', TMPDIR, OUT): not supported" ;;
+esac
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/first-light.XXXXXX") || die "cannot make a folder in ${TMPDIR:-/tmp}"
+# On every exit: the unpacked bundle goes; the logs stay unless OUT has them.
+# A run stopped from outside still ends its summary.
+finish() {
+  if [ -n "${summary:-}" ] && [ -f "$summary.tmp" ]; then
+    echo "(stopped from outside during a step: the steps after it did not run)" >>"$summary.tmp"
+    mv "$summary.tmp" "$summary"
+  fi
+  rm -rf "$work/unpacked"
+  [ -z "${OUT:-}" ] || rm -rf "$work"
+}
+trap finish EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 if [ -n "$bundle" ]; then
   case $bundle in
   *.tar.xz)
-    [ -f "$bundle" ] || die "--bundle $bundle: no such file"
-    if command -v xz >/dev/null; then tar -C "$work" -xJf "$bundle" || die "cannot unpack $bundle"
-    else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$work" ||
+    mkdir -p "$work/unpacked"
+    if command -v xz >/dev/null; then tar -C "$work/unpacked" -xJf "$bundle" || die "cannot unpack $bundle"
+    else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$work/unpacked" ||
       die "cannot unpack $bundle (no xz, and python3 could not)"; fi
-    bundle=$(find "$work" -mindepth 2 -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
+    bundle=$(find "$work/unpacked" -mindepth 2 -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
     [ -n "$bundle" ] || die "no env.sh in the archive" ;;
-  *) [ -f "$bundle/env.sh" ] || die "--bundle $bundle: not a bundle (no env.sh)"
-     bundle=$(cd "$bundle" && pwd) ;;
+  *) bundle=$(cd "$bundle" && pwd) ;;
   esac
   FSDP_BUNDLE=$bundle
   # shellcheck source=/dev/null
@@ -289,17 +312,19 @@ if [ -n "$bundle" ]; then
   top_builddir=$bundle
   MPIEXEC=$bundle/bin/mpiexec
 else
-  [ -f "$build/tools/fsdp-train" ] || die "--build $build: no tools/fsdp-train there"
   top_builddir=$(cd "$build" && pwd)
   MPIEXEC=${MPIEXEC:-mpiexec}
 fi
+# The launcher as the steps call it, with the flags make check's tests take (mpitest).
+MPI="$MPIEXEC ${MPIEXEC_FLAGS:-}"
 
 # The machine's CUDA libraries: the soname each program needs, looked for in the
 # toolkit's folders, then in the Python wheels (nvidia/<part>/lib).
 cuda_dirs="${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib"
 for py in python3 /opt/torch/.venv/bin/python3; do
   command -v "$py" >/dev/null || continue
-  for site in $($py -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+  # (Without the bundle's libraries, older than the ones the wheels were built for.)
+  for site in $(LD_LIBRARY_PATH= $py -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
     cuda_dirs="$cuda_dirs $(ls -d "$site"/nvidia/*/lib "$site"/nvidia/cu*/lib 2>/dev/null | tr '\n' ' ')"
   done
 done
@@ -314,7 +339,7 @@ for lib in $(ldd "$(program tools/fsdp-train)" 2>/dev/null | awk '/libcudart|lib
     fi
   done
 done
-export LD_LIBRARY_PATH FSDP_BUNDLE top_builddir MPIEXEC
+export LD_LIBRARY_PATH FSDP_BUNDLE top_builddir MPIEXEC MPI
 export FIRST_LIGHT_CUDA_DIRS=$cuda_found_dirs srcdir=$src FIRST_LIGHT_WORK=$work FIRST_LIGHT_CUDA_FROM="${found_from:- the default paths of the loader}"
 export OPENBLAS_NUM_THREADS=1 FSDP_TEST_TIMEOUT=150
 
@@ -358,5 +383,4 @@ mv "$summary.tmp" "$summary"
 echo "first-light: summary ($(($(date +%s) - start)) s in all):"
 sed 's/^/  /' "$summary"
 [ -n "${OUT:-}" ] || echo "first-light: logs kept in $work"
-[ -z "${OUT:-}" ] || rm -rf "$work"
 [ $failed -eq 0 ]
