@@ -90,7 +90,7 @@ run_step() {
   cd "$w" || exit 1
   case $1 in
   environment)
-    echo "host: $(uname -n), $(uname -r), $(nproc) CPUs"
+    echo "host: $(uname -n), $(uname -r), $(getconf _NPROCESSORS_ONLN) CPUs"
     if command -v nvidia-smi >/dev/null; then
       nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv
       nvidia-smi | sed -n 's/.*\(CUDA Version: [0-9.]*\).*/driver supports \1/p'
