@@ -73,25 +73,23 @@ static FSDPErrorCode embedding_backward(FSDPModel m, const Layer *l, int64_t n, 
   FSDPCheck(!dx, MPI_COMM_SELF, FSDP_ERR_ARG, "gpt embedding: it takes token ids and must be the model's first layer");
   FSDPCall(FSDPModelGrad_Private(m, l, WTE, &dwte));
   FSDPCall(FSDPModelGrad_Private(m, l, WPE, &dwpe));
-  if (m->dev) {
+  if (m->dev)
     FSDPCall(
         DeviceEmbedding_Private(m->dev, true, n * l->seq, l->seq, c, l->vocab, x, NULL, NULL, NULL, dy, dwte, dwpe));
-    if (dwte && m->tied)
-      FSDPCall(
-          DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dwte, FSDP_FLOAT32, m->tied_grad, l->vocab * c, 1.0, false));
-    return FSDP_SUCCESS;
-  }
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t t = 0; t < l->seq; t++) {
-      const float *g = dy + (i * l->seq + t) * c;
-      int64_t token = (int64_t)x[i * l->seq + t];
-      if (dwte)
-        for (int64_t j = 0; j < c; j++) dwte[token * c + j] += g[j];
-      if (dwpe)
-        for (int64_t j = 0; j < c; j++) dwpe[t * c + j] += g[j];
-    }
+  else
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < l->seq; t++) {
+        const float *g = dy + (i * l->seq + t) * c;
+        int64_t token = (int64_t)x[i * l->seq + t];
+        if (dwte)
+          for (int64_t j = 0; j < c; j++) dwte[token * c + j] += g[j];
+        if (dwpe)
+          for (int64_t j = 0; j < c; j++) dwpe[t * c + j] += g[j];
+      }
+  /* The tied head's gradient of wte, where the model computes (/ 1: the same sum). */
   if (dwte && m->tied)
-    for (int64_t e = 0; e < l->vocab * c; e++) dwte[e] += m->tied_grad[e];
+    FSDPCall(
+        DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dwte, FSDP_FLOAT32, m->tied_grad, l->vocab * c, 1.0, false));
   return FSDP_SUCCESS;
 }
 

@@ -91,12 +91,10 @@ static FSDPErrorCode params(FSDPModel m, const Layer *l, float *w[NPARAMS], floa
 
 /* ---- each step where the model computes: its GPU (m->dev) or the host */
 
-/* dst[count] += src */
+/* dst[count] += src (src / 1: the same sum on the host) */
 static FSDPErrorCode add_into(FSDPModel m, int64_t count, float *dst, const float *src)
 {
-  if (m->dev) return DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dst, FSDP_FLOAT32, src, count, 1.0, false);
-  for (int64_t e = 0; e < count; e++) dst[e] += src[e];
-  return FSDP_SUCCESS;
+  return DeviceAccumulate_Private(m->dev, FSDP_FLOAT32, dst, FSDP_FLOAT32, src, count, 1.0, false);
 }
 
 static FSDPErrorCode layernorm_forward(FSDPModel m, int64_t r, int64_t c, const float *x, const float *w,
