@@ -970,9 +970,8 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
               model->spec, FSDPDataTypeName(model->view_dtype));
     if (model->tied) { /* agreed: every rank goes on to collectives */
       size_t bytes = (size_t)(model->vocab * model->dim) * sizeof(float);
-      FSDPCall(FSDPErrorAgree_Private(
-          model->ctx->comm, model->dev ? DeviceAlloc_Private(model->dev, bytes, FSDP_MEM_OTHER, &model->tied_grad)
-                                       : FSDPMalloc(bytes, FSDP_MEM_OTHER, &model->tied_grad)));
+      FSDPCall(FSDPErrorAgree_Private(model->ctx->comm,
+                                      DeviceAlloc_Private(model->dev, bytes, FSDP_MEM_OTHER, &model->tied_grad)));
     }
   }
   /* Every rank sees the same context: each says so. */
@@ -1603,9 +1602,7 @@ FSDPErrorCode FSDPModelDestroy(FSDPModel *model)
   (void)DeviceEnter_Private(m->dev); /* its buffers are freed on its GPU, error or not */
   FSDPCall(free_buffers(m));
   if (m->wide) FSDPCall(DeviceFree_Private(m->dev, &m->wide, wide_bytes(m), FSDP_MEM_OTHER));
-  if (m->dev && m->tied_grad)
-    FSDPCall(DeviceFree_Private(m->dev, &m->tied_grad, (size_t)(m->vocab * m->dim) * sizeof(float), FSDP_MEM_OTHER));
-  else FSDPCall(FSDPFree(&m->tied_grad));
+  FSDPCall(DeviceFree_Private(m->dev, &m->tied_grad, (size_t)(m->vocab * m->dim) * sizeof(float), FSDP_MEM_OTHER));
   for (int i = 0; i < m->nlayers; i++)
     if (m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
   FSDPCall(FSDPFree(&m->layers));
