@@ -1,0 +1,102 @@
+#!/bin/sh
+# Real nodes on one machine (tests/clusterlib.sh, doc/cluster.md): two nodes,
+# each a network, UTS and mount namespace with its own hostname and /dev/shm,
+# joined by veth links through a bridge, with MPICH's inter-node transport on
+# TCP over those links.  Nothing here is emulated:
+#   - each node has its own hostname and /dev/shm;
+#   - fsdp-info at W = 4 (2 ranks per node) finds the 2 nodes from MPI alone
+#     (no -fsdp_ranks_per_node), and the hybrid groups follow them;
+#   - fsdp-train at W = 2, one rank per node, full and hybrid sharding: the
+#     loss log is byte-identical to the same layout emulated on one host
+#     (-fsdp_ranks_per_node 1), and the bytes across the link are the paper's
+#     volumes for the collectives the library counts, within 12% for TCP/IP's
+#     headers, acknowledgements and MPI's start-up;
+#   - on links shaped to 20 Mbit/s (tc tbf) the same job gives the same loss
+#     log and takes at least the time its bytes need on the link;
+#   - everything the cluster made is gone afterwards.
+# SKIP (77) where no cluster can be made (not root, no iproute2, an mpiexec
+# that is not MPICH's hydra, no network namespaces), saying which.
+. "${srcdir:-.}/tests/testlib.sh"
+. "${srcdir:-.}/tests/clusterlib.sh"
+
+if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
+  echo "SKIP: the cluster's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
+  exit 77
+fi
+why=$(cluster_skip_reason)
+if [ -n "$why" ]; then
+  echo "SKIP: $why"
+  exit 77
+fi
+top=$(cd "$top_builddir" && pwd)
+info="$top/tools/fsdp-info"
+train="$top/tools/fsdp-train"
+w=$fsdp_tmp
+
+cluster_up 2 || { echo "FAIL: the cluster did not come up"; exit 1; }
+
+# Each node is another host: its hostname, and a /dev/shm the others do not see.
+[ "$(cluster_exec node0 hostname)" = node0 ] && [ "$(cluster_exec node1 hostname)" = node1 ] ||
+  { echo "FAIL: the nodes' hostnames are $(cluster_exec node0 hostname) and $(cluster_exec node1 hostname)"; exit 1; }
+cluster_exec node0 touch /dev/shm/fsdp-cluster-test
+if cluster_exec node1 test -e /dev/shm/fsdp-cluster-test || test -e /dev/shm/fsdp-cluster-test; then
+  echo "FAIL: node0's /dev/shm is visible outside node0"; exit 1
+fi
+
+# fsdp-info: the nodes from MPI alone; hybrid groups within each node.  (UCX
+# on all its transports: on TCP, 2 ranks per node hang in MPI_Finalize,
+# tests/clusterlib.sh.)
+cluster_mpiexec -ppn 2 -n 4 -genv UCX_TLS all "$info" >"$w/info.out" 2>&1 ||
+  { cat "$w/info.out"; echo "FAIL: fsdp-info across the nodes"; exit 1; }
+expect_grep '^ShardGroup: 4 ranks on 2 nodes' "$w/info.out"
+expect_grep '^  node 0 (node0): 2 ranks' "$w/info.out"
+expect_grep '^  node 1 (node1): 2 ranks' "$w/info.out"
+expect_grep '^    0: 0,1$' "$w/info.out"
+expect_grep '^    1: 2,3$' "$w/info.out"
+
+# Training across the link against the same layout emulated on one host.
+model=mlp:in=32,hidden=128,depth=3,out=4
+args="-model $model -steps 10 -batch 32 -log_every 5 -fsdp_log_view"
+for s in full hybrid; do
+  before=$(cluster_link_bytes node1)
+  cluster_mpiexec -n 2 "$train" $args -fsdp_sharding_strategy $s -loss_log "$w/nodes-$s.csv" \
+    >"$w/nodes-$s.out" 2>&1 || { cat "$w/nodes-$s.out"; echo "FAIL: fsdp-train $s on 2 nodes"; exit 1; }
+  after=$(cluster_link_bytes node1)
+  fsdp_run 2 "$train" $args -fsdp_sharding_strategy $s -fsdp_ranks_per_node 1 -loss_log "$w/emulated-$s.csv" \
+    >"$w/emulated-$s.out" 2>&1 || { cat "$w/emulated-$s.out"; echo "FAIL: fsdp-train $s emulated"; exit 1; }
+  cmp "$w/nodes-$s.csv" "$w/emulated-$s.csv" ||
+    { paste -d' ' "$w/nodes-$s.csv" "$w/emulated-$s.csv"; echo "FAIL: $s: the loss logs differ"; exit 1; }
+  # The paper's volumes from what the library counts (-fsdp_log_view's
+  # bytes per rank: the unsharded unit for an all-gather or reduce-scatter,
+  # the buffer for an all-reduce): over F = 2 ranks each sends and receives
+  # half of an all-gather's or reduce-scatter's bytes, over R = 2 ranks the
+  # whole of an all-reduce's; one rank per node, so all of it crosses node1's
+  # link.  Measured: both directions of that link, from the switch's counters.
+  predicted=$(awk '/^(AllGather|ReduceScatter) /{p += $(NF-2)} /^AllReduce /{p += 2 * $(NF-2)} END{printf "%.0f", p}' \
+    "$w/nodes-$s.out")
+  link=$((after - before))
+  ratio=$(awk -v l="$link" -v p="$predicted" 'BEGIN{printf "%.3f", (p > 0 ? l / p : 0)}')
+  echo "$s: bytes across node1's link: predicted $predicted, measured $link ($ratio: TCP/IP headers, acknowledgements, MPI's start-up)"
+  awk -v r="$ratio" 'BEGIN{exit !(r >= 1 && r <= 1.12)}' ||
+    { cat "$w/nodes-$s.out"; echo "FAIL: $s: the link's bytes are not the collectives' volume plus a few percent"; exit 1; }
+done
+
+# A shaped link: 20 Mbit/s each way.  Full sharding's step now waits for
+# its bytes: the run takes at least what the link needs to carry them (a
+# lower bound, which a busy machine cannot break).
+cluster_shape 20mbit || { echo "FAIL: tc could not shape the links"; exit 1; }
+before=$(cluster_link_bytes node1)
+start=$(date +%s.%N)
+cluster_mpiexec -n 2 "$train" $args -fsdp_sharding_strategy full -loss_log "$w/shaped.csv" >"$w/shaped.out" 2>&1 ||
+  { cat "$w/shaped.out"; echo "FAIL: fsdp-train on the shaped link"; exit 1; }
+end=$(date +%s.%N)
+link=$(($(cluster_link_bytes node1) - before))
+cmp "$w/shaped.csv" "$w/nodes-full.csv" || { echo "FAIL: the shaped link changed the loss log"; exit 1; }
+awk -v l="$link" -v t0="$start" -v t1="$end" 'BEGIN{need = l / 2 * 8 / 20e6;
+  printf "shaped: %d bytes across node1'"'"'s link at 20 Mbit/s each way: at least %.2f s; the job took %.2f s\n", l, need, t1 - t0;
+  exit !(t1 - t0 >= need)}' || { echo "FAIL: the job was faster than its link allows: the link is not shaped"; exit 1; }
+
+cluster_down
+left=$(cluster_leftovers)
+[ -z "$left" ] || { echo "FAIL: left behind:"; echo "$left"; exit 1; }
+echo "PASS: 2 nodes, fsdp-info and training across them; nothing left"

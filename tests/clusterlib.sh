@@ -1,0 +1,179 @@
+# clusterlib.sh: real nodes on one machine, for tests and benchmarks (doc/cluster.md).
+#
+# cluster_up N [RATE] makes nodes node0 .. node<N-1>.  Each is a network, UTS
+# and mount namespace: its own hostname, its own interfaces and its own
+# /dev/shm (a tmpfs), so that to MPI and hwloc it is another host.  Each
+# node's eth0 is one end of a veth pair whose other end is a port of a
+# bridge, the switch, in a namespace of its own; RATE (tc's units: 1gbit,
+# 200mbit) shapes both directions of every link with a token bucket (tbf).
+# Addresses come from 198.18.0.0/15 (RFC 2544: for benchmarking network
+# devices) and exist only inside these namespaces; the host's interfaces,
+# addresses, routes and firewall are never touched, and /etc/hosts is
+# replaced inside the nodes alone (a bind mount in their mount namespaces).
+# The file systems are the machine's: every node sees the same /tmp, as a
+# cluster's nodes see the same scratch directory.
+#
+#   cluster_shape RATE                every link at RATE from now on
+#   cluster_exec NODE CMD [ARGS...]   run a command inside a node
+#   cluster_mpiexec [ARGS...]         MPICH's mpiexec (FSDP_TEST_TIMEOUT), started in node0, with
+#                                     a launcher that starts each node's proxy
+#                                     inside that node (hydra's -launcher-exec,
+#                                     which hydra calls as it would call ssh)
+#   cluster_link_bytes NODE           bytes the node's link carried, both
+#                                     directions (the switch port's counters)
+#   cluster_down                      remove everything (an EXIT, INT, TERM
+#                                     and HUP trap calls it too)
+#   cluster_leftovers                 print what is left of this cluster
+#   cluster_skip_reason               why no cluster can be made here (empty
+#                                     when one can): root, ip, unshare and
+#                                     nsenter, and MPICH's hydra are needed
+#
+# MPICH's inter-node transport (UCX here) must be told to use TCP: its
+# shared-memory transports reach across network namespaces of one kernel, and
+# the bytes would not cross the links.  cluster_mpiexec passes UCX_TLS=tcp,self
+# and UCX_NET_DEVICES=eth0 (a later -genv UCX_TLS overrides it); ranks within
+# one node still talk through MPICH's own shared memory, which follows the
+# hostnames.  Known here (MPICH 4.0.2, UCX 1.13): with UCX on TCP and 2 ranks
+# on a node, MPI_Finalize does not return; one rank per node finishes.
+
+cluster_prefix="fc$$"
+cluster_dir=
+cluster_nodes=0
+cluster_holders=
+
+cluster_skip_reason() {
+  if [ "$(id -u)" -ne 0 ]; then echo "the cluster's namespaces need root (uid $(id -u))"; return; fi
+  for t in ip tc unshare nsenter; do
+    command -v "$t" >/dev/null 2>&1 || { echo "$t is not installed (iproute2, util-linux)"; return; }
+  done
+  "${MPIEXEC:-mpiexec}" -info 2>/dev/null | grep -q 'HYDRA' ||
+    { echo "${MPIEXEC:-mpiexec} is not MPICH's hydra (-launcher-exec starts ranks inside nodes)"; return; }
+  if ! ip netns add "${cluster_prefix}probe" 2>/dev/null; then
+    echo "ip netns add fails here (no network namespaces)"
+    return
+  fi
+  ip netns del "${cluster_prefix}probe"
+}
+
+cluster_up() {
+  n=$1 rate=${2:-}
+  cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-cluster.XXXXXX") || return 1
+  trap 'cluster_down' EXIT
+  trap 'exit 1' INT TERM HUP
+  sw="${cluster_prefix}sw"
+  ip netns add "$sw" && ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
+  printf '127.0.0.1 localhost\n' >"$cluster_dir/hosts"
+  i=0
+  while [ $i -lt "$n" ]; do
+    printf '198.18.0.%d node%d\n' $((10 + i)) $i >>"$cluster_dir/hosts"
+    i=$((i + 1))
+  done
+  i=0
+  while [ $i -lt "$n" ]; do
+    ns="${cluster_prefix}n$i" host="${cluster_prefix}h$i" port="${cluster_prefix}p$i"
+    ip netns add "$ns" || return 1
+    cluster_nodes=$((i + 1))
+    ip link add "$host" type veth peer name "$port" &&
+      ip link set "$host" netns "$ns" && ip link set "$port" netns "$sw" &&
+      ip -n "$sw" link set "$port" master br0 up &&
+      ip -n "$ns" link set "$host" name eth0 &&
+      ip -n "$ns" addr add "198.18.0.$((10 + i))/24" dev eth0 &&
+      ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
+    # The node's holder: its UTS and mount namespaces live as long as it does.
+    ip netns exec "$ns" unshare --uts --mount --propagation private sh -c \
+      "hostname node$i && mount -t tmpfs -o size=25% tmpfs /dev/shm &&
+       mount --bind '$cluster_dir/hosts' /etc/hosts && echo ready >'$cluster_dir/node$i.ready' && exec sleep 2147483647" \
+      </dev/null >"$cluster_dir/node$i.holder.log" 2>&1 &
+    echo $! >"$cluster_dir/node$i.pid"
+    cluster_holders="$cluster_holders $!"
+    i=$((i + 1))
+  done
+  i=0
+  while [ $i -lt "$n" ]; do
+    tries=0
+    while [ ! -f "$cluster_dir/node$i.ready" ]; do
+      tries=$((tries + 1))
+      [ $tries -le 100 ] || { echo "cluster: node$i did not start:"; cat "$cluster_dir/node$i.holder.log"; return 1; }
+      sleep 0.1
+    done
+    i=$((i + 1))
+  done
+  [ -z "$rate" ] || cluster_shape "$rate" || return 1
+  # hydra calls this as it calls ssh: [options] HOST COMMAND.
+  cat >"$cluster_dir/nodeexec" <<EOF
+#!/bin/sh
+while [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done
+host=\$1
+shift
+pid=\$(cat "$cluster_dir/\$host.pid") || { echo "nodeexec: no node \$host" >&2; exit 1; }
+exec nsenter -t "\$pid" -n -u -m -- sh -c "\$*"
+EOF
+  chmod +x "$cluster_dir/nodeexec"
+}
+
+# cluster_shape RATE: every link at RATE (tc's units), each direction: the
+# node's egress and the switch's egress towards the node, a token bucket.
+cluster_shape() {
+  shape_rate=$1 i=0
+  while [ $i -lt "$cluster_nodes" ]; do
+    for at in "${cluster_prefix}n$i eth0" "${cluster_prefix}sw ${cluster_prefix}p$i"; do
+      set -- $at
+      tc -n "$1" qdisc replace dev "$2" root tbf rate "$shape_rate" burst 32kb latency 400ms || return 1
+    done
+    i=$((i + 1))
+  done
+}
+
+cluster_exec() {
+  node=$1
+  shift
+  nsenter -t "$(cat "$cluster_dir/$node.pid")" -n -u -m -- "$@"
+}
+
+cluster_mpiexec() {
+  hosts=node0
+  i=1
+  while [ $i -lt "$cluster_nodes" ]; do
+    hosts="$hosts,node$i"
+    i=$((i + 1))
+  done
+  timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" nsenter -t "$(cat "$cluster_dir/node0.pid")" -n -u -m -- \
+    "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" \
+    -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 "$@"
+}
+
+cluster_link_bytes() {
+  i=${1#node}
+  s="/sys/class/net/${cluster_prefix}p$i/statistics"
+  ip netns exec "${cluster_prefix}sw" sh -c "echo \$((\$(cat $s/rx_bytes) + \$(cat $s/tx_bytes)))"
+}
+
+cluster_down() {
+  if [ -n "$cluster_holders" ]; then
+    kill -9 $cluster_holders 2>/dev/null
+    wait $cluster_holders 2>/dev/null # reaped quietly: no "Killed" from the shell
+  fi
+  i=0
+  while [ $i -lt "$cluster_nodes" ]; do
+    ns="${cluster_prefix}n$i"
+    # What else ran inside the node, then the namespace.
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+    ip link del "${cluster_prefix}h$i" 2>/dev/null # a veth that never left the host
+    i=$((i + 1))
+  done
+  ip netns del "${cluster_prefix}sw" 2>/dev/null
+  cluster_nodes=0
+  [ -z "$cluster_dir" ] || rm -rf "$cluster_dir"
+  cluster_dir=
+  [ -z "${fsdp_tmp:-}" ] || rm -rf "$fsdp_tmp"
+}
+
+cluster_leftovers() {
+  ip netns list | grep "^$cluster_prefix"
+  ip -o link show | grep "$cluster_prefix"
+  for pid in $cluster_holders; do
+    ! kill -0 "$pid" 2>/dev/null || echo "process $pid: $(cat "/proc/$pid/cmdline" 2>/dev/null | tr '\0' ' ')"
+  done
+}
