@@ -14,6 +14,8 @@
 # cluster's nodes see the same scratch directory.
 #
 #   cluster_shape RATE                every link at RATE from now on
+#   cluster_boot_ids own|shared       the nodes' own boot ids (the default), or
+#                                     the machine's (see below)
 #   cluster_exec NODE CMD [ARGS...]   run a command inside a node
 #   cluster_mpiexec [ARGS...]         MPICH's mpiexec (FSDP_TEST_TIMEOUT), started in node0, with
 #                                     a launcher that starts each node's proxy
@@ -28,13 +30,16 @@
 #                                     when one can): root, ip, unshare and
 #                                     nsenter, and MPICH's hydra are needed
 #
-# MPICH's inter-node transport (UCX here) must be told to use TCP: its
-# shared-memory transports reach across network namespaces of one kernel, and
-# the bytes would not cross the links.  cluster_mpiexec passes UCX_TLS=tcp,self
-# and UCX_NET_DEVICES=eth0 (a later -genv UCX_TLS overrides it); ranks within
-# one node still talk through MPICH's own shared memory, which follows the
-# hostnames.  Known here (MPICH 4.0.2, UCX 1.13): with UCX on TCP and 2 ranks
-# on a node, MPI_Finalize does not return; one rank per node finishes.
+# Each node also has its own boot id (/proc/sys/kernel/random/boot_id, a bind
+# mount).  UCX, MPICH's transport between nodes here, joined processes of
+# different nodes by shared memory while they saw the same boot id (a job of
+# 150,280 parameters, full sharding, 2 nodes: 32 KB over the link); with one
+# per node it takes TCP over the links.  Known here (MPICH 4.0.2, UCX 1.13):
+# with TCP between nodes and 2 ranks on a node, MPI_Finalize does not return
+# in about half the runs (rank 0 spins in UCX's progress, the others wait in
+# PMI's barrier); with one rank per node it returns.  cluster_boot_ids shared
+# gives the nodes the machine's boot id again, for jobs of several ranks per
+# node whose bytes need not cross the links.
 
 cluster_prefix="fc$$"
 cluster_dir=
@@ -82,7 +87,9 @@ cluster_up() {
     # The node's holder: its UTS and mount namespaces live as long as it does.
     ip netns exec "$ns" unshare --uts --mount --propagation private sh -c \
       "hostname node$i && mount -t tmpfs -o size=25% tmpfs /dev/shm &&
-       mount --bind '$cluster_dir/hosts' /etc/hosts && echo ready >'$cluster_dir/node$i.ready' && exec sleep 2147483647" \
+       mount --bind '$cluster_dir/hosts' /etc/hosts &&
+       cat /proc/sys/kernel/random/uuid >'$cluster_dir/node$i.boot_id' &&
+       mount --bind '$cluster_dir/node$i.boot_id' /proc/sys/kernel/random/boot_id && echo ready >'$cluster_dir/node$i.ready' && exec sleep 2147483647" \
       </dev/null >"$cluster_dir/node$i.holder.log" 2>&1 &
     echo $! >"$cluster_dir/node$i.pid"
     cluster_holders="$cluster_holders $!"
@@ -109,6 +116,20 @@ pid=\$(cat "$cluster_dir/\$host.pid") || { echo "nodeexec: no node \$host" >&2; 
 exec nsenter -t "\$pid" -n -u -m -- sh -c "\$*"
 EOF
   chmod +x "$cluster_dir/nodeexec"
+}
+
+# cluster_boot_ids own|shared: whether the processes started from now on see
+# their node's own boot id (the default) or the machine's.
+cluster_boot_ids() {
+  i=0
+  while [ $i -lt "$cluster_nodes" ]; do
+    if [ "$1" = shared ]; then
+      cluster_exec "node$i" umount /proc/sys/kernel/random/boot_id || return 1
+    else
+      cluster_exec "node$i" mount --bind "$cluster_dir/node$i.boot_id" /proc/sys/kernel/random/boot_id || return 1
+    fi
+    i=$((i + 1))
+  done
 }
 
 # cluster_shape RATE: every link at RATE (tc's units), each direction: the
@@ -138,8 +159,7 @@ cluster_mpiexec() {
     i=$((i + 1))
   done
   timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" nsenter -t "$(cat "$cluster_dir/node0.pid")" -n -u -m -- \
-    "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" \
-    -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 "$@"
+    "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" "$@"
 }
 
 cluster_link_bytes() {
