@@ -17,7 +17,7 @@
 #     log and takes at least the time its bytes need on the link;
 #   - everything the cluster made is gone afterwards.
 # SKIP (77) where no cluster can be made (not root, no iproute2, an mpiexec
-# that is not MPICH's hydra, no network namespaces), saying which.
+# that is not MPICH's hydra, no network namespaces or tbf), saying which.
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/clusterlib.sh"
 
@@ -40,7 +40,8 @@ cluster_up 2 || { echo "FAIL: the cluster did not come up"; exit 1; }
 # Each node is another host: its hostname, and a /dev/shm the others do not see.
 [ "$(cluster_exec node0 hostname)" = node0 ] && [ "$(cluster_exec node1 hostname)" = node1 ] ||
   { echo "FAIL: the nodes' hostnames are $(cluster_exec node0 hostname) and $(cluster_exec node1 hostname)"; exit 1; }
-cluster_exec node0 touch /dev/shm/fsdp-cluster-test
+cluster_exec node0 touch /dev/shm/fsdp-cluster-test || { echo "FAIL: cannot write node0's /dev/shm"; exit 1; }
+cluster_exec node0 test -e /dev/shm/fsdp-cluster-test || { echo "FAIL: node0 does not see its /dev/shm"; exit 1; }
 if cluster_exec node1 test -e /dev/shm/fsdp-cluster-test || test -e /dev/shm/fsdp-cluster-test; then
   echo "FAIL: node0's /dev/shm is visible outside node0"; exit 1
 fi

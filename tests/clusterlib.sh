@@ -41,7 +41,7 @@
 # gives the nodes the machine's boot id again, for jobs of several ranks per
 # node whose bytes need not cross the links.
 
-cluster_prefix="fc$$"
+cluster_prefix="fc$$-"
 cluster_dir=
 cluster_nodes=0
 cluster_holders=
@@ -57,6 +57,8 @@ cluster_skip_reason() {
     echo "ip netns add fails here (no network namespaces)"
     return
   fi
+  tc -n "${cluster_prefix}probe" qdisc add dev lo root tbf rate 1mbit burst 32kb latency 400ms 2>/dev/null ||
+    echo "tc cannot add a tbf qdisc here (the kernel's sch_tbf)"
   ip netns del "${cluster_prefix}probe"
 }
 
@@ -64,7 +66,7 @@ cluster_up() {
   n=$1 rate=${2:-}
   cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-cluster.XXXXXX") || return 1
   trap 'cluster_down' EXIT
-  trap 'exit 1' INT TERM HUP
+  case $- in *i*) ;; *) trap 'exit 1' INT TERM HUP ;; esac # an interactive shell keeps its Ctrl-C
   sw="${cluster_prefix}sw"
   ip netns add "$sw" && ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
   printf '127.0.0.1 localhost\n' >"$cluster_dir/hosts"
@@ -75,13 +77,12 @@ cluster_up() {
   done
   i=0
   while [ $i -lt "$n" ]; do
-    ns="${cluster_prefix}n$i" host="${cluster_prefix}h$i" port="${cluster_prefix}p$i"
+    ns="${cluster_prefix}n$i" port="${cluster_prefix}p$i"
     ip netns add "$ns" || return 1
     cluster_nodes=$((i + 1))
-    ip link add "$host" type veth peer name "$port" &&
-      ip link set "$host" netns "$ns" && ip link set "$port" netns "$sw" &&
+    # made inside the namespaces: no link ever exists in the host's
+    ip -n "$ns" link add eth0 type veth peer name "$port" netns "$sw" &&
       ip -n "$sw" link set "$port" master br0 up &&
-      ip -n "$ns" link set "$host" name eth0 &&
       ip -n "$ns" addr add "198.18.0.$((10 + i))/24" dev eth0 &&
       ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     # The node's holder: its UTS and mount namespaces live as long as it does.
@@ -113,7 +114,7 @@ while [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done
 host=\$1
 shift
 pid=\$(cat "$cluster_dir/\$host.pid") || { echo "nodeexec: no node \$host" >&2; exit 1; }
-exec nsenter -t "\$pid" -n -u -m -- sh -c "\$*"
+exec nsenter -t "\$pid" -n -u -m --wd="\$PWD" -- sh -c "\$*"
 EOF
   chmod +x "$cluster_dir/nodeexec"
 }
@@ -148,7 +149,7 @@ cluster_shape() {
 cluster_exec() {
   node=$1
   shift
-  nsenter -t "$(cat "$cluster_dir/$node.pid")" -n -u -m -- "$@"
+  nsenter -t "$(cat "$cluster_dir/$node.pid")" -n -u -m --wd="$PWD" -- "$@"
 }
 
 cluster_mpiexec() {
@@ -158,8 +159,11 @@ cluster_mpiexec() {
     hosts="$hosts,node$i"
     i=$((i + 1))
   done
-  timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" nsenter -t "$(cat "$cluster_dir/node0.pid")" -n -u -m -- \
-    "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" "$@"
+  # In the background and waited for, so that a signal's trap runs at once
+  # (a shell runs traps only between foreground commands).
+  timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" nsenter -t "$(cat "$cluster_dir/node0.pid")" -n -u -m --wd="$PWD" -- \
+    "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" "$@" &
+  wait $!
 }
 
 cluster_link_bytes() {
@@ -169,10 +173,12 @@ cluster_link_bytes() {
 }
 
 cluster_down() {
+  cluster_gone_holders=$cluster_holders
   if [ -n "$cluster_holders" ]; then
     kill -9 $cluster_holders 2>/dev/null
     wait $cluster_holders 2>/dev/null # reaped quietly: no "Killed" from the shell
   fi
+  cluster_holders= # reaped: their pids may be another process's from now on
   i=0
   while [ $i -lt "$cluster_nodes" ]; do
     ns="${cluster_prefix}n$i"
@@ -180,7 +186,6 @@ cluster_down() {
     pids=$(ip netns pids "$ns" 2>/dev/null)
     [ -z "$pids" ] || kill -9 $pids 2>/dev/null
     ip netns del "$ns" 2>/dev/null
-    ip link del "${cluster_prefix}h$i" 2>/dev/null # a veth that never left the host
     i=$((i + 1))
   done
   ip netns del "${cluster_prefix}sw" 2>/dev/null
@@ -188,12 +193,13 @@ cluster_down() {
   [ -z "$cluster_dir" ] || rm -rf "$cluster_dir"
   cluster_dir=
   [ -z "${fsdp_tmp:-}" ] || rm -rf "$fsdp_tmp"
+  trap - INT TERM HUP
 }
 
 cluster_leftovers() {
   ip netns list | grep "^$cluster_prefix"
   ip -o link show | grep "$cluster_prefix"
-  for pid in $cluster_holders; do
-    ! kill -0 "$pid" 2>/dev/null || echo "process $pid: $(cat "/proc/$pid/cmdline" 2>/dev/null | tr '\0' ' ')"
+  for pid in ${cluster_gone_holders:-}; do # reaped by cluster_down: a live one is another process
+    [ ! -d "/proc/$pid" ] || ! grep -q 'sleep.2147483647' "/proc/$pid/cmdline" 2>/dev/null || echo "process $pid: a node's holder"
   done
 }
