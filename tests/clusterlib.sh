@@ -36,7 +36,7 @@
 # 150,280 parameters, full sharding, 2 nodes: 32 KB over the link); with one
 # per node it takes TCP over the links.  Known here (MPICH 4.0.2, UCX 1.13):
 # with TCP between nodes and 2 ranks on a node, MPI_Finalize does not return
-# in about half the runs (rank 0 spins in UCX's progress, the others wait in
+# in most runs (rank 0 spins in UCX's progress, the others wait in
 # PMI's barrier); with one rank per node it returns.  cluster_boot_ids shared
 # gives the nodes the machine's boot id again, for jobs of several ranks per
 # node whose bytes need not cross the links.
