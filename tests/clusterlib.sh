@@ -173,7 +173,6 @@ cluster_link_bytes() {
 }
 
 cluster_down() {
-  cluster_gone_holders=$cluster_holders
   if [ -n "$cluster_holders" ]; then
     kill -9 $cluster_holders 2>/dev/null
     wait $cluster_holders 2>/dev/null # reaped quietly: no "Killed" from the shell
@@ -185,6 +184,12 @@ cluster_down() {
     # What else ran inside the node, then the namespace.
     pids=$(ip netns pids "$ns" 2>/dev/null)
     [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+    # Deleting the name does not end what still runs inside: noted for cluster_leftovers.
+    sleep 0.2
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      cluster_survivors="${cluster_survivors:-}$pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)) in node$i
+"
+    done
     ip netns del "$ns" 2>/dev/null
     i=$((i + 1))
   done
@@ -192,6 +197,7 @@ cluster_down() {
   cluster_nodes=0
   [ -z "$cluster_dir" ] || rm -rf "$cluster_dir"
   cluster_dir=
+  # cluster_up's EXIT trap took the place of testlib.sh's, which removes this.
   [ -z "${fsdp_tmp:-}" ] || rm -rf "$fsdp_tmp"
   trap - INT TERM HUP
 }
@@ -199,7 +205,5 @@ cluster_down() {
 cluster_leftovers() {
   ip netns list | grep "^$cluster_prefix"
   ip -o link show | grep "$cluster_prefix"
-  for pid in ${cluster_gone_holders:-}; do # reaped by cluster_down: a live one is another process
-    [ ! -d "/proc/$pid" ] || ! grep -q 'sleep.2147483647' "/proc/$pid/cmdline" 2>/dev/null || echo "process $pid: a node's holder"
-  done
+  [ -z "${cluster_survivors:-}" ] || printf 'process %s' "$cluster_survivors"
 }
