@@ -28,6 +28,7 @@
 enum { ROWS = 3 };
 
 static int64_t wrap_size; /* make_model: size wrapping of that many elements per unit; 0: block wrapping */
+static bool direct_sums;  /* make_model: -fsdp_conv_winograd false */
 
 static FSDPModel make_model(FSDPContext ctx, const char *spec)
 {
@@ -35,6 +36,11 @@ static FSDPModel make_model(FSDPContext ctx, const char *spec)
   TEST_OK(FSDPModelCreate(ctx, spec, &model));
   TEST_OK(FSDPModelSetSeed(model, SEED));
   if (wrap_size) TEST_OK(FSDPModelSetWrapPolicy(model, FSDP_WRAP_SIZE, wrap_size));
+  if (direct_sums) {
+    TEST_OK(FSDPOptionsSetValue("-fsdp_conv_winograd", "false"));
+    TEST_OK(FSDPModelSetFromOptions(model));
+    TEST_OK(FSDPOptionsClearValue("-fsdp_conv_winograd"));
+  }
   TEST_OK(FSDPModelSetUp(model));
   return model;
 }
@@ -119,13 +125,13 @@ static int padded(const char *mode, int i, int n)
 /* A one-layer 2-D model (the head alone) against
    y[o, p, q] = b[o] + sum_{c, a, e} w[o, c, a, e] xpad[g*C + c, p*s + a*d, q*s + e*d],
    its parameters regenerated from the default initialization's stream. */
-static void check_direct(const char *mode, int stride, int dilation, int pad, int O, int W)
+static void check_direct(const char *mode, int stride, int dilation, int pad, int C, int O, int W)
 {
-  enum { C = 3, H = 6, K = 3, OMAX = 10, WMAX = 21 };
+  enum { H = 6, K = 3, CMAX = 9, OMAX = 10, WMAX = 21 };
   char spec[160];
   FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
   FSDPModel model;
-  float x[ROWS * C * H * WMAX], w[OMAX * C * K * K], b[OMAX], *y;
+  float x[ROWS * CMAX * H * WMAX], w[OMAX * CMAX * K * K], b[OMAX], *y;
   int64_t out;
   int oh, ow;
   double bound = 1.0 / sqrt((double)(C * K * K));
@@ -164,18 +170,23 @@ static void check_direct(const char *mode, int stride, int dilation, int pad, in
 
 static void test_direct(void)
 {
-  check_direct("zeros", 1, 1, 1, 2, 5);
-  check_direct("circular", 1, 1, 1, 2, 5);
-  check_direct("reflect", 1, 1, 1, 2, 5);
-  check_direct("zeros", 2, 1, 2, 2, 5);
-  check_direct("circular", 2, 2, 2, 2, 5);
-  check_direct("reflect", 1, 2, 2, 2, 5);
-  check_direct("circular", 3, 1, 5, 2, 5); /* a pad as long as the axis: every point wraps once */
-  check_direct("zeros", 1, 2, 0, 2, 5);
+  check_direct("zeros", 1, 1, 1, 3, 2, 5);
+  check_direct("circular", 1, 1, 1, 3, 2, 5);
+  check_direct("reflect", 1, 1, 1, 3, 2, 5);
+  check_direct("zeros", 2, 1, 2, 3, 2, 5);
+  check_direct("circular", 2, 2, 2, 3, 2, 5);
+  check_direct("reflect", 1, 2, 2, 3, 2, 5);
+  check_direct("circular", 3, 1, 5, 3, 2, 5); /* a pad as long as the axis: every point wraps once */
+  check_direct("zeros", 1, 2, 0, 3, 2, 5);
   /* wider lines and more channels: the shapes whose gradients take conv.c's tiles (test_gradients) */
-  check_direct("circular", 1, 1, 1, 10, 21);
-  check_direct("zeros", 1, 2, 2, 7, 19);
-  check_direct("reflect", 1, 1, 1, 1, 8);
+  check_direct("circular", 1, 1, 1, 3, 10, 21);
+  check_direct("zeros", 1, 2, 2, 3, 7, 19);
+  check_direct("reflect", 1, 1, 1, 3, 1, 8);
+  /* Winograd's tiles (8 channels and more in and out, a 3 x 3 kernel, even output extents): rows of 10 tiles
+     (a whole vector of them and a part), 8 (one vector), output channels 6 + 4 and 4 + 4 + 1 */
+  check_direct("zeros", 1, 1, 1, 8, 10, 20);
+  check_direct("circular", 1, 1, 1, 9, 9, 16);
+  check_direct("reflect", 1, 1, 1, 8, 8, 6);
 }
 
 /* Every SIMD path this CPU runs gives the generic path's outputs and
@@ -227,11 +238,13 @@ static void test_simd_paths(void)
      gradient's its outputs: 10 inputs
      are tiles of 6 and 4 on lines of 70 points padded by reflection to 72; 7 are 6 + 1 with a kernel 2 wide (the
      tiles for any kernel) and zero padding; 5 are 4 + 1, tiles of 16 and 64 points and then one that ends with
-     a line of 70, for any kernel and, with circular padding, for kernels 3 wide */
+     a line of 70, for any kernel and, with circular padding, for kernels 3 wide; Winograd's tiles for 8 to 10
+     channels */
   const char *specs[] = {"cnn:grid=3x70,in=2,out=3,depth=2,channels=10,padding=reflect",
                          "cnn:grid=4x19,in=1,out=2,depth=1,channels=7,kernel=2,pad=1,dilation=2",
                          "cnn:grid=3x70,in=1,out=1,depth=2,channels=5,kernel=2,pad=1,dilation=2",
-                         "cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular"};
+                         "cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular",
+                         "cnn:grid=4x20,in=8,out=9,depth=1,channels=10,padding=circular"};
   enum { MAX = 16384 };
   static float ref[MAX], got[MAX];
   FSDPSimd level, best;
@@ -245,6 +258,26 @@ static void test_simd_paths(void)
                   "%s: %s: not the generic path's outputs and gradients", FSDPSimdName((FSDPSimd)l), specs[i]);
   }
   TEST_OK(FSDPSetSimd(level));
+}
+
+/* -fsdp_conv_winograd false: the direct sums, whose outputs and gradients
+   differ from Winograd's in the last bits (the option is taken) and agree
+   with them within rounding. */
+static void test_winograd_option(void)
+{
+  const char *spec = "cnn:grid=4x20,in=8,out=9,depth=1,channels=10,padding=circular";
+  enum { MAX = 16384 };
+  static float wino[MAX], direct[MAX];
+  int64_t n = simd_run(spec, FSDP_SIMD_GENERIC, wino), differ = 0;
+  direct_sums = true;
+  TEST_ASSERT(simd_run(spec, FSDP_SIMD_GENERIC, direct) == n, "%s: another number of values", spec);
+  direct_sums = false;
+  for (int64_t i = 0; i < n; i++) {
+    differ += wino[i] != direct[i];
+    TEST_ASSERT(fabsf(wino[i] - direct[i]) <= 1e-5f * (1 + fabsf(direct[i])),
+                "%s: value %lld: Winograd %.9g, direct %.9g", spec, (long long)i, wino[i], direct[i]);
+  }
+  TEST_ASSERT(differ > 0, "%s: -fsdp_conv_winograd false gave Winograd's bits: the option was not taken", spec);
 }
 
 /* ------------------------------------------------------------------ gradients */
@@ -314,6 +347,10 @@ static void test_gradients(void)
   check_gradients("cnn:grid=3x70,in=1,out=1,depth=2,channels=5,padding=circular,act=tanh", FSDP_SHARD_GRAD_OP);
   check_gradients("cnn:grid=3x9,in=1,out=1,depth=1,channels=2,pad=3,padding=circular,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=3x3x20,in=1,out=1,depth=1,channels=3,padding=reflect,act=tanh", FSDP_HYBRID_SHARD);
+  /* Winograd's tiles, forward and for the input gradient: its inner points alone (zero padding, rows of 10 tiles)
+     and the padded field's (circular: 8 x 22, rows of 11) */
+  check_gradients("cnn:grid=6x20,in=8,out=8,depth=1,channels=10,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=6x20,in=9,out=8,depth=1,channels=8,padding=circular,act=tanh", FSDP_HYBRID_SHARD);
   /* 1 x 1 convolutions: their input is their column matrix (groups of 2 here), unless a stride or padding says
      otherwise (im2col) */
   check_gradients("cnn:grid=6x5,in=4,out=2,depth=2,channels=6,kernel=1,groups=2,act=tanh", FSDP_FULL_SHARD);
@@ -693,6 +730,7 @@ int main(int argc, char **argv)
   test_shapes();
   test_direct();
   test_simd_paths();
+  test_winograd_option();
   test_gradients();
   test_errors();
   test_model_files();

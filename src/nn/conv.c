@@ -4,7 +4,8 @@
    zeros, circularly (periodic fields) or by reflection.  On the host in
    fp32, one sample at a time, whatever the batch, in the layer's scratch.
    With stride 1 and more than one tap both passes are direct (below): the
-   output and the input gradient are correlations in register tiles, the
+   output and the input gradient are correlations in register tiles (3 x 3
+   kernels between 8 channels or more: Winograd's F(2 x 2, 3 x 3)), the
    weight gradient sums in tiles too, and no column matrix is built.
    Otherwise they are im2col and one GEMM per group (a 1 x 1 kernel with
    stride 1 and no padding takes its input as its columns). */
@@ -129,6 +130,7 @@ typedef struct {
   int64_t in1, in2, inplane; /* the padded input's last two extents, and points per channel */
   int64_t out[3], outplane;  /* the output's extents, and points per channel */
   const float *bias;         /* added to each output channel's sums (forward), or NULL */
+  float *wino;               /* winograd()'s scratch where it fits, or NULL: the direct sum */
 } Correlation;
 
 typedef void TileFn(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co, int64_t w0);
@@ -237,19 +239,241 @@ static void correlate_channels(const Correlation *k, const Tile *tiles, int n, c
       for (int j = 0; j < n; j++) correlate_point(k, w, xline, yline, co + j, w0);
 }
 
+/* ---- Winograd's F(2 x 2, 3 x 3) (Lavin and Gray, "Fast Algorithms for
+   Convolutional Neural Networks", 2016): a 3 x 3 correlation with dilation 1
+   in output tiles of 2 x 2 points, each from a 4 x 4 input tile d, in 16
+   products per pair of channels where the direct sum takes 36:
+   Y = A^T [(G g G^T) (.) (B^T d B)] A.  The kernel's transform U = G g G^T
+   (16 x nout x nin), the input tiles' V = B^T d B (16 x nin x tiles), then
+   16 products of matrices M = U V summed over the input channels (the tiles
+   above, a point per tile), and Y = A^T M A plus the bias.  One row of tiles
+   at a time, so that V and M stay in cache; the transforms only add, so
+   every path gives the same bits, though not the direct sum's. */
+
+/* Wide enough that the products outweigh the transforms (nin and nout of 8
+   and more), even extents of the output's last two axes. */
+enum { WINO_MIN_CHANNELS = 8 };
+static bool winograd_fits(const Correlation *k)
+{
+  return k->kernel[0] == 1 && k->kernel[1] == 3 && k->kernel[2] == 3 && k->dil[1] == 1 && k->dil[2] == 1 &&
+         k->out[1] % 2 == 0 && k->out[2] % 2 == 0 && k->nin >= WINO_MIN_CHANNELS && k->nout >= WINO_MIN_CHANNELS;
+}
+
+/* Tiles along a row of them, rounded up to whole vectors. */
+static int64_t winograd_row(const Correlation *k) { return (k->out[2] / 2 + F8 - 1) / F8 * F8; }
+
+/* The scratch of winograd(): U, and V and M for one row of tiles; 0 where it does not fit. */
+static int64_t winograd_floats(const Correlation *k)
+{
+  return winograd_fits(k) ? 16 * (k->nout * k->nin + (k->nin + k->nout) * winograd_row(k)) : 0;
+}
+
+#if defined(__clang__)
+#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int i8 __attribute__((vector_size(32)));
+#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (i8){__VA_ARGS__})
+#endif
+
+/* u[i, j, co, ci] = (G g G^T)[i, j] of the kernel g = w[co, ci] (3 x 3), G
+   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. */
+static void winograd_kernel(const Correlation *k, const float *w, float *u)
+{
+  int64_t pairs = k->nout * k->nin;
+  for (int64_t p = 0; p < pairs; p++) {
+    const float *g = w + p * 9;
+    float gg[4][3];
+    for (int c = 0; c < 3; c++) {
+      gg[0][c] = g[c];
+      gg[1][c] = (g[c] + g[3 + c] + g[6 + c]) * 0.5f;
+      gg[2][c] = (g[c] - g[3 + c] + g[6 + c]) * 0.5f;
+      gg[3][c] = g[6 + c];
+    }
+    for (int i = 0; i < 4; i++) {
+      float *ui = u + i * 4 * pairs + p;
+      ui[0] = gg[i][0];
+      ui[pairs] = (gg[i][0] + gg[i][1] + gg[i][2]) * 0.5f;
+      ui[2 * pairs] = (gg[i][0] - gg[i][1] + gg[i][2]) * 0.5f;
+      ui[3 * pairs] = gg[i][2];
+    }
+  }
+}
+
+/* v[i, j, t0 .. t0 + 8) (stride `plane` between i, j) = B^T d B of 8 input
+   tiles whose top row starts at xr (rows `in2` apart), B^T = [1 0 -1 0; 0 1
+   1 0; 0 -1 1 0; 0 1 0 -1]; `valid` floats of each row may be read (18 for
+   the whole 8 tiles), the others are zeros. */
+FSDP_INLINE void winograd_input_body(const float *xr, int64_t in2, int64_t valid, float *v, int64_t plane)
+{
+  f8 r[4][4];
+  for (int i = 0; i < 4; i++) {
+    const float *p = xr + i * in2;
+    float line[24];
+    if (valid < 18) {
+      memset(line, 0, sizeof line);
+      memcpy(line, p, (size_t)valid * sizeof *p);
+      p = line;
+    }
+    f8 a = *(const f8u *)p, b = *(const f8u *)(p + 8), c = *(const f8u *)(p + 2), d = *(const f8u *)(p + 10);
+    f8 e0 = SHUFFLE(a, b, 0, 2, 4, 6, 8, 10, 12, 14), o0 = SHUFFLE(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+    f8 e1 = SHUFFLE(c, d, 0, 2, 4, 6, 8, 10, 12, 14), o1 = SHUFFLE(c, d, 1, 3, 5, 7, 9, 11, 13, 15);
+    r[i][0] = e0 - e1;
+    r[i][1] = o0 + e1;
+    r[i][2] = e1 - o0;
+    r[i][3] = o0 - o1;
+  }
+  for (int j = 0; j < 4; j++) {
+    *(f8u *)(v + j * plane) = r[0][j] - r[2][j];
+    *(f8u *)(v + (4 + j) * plane) = r[1][j] + r[2][j];
+    *(f8u *)(v + (8 + j) * plane) = r[2][j] - r[1][j];
+    *(f8u *)(v + (12 + j) * plane) = r[1][j] - r[3][j];
+  }
+}
+
+/* Two output rows of 8 tiles (yr, yr + out2; `valid` points of each written)
+   = A^T M A + bias of m[i, j, t0 .. t0 + 8) (stride `plane`), A^T = [1 1 1
+   0; 0 1 -1 -1]. */
+FSDP_INLINE void winograd_output_body(const float *m, int64_t plane, float bias, float *yr, int64_t out2, int64_t valid)
+{
+  f8 s[4], d[4], y[2][2];
+  for (int j = 0; j < 4; j++) {
+    f8 m0 = *(const f8u *)(m + j * plane), m1 = *(const f8u *)(m + (4 + j) * plane),
+       m2 = *(const f8u *)(m + (8 + j) * plane), m3 = *(const f8u *)(m + (12 + j) * plane);
+    s[j] = m0 + m1 + m2;
+    d[j] = m1 - m2 - m3;
+  }
+  y[0][0] = s[0] + s[1] + s[2] + bias;
+  y[0][1] = s[1] - s[2] - s[3] + bias;
+  y[1][0] = d[0] + d[1] + d[2] + bias;
+  y[1][1] = d[1] - d[2] - d[3] + bias;
+  for (int i = 0; i < 2; i++) {
+    f8 lo = SHUFFLE(y[i][0], y[i][1], 0, 8, 1, 9, 2, 10, 3, 11),
+       hi = SHUFFLE(y[i][0], y[i][1], 4, 12, 5, 13, 6, 14, 7, 15);
+    float *p = yr + i * out2, line[16];
+    if (valid < 16) p = line;
+    *(f8u *)p = lo;
+    *(f8u *)(p + 8) = hi;
+    if (valid < 16) memcpy(yr + i * out2, line, (size_t)valid * sizeof *line);
+  }
+}
+
+/* m[co .. co + CO, t0 .. t0 + NV * 8) = u[co.., :] v[:, t0..]: the sum over
+   the input channels in order, each term added by MADD as the direct tiles do. */
+typedef void WinoFn(int64_t nin, int64_t tiles, const float *u, const float *v, float *m, int64_t co, int64_t t0);
+#define WINO_TILE(name, attr, CO, NV, MADD)                                                                            \
+  attr static void name(int64_t nin, int64_t tiles, const float *u, const float *v, float *m, int64_t co, int64_t t0)  \
+  {                                                                                                                    \
+    f8 acc[CO][NV];                                                                                                    \
+    FSDP_PRAGMA(GCC unroll 8)                                                                                          \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 2) for (int v_ = 0; v_ < NV; v_++) acc[j][v_] = (f8){0};       \
+    for (int64_t ci = 0; ci < nin; ci++) {                                                                             \
+      f8 x[NV];                                                                                                        \
+      FSDP_PRAGMA(GCC unroll 2) for (int v_ = 0; v_ < NV; v_++) x[v_] = *(const f8u *)(v + ci * tiles + t0 + v_ * F8); \
+      FSDP_PRAGMA(GCC unroll 8)                                                                                        \
+      for (int j = 0; j < CO; j++)                                                                                     \
+        FSDP_PRAGMA(GCC unroll 2) for (int v_ = 0; v_ < NV; v_++) MADD(acc[j][v_], u[(co + j) * nin + ci], x[v_]);     \
+    }                                                                                                                  \
+    FSDP_PRAGMA(GCC unroll 8)                                                                                          \
+    for (int j = 0; j < CO; j++) FSDP_PRAGMA(GCC unroll 2)                                                             \
+    for (int v_ = 0; v_ < NV; v_++) *(f8u *)(m + (co + j) * tiles + t0 + v_ * F8) = acc[j][v_];                        \
+  }
+
+/* The output channels in tiles of 6, then 4, then 1 (correlate()'s split),
+   each tile's row of tiles 16 and then 8 at a time. */
+typedef struct {
+  WinoFn *fn[3][2]; /* [6, 4, 1 channels][8, 16 tiles] */
+} WinoTiles;
+
+static void channel_split(int64_t nout, int64_t *n6, int64_t *n4)
+{
+  int64_t even = nout - nout % 2;
+  *n4 = even % 6 == 4 ? 1 : even % 6 == 2 ? 2 : 0;
+  if (4 * *n4 > even) *n4 = 0;
+  *n6 = (even - 4 * *n4) / 6;
+}
+
+FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float *x, float *y, const WinoTiles *tiles)
+{
+  int64_t nin = k->nin, nout = k->nout, tc = k->out[2] / 2, tp = winograd_row(k), n6, n4, out2 = k->out[2];
+  float *u = k->wino, *v = u + 16 * nout * nin, *m = v + 16 * nin * tp;
+  channel_split(nout, &n6, &n4);
+  winograd_kernel(k, w, u);
+  for (int64_t o0 = 0; o0 < k->out[0]; o0++)
+    for (int64_t r = 0; r < k->out[1] / 2; r++) {
+      for (int64_t ci = 0; ci < nin; ci++)
+        for (int64_t t0 = 0; t0 < tp; t0 += F8) {
+          const float *xr = x + ci * k->inplane + (o0 * k->in1 + 2 * r) * k->in2 + 2 * t0;
+          int64_t valid = 2 * (tc - t0) + 2;
+          winograd_input_body(xr, k->in2, valid < 18 ? valid : 18, v + ci * tp + t0, nin * tp);
+        }
+      for (int xi = 0; xi < 16; xi++) {
+        const float *ux = u + xi * nout * nin, *vx = v + xi * nin * tp;
+        float *mx = m + xi * nout * tp;
+        int64_t co = 0;
+        for (int size = 0; size < 3; size++) {
+          int64_t count = size == 0   ? n6
+                          : size == 1 ? n4
+                                      : nout - 6 * n6 - 4 * n4,
+                  width = size == 0   ? 6
+                          : size == 1 ? 4
+                                      : 1;
+          for (int64_t i = 0; i < count; i++, co += width) {
+            int64_t t0 = 0;
+            for (; t0 + 2 * F8 <= tp; t0 += 2 * F8) tiles->fn[size][1](nin, tp, ux, vx, mx, co, t0);
+            if (t0 < tp) tiles->fn[size][0](nin, tp, ux, vx, mx, co, t0);
+          }
+        }
+      }
+      for (int64_t co = 0; co < nout; co++)
+        for (int64_t t0 = 0; t0 < tp; t0 += F8) {
+          int64_t valid = 2 * (tc - t0);
+          float *yr = y + co * k->outplane + (o0 * k->out[1] + 2 * r) * out2 + 2 * t0;
+          winograd_output_body(m + co * tp + t0, nout * tp, k->bias ? k->bias[co] : 0.0f, yr, out2,
+                               valid < 16 ? valid : 16);
+        }
+    }
+}
+
+#define WINOGRAD(path, attr, MADD)                                                                                     \
+  WINO_TILE(wino_6x2_##path, attr, 6, 2, MADD)                                                                         \
+  WINO_TILE(wino_6x1_##path, attr, 6, 1, MADD)                                                                         \
+  WINO_TILE(wino_4x2_##path, attr, 4, 2, MADD)                                                                         \
+  WINO_TILE(wino_4x1_##path, attr, 4, 1, MADD)                                                                         \
+  WINO_TILE(wino_1x2_##path, attr, 1, 2, MADD)                                                                         \
+  WINO_TILE(wino_1x1_##path, attr, 1, 1, MADD)                                                                         \
+  attr static void winograd_##path(const Correlation *k, const float *w, const float *x, float *y)                     \
+  {                                                                                                                    \
+    static const WinoTiles tiles = {                                                                                   \
+        {{wino_6x1_##path, wino_6x2_##path}, {wino_4x1_##path, wino_4x2_##path}, {wino_1x1_##path, wino_1x2_##path}}}; \
+    winograd_body(k, w, x, y, &tiles);                                                                                 \
+  }
+WINOGRAD(lanes, , MADD_LANES)
+#if FSDP_SIMD_X86
+WINOGRAD(fma, FSDP_TARGET_AVX2, MADD_FMA)
+#endif
+
 /* One group: y[nout, out...] = correlation of x[nin, padded...] with w[nout,
    nin, taps].  The channels in tiles of 6 and 4 (32 = 4 x 6 + 2 x
    4), what is left one by one. */
 static void correlate(const Correlation *k, const float *w, const float *x, float *y)
 {
-  bool three = k->kernel[2] == 3;
+  bool three = k->kernel[2] == 3, simd = false;
   const Tile *tiles = three ? tiles_lanes3 : tiles_lanes;
-  int64_t even = k->nout - k->nout % 2, n4 = even % 6 == 4 ? 1 : even % 6 == 2 ? 2 : 0;
-  if (4 * n4 > even) n4 = 0;
-  int64_t n6 = (even - 4 * n4) / 6;
+  int64_t n6, n4;
 #if FSDP_SIMD_X86
-  if (FSDPSimdLevel_Private() != FSDP_SIMD_GENERIC) tiles = three ? tiles_fma3 : tiles_fma;
+  simd = FSDPSimdLevel_Private() != FSDP_SIMD_GENERIC;
+  if (simd) tiles = three ? tiles_fma3 : tiles_fma;
 #endif
+  if (k->wino && winograd_fits(k)) {
+#if FSDP_SIMD_X86
+    if (simd) winograd_fma(k, w, x, y);
+    else
+#endif
+      winograd_lanes(k, w, x, y);
+    return;
+  }
+  (void)simd;
+  channel_split(k->nout, &n6, &n4);
   for (int64_t o0 = 0; o0 < k->out[0]; o0++)
     for (int64_t o1 = 0; o1 < k->out[1]; o1++) {
       const float *xline = x + (o0 * k->in1 + o1) * k->in2;
@@ -465,18 +689,33 @@ static FSDPErrorCode conv_init(const Layer *l, int p, uint64_t seed, const char 
   return FSDP_SUCCESS;
 }
 
+/* direct_backward()'s scratch: the padded input (forward's too), padded
+   output gradient, padded input's gradient (not with zero padding), flipped
+   kernel and the weight gradient's partial sums. */
+static int64_t direct_backward_floats(const ConvGeom *g)
+{
+  int64_t weights = g->cout * g->cin / g->groups * ConvTaps(g);
+  int64_t dxp = g->padding == CONV_PAD_ZEROS ? 0 : g->cin * padded_in_points(g);
+  return g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
+}
+
+/* After that, winograd()'s for forward or the input gradient, whichever is larger. */
+static int64_t winograd_scratch(const ConvGeom *g)
+{
+  Correlation f = correlation(g, false, false), b = correlation(g, true, g->padding == CONV_PAD_ZEROS);
+  int64_t nf = winograd_floats(&f), nb = winograd_floats(&b);
+  return nf > nb ? nf : nb;
+}
+
 /* One sample's im2col matrix, and backward's gradient of it; on the direct
-   path backward's padded input (forward's too), padded output gradient,
-   padded input's gradient (not with zero padding), flipped kernel and the
-   weight gradient's partial sums. */
+   path direct_backward_floats() and winograd_scratch(). */
 static int64_t conv_work_fixed(const Layer *l)
 {
   const ConvGeom *g = &l->conv;
-  int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g), weights = g->cout * g->cin / g->groups * ConvTaps(g);
-  int64_t dxp = g->padding == CONV_PAD_ZEROS ? 0 : g->cin * padded_in_points(g);
+  int64_t col = g->cin * ConvTaps(g) * ConvOutPoints(g);
   if (pointwise(g)) return 0;
   if (!direct(g)) return 2 * col;
-  return g->cin * padded_in_points(g) + g->cout * padded_dy_points(g) + dxp + weights * (1 + F8);
+  return direct_backward_floats(g) + winograd_scratch(g);
 }
 
 static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const float *x)
@@ -488,6 +727,7 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
   FSDPCall(FSDPModelLayerParams_Private(m, l, w));
   if (direct(g)) { /* the correlation of the padded input with the kernel, as backward's input gradient */
     Correlation k = correlation(g, false, false);
+    k.wino = m->winograd ? col + direct_backward_floats(g) : NULL;
     for (int64_t s = 0; s < n; s++) {
       float *y = l->y + s * l->out;
       pad_input(g, x + s * l->in, col, NULL);
@@ -525,6 +765,7 @@ static FSDPErrorCode direct_backward(FSDPModel m, const Layer *l, int64_t n, con
   int64_t taps = ConvTaps(g), ig = rows / taps, weights = g->cout * rows;
   float *xp = m->work, *dyp = xp + g->cin * kw.inplane, *dxp = dyp + g->cout * k.inplane,
         *wt = dxp + (zeros ? 0 : g->cin * kw.inplane), *dwv = wt + weights;
+  k.wino = m->winograd ? xp + direct_backward_floats(g) : NULL;
   /* with zero padding, dx[i] = dxp[i + pad]: the correlation writes dx, reading dyp from there */
   int64_t from = zeros ? (g->pad[0] * k.in1 + g->pad[1]) * k.in2 + g->pad[2] : 0;
   if (dx) /* wt[group, ci, co, taps - 1 - t] = w[group, co, ci, t] */

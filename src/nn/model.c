@@ -675,6 +675,7 @@ FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *mode
   FSDPCall(FSDPCalloc(1, sizeof *m, FSDP_MEM_OTHER, &m));
   m->ctx = ctx;
   m->tf32 = true;
+  m->winograd = true;
   ierr = FSDPStrdup(spec, &m->spec);
   snprintf(m->where, sizeof m->where, "model spec '%s'", spec);
   m->file = strncmp(spec, "file:", 5) == 0;
@@ -756,6 +757,10 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
   FSDPCall(
       FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
+  FSDPCall(FSDPOptionsGetBool("-fsdp_conv_winograd",
+                              "3 x 3 convolutions between 8 channels or more may use Winograd's F(2x2,3x3) "
+                              "(false: the direct sum)",
+                              model->winograd, &model->winograd, &set));
   FSDPCall(FSDPOptionsGetInt("-fsdp_blas_threads",
                              "OpenBLAS threads per rank (0: the CPUs of the node per rank there, unless "
                              "OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says)",

@@ -199,12 +199,13 @@ struct FSDPModel_s {
                              then LAYER_MAX_PARAMS vector parameters (a bias, a LayerNorm's weight and bias) */
   int64_t wide_rows;       /* where the second part starts: WIDE_ROWS times the widest input; 0 on a GPU */
   bool have_forward;
-  Device dev;   /* the context's GPU; NULL: the host */
-  bool tf32;    /* fp32 GEMMs on a GPU may use TF32 tensor cores */
-  float *dy;    /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
-  float *input; /* GPU only: a copy of a host x, [capacity, in] */
-  void *target; /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
-  void *low[2]; /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
+  Device dev;    /* the context's GPU; NULL: the host */
+  bool tf32;     /* fp32 GEMMs on a GPU may use TF32 tensor cores */
+  bool winograd; /* 3 x 3 convolutions may take Winograd's tiles (conv.c) */
+  float *dy;     /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
+  float *input;  /* GPU only: a copy of a host x, [capacity, in] */
+  void *target;  /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */
+  void *low[2];  /* GPU, 16-bit views: an activation and a gradient cast for the GEMMs, [capacity, width] */
 };
 
 /* The model's builders (model.c, modelfile.c): a layer of `block` (its unit
