@@ -262,10 +262,16 @@ static bool winograd_fits(const Correlation *k)
 /* Tiles along a row of them, rounded up to whole vectors. */
 static int64_t winograd_row(const Correlation *k) { return (k->out[2] / 2 + F8 - 1) / F8 * F8; }
 
+/* Floats between the 16 planes of V or M: a whole number of vectors, plus 16
+   floats so that the planes a transform reads or writes together do not all
+   fall in the same sets of the L1 cache (planes a multiple of 4 KiB apart
+   took the transforms as long as the products). */
+static int64_t winograd_plane(int64_t channels, const Correlation *k) { return channels * winograd_row(k) + 16; }
+
 /* The scratch of winograd(): U, and V and M for one row of tiles; 0 where it does not fit. */
 static int64_t winograd_floats(const Correlation *k)
 {
-  return winograd_fits(k) ? 16 * (k->nout * k->nin + (k->nin + k->nout) * winograd_row(k)) : 0;
+  return winograd_fits(k) ? 16 * (k->nout * k->nin + winograd_plane(k->nin, k) + winograd_plane(k->nout, k)) : 0;
 }
 
 #if defined(__clang__)
@@ -395,7 +401,8 @@ static void channel_split(int64_t nout, int64_t *n6, int64_t *n4)
 FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float *x, float *y, const WinoTiles *tiles)
 {
   int64_t nin = k->nin, nout = k->nout, tc = k->out[2] / 2, tp = winograd_row(k), n6, n4, out2 = k->out[2];
-  float *u = k->wino, *v = u + 16 * nout * nin, *m = v + 16 * nin * tp;
+  int64_t vplane = winograd_plane(nin, k), mplane = winograd_plane(nout, k);
+  float *u = k->wino, *v = u + 16 * nout * nin, *m = v + 16 * vplane;
   channel_split(nout, &n6, &n4);
   winograd_kernel(k, w, u);
   for (int64_t o0 = 0; o0 < k->out[0]; o0++)
@@ -404,11 +411,11 @@ FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float
         for (int64_t t0 = 0; t0 < tp; t0 += F8) {
           const float *xr = x + ci * k->inplane + (o0 * k->in1 + 2 * r) * k->in2 + 2 * t0;
           int64_t valid = 2 * (tc - t0) + 2;
-          winograd_input_body(xr, k->in2, valid < 18 ? valid : 18, v + ci * tp + t0, nin * tp);
+          winograd_input_body(xr, k->in2, valid < 18 ? valid : 18, v + ci * tp + t0, vplane);
         }
       for (int xi = 0; xi < 16; xi++) {
-        const float *ux = u + xi * nout * nin, *vx = v + xi * nin * tp;
-        float *mx = m + xi * nout * tp;
+        const float *ux = u + xi * nout * nin, *vx = v + xi * vplane;
+        float *mx = m + xi * mplane;
         int64_t co = 0;
         for (int size = 0; size < 3; size++) {
           int64_t count = size == 0   ? n6
@@ -428,7 +435,7 @@ FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float
         for (int64_t t0 = 0; t0 < tp; t0 += F8) {
           int64_t valid = 2 * (tc - t0);
           float *yr = y + co * k->outplane + (o0 * k->out[1] + 2 * r) * out2 + 2 * t0;
-          winograd_output_body(m + co * tp + t0, nout * tp, k->bias ? k->bias[co] : 0.0f, yr, out2,
+          winograd_output_body(m + co * tp + t0, mplane, k->bias ? k->bias[co] : 0.0f, yr, out2,
                                valid < 16 ? valid : 16);
         }
     }
