@@ -131,6 +131,7 @@ typedef struct {
   int64_t out[3], outplane;  /* the output's extents, and points per channel */
   const float *bias;         /* added to each output channel's sums (forward), or NULL */
   float *wino;               /* winograd()'s scratch where it fits, or NULL: the direct sum */
+  bool wino_kept;            /* the scratch holds this kernel's transform from the sample before */
 } Correlation;
 
 typedef void TileFn(const Correlation *k, const float *w, const float *xline, float *yline, int64_t co, int64_t w0);
@@ -404,7 +405,7 @@ FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float
   int64_t vplane = winograd_plane(nin, k), mplane = winograd_plane(nout, k);
   float *u = k->wino, *v = u + 16 * nout * nin, *m = v + 16 * vplane;
   channel_split(nout, &n6, &n4);
-  winograd_kernel(k, w, u);
+  if (!k->wino_kept) winograd_kernel(k, w, u);
   for (int64_t o0 = 0; o0 < k->out[0]; o0++)
     for (int64_t r = 0; r < k->out[1] / 2; r++) {
       for (int64_t ci = 0; ci < nin; ci++)
@@ -738,6 +739,7 @@ static FSDPErrorCode conv_forward(FSDPModel m, const Layer *l, int64_t n, const 
     for (int64_t s = 0; s < n; s++) {
       float *y = l->y + s * l->out;
       pad_input(g, x + s * l->in, col, NULL);
+      k.wino_kept = s > 0 && g->groups == 1;
       for (int64_t j = 0; j < g->groups; j++) {
         k.bias = w[BIAS] + j * og;
         correlate(&k, w[WEIGHT] + j * og * rows, col + j * k.nin * k.inplane, y + j * og * points);
@@ -791,6 +793,7 @@ static FSDPErrorCode direct_backward(FSDPModel m, const Layer *l, int64_t n, con
     }
     if (dx) {
       pad_output_grad(g, d, dyp);
+      k.wino_kept = s > 0 && g->groups == 1;
       for (int64_t j = 0; j < g->groups; j++)
         correlate(&k, wt + j * k.nout * k.nin * taps, dyp + from + j * k.nin * k.inplane,
                   (zeros ? dx + s * l->in : dxp) + j * k.nout * k.outplane);
