@@ -35,7 +35,7 @@ unet1d="unet:grid=32,in=1,out=1,channels=4,levels=3,pool=avg,padding=circular,ac
 fno2d="fno:grid=16x12,in=2,out=1,width=6,modes=4,layers=2"
 fno1d="fno:grid=31,in=1,out=2,width=4,modes=16,layers=2,act=tanh"
 # PyTorch's side of a model file (tests/cnn_reference.py's ResNet); fsdp-train reads $fsdp_tmp/resnet.model.
-resnet="resnet:grid=16x16,in=1,out=1,channels=8,blocks=2"
+resnet="resnet:grid=32x32,in=1,out=1,channels=8,blocks=2"
 models="torchfort resnet net2d net1d net3d unet2d unet1d"
 if [ "$(fsdp_config_has FFTW)" = yes ]; then
   models="$models fno2d fno1d"
@@ -66,9 +66,9 @@ same torchfort torchfort_w1 1
 same torchfort torchfort_w4 4 $hybrid
 # The SmartSim-style network: names and shapes are those of ResNet's state_dict.
 cat >"$fsdp_tmp/resnet.model" <<'EOF'
-input channels=1 grid=16x16
+input channels=1 grid=32x32
 unit encoder
-conv name=encoder out=8 kernel=3 stride=2 pad=1    # 16x16 -> 8x8
+conv name=encoder out=8 kernel=3 stride=2 pad=1    # 32x32 -> 16x16
 act name=encoder.relu fn=relu
 unit blocks.0
 conv name=blocks.0.conv1 out=8
@@ -83,7 +83,7 @@ conv name=blocks.1.conv2 out=8
 add from=blocks.0.out
 act fn=relu
 unit decoder
-convtranspose name=decoder out=8 kernel=2 stride=2 # 8x8 -> 16x16
+convtranspose name=decoder out=8 kernel=2 stride=2 # 16x16 -> 32x32
 act fn=relu
 unit root
 conv name=head out=1 kernel=1

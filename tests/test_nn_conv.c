@@ -127,7 +127,7 @@ static int padded(const char *mode, int i, int n)
    its parameters regenerated from the default initialization's stream. */
 static void check_direct(const char *mode, int stride, int dilation, int pad, int C, int O, int W)
 {
-  enum { H = 6, K = 3, CMAX = 9, OMAX = 10, WMAX = 21 };
+  enum { H = 6, K = 3, CMAX = 9, OMAX = 10, WMAX = 40 };
   char spec[160];
   FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_NO_SHARD, 1);
   FSDPModel model;
@@ -182,10 +182,12 @@ static void test_direct(void)
   check_direct("circular", 1, 1, 1, 3, 10, 21);
   check_direct("zeros", 1, 2, 2, 3, 7, 19);
   check_direct("reflect", 1, 1, 1, 3, 1, 8);
-  /* Winograd's tiles (8 channels and more in and out, a 3 x 3 kernel, even output extents): rows of 10 tiles
-     (a whole vector of them and a part), 8 (one vector), output channels 6 + 4 and 4 + 4 + 1 */
+  /* Winograd's tiles (8 channels and more in and out, a 3 x 3 kernel, even output extents, 16 points or more
+     along the last): rows of 10 tiles (a whole vector of them and a part), 8 (one vector), 20 (products on 16 and
+     then 8 tiles), output channels 6 + 4, 4 + 4 + 1 and 4 + 4; too short a row for them (the direct tiles) */
   check_direct("zeros", 1, 1, 1, 8, 10, 20);
   check_direct("circular", 1, 1, 1, 9, 9, 16);
+  check_direct("reflect", 1, 1, 1, 8, 8, 40);
   check_direct("reflect", 1, 1, 1, 8, 8, 6);
 }
 
@@ -351,6 +353,10 @@ static void test_gradients(void)
      and the padded field's (circular: 8 x 22, rows of 11) */
   check_gradients("cnn:grid=6x20,in=8,out=8,depth=1,channels=10,act=tanh", FSDP_FULL_SHARD);
   check_gradients("cnn:grid=6x20,in=9,out=8,depth=1,channels=8,padding=circular,act=tanh", FSDP_HYBRID_SHARD);
+  /* and in groups of 8 channels (the kernel's transform once per group and sample), without padding (the input
+     gradient's reads end at the padded gradient's last point) */
+  check_gradients("cnn:grid=4x16,in=16,out=2,depth=1,channels=16,groups=2,act=tanh", FSDP_FULL_SHARD);
+  check_gradients("cnn:grid=6x18,in=8,out=8,depth=1,channels=8,pad=0,act=tanh", FSDP_SHARD_GRAD_OP);
   /* 1 x 1 convolutions: their input is their column matrix (groups of 2 here), unless a stride or padding says
      otherwise (im2col) */
   check_gradients("cnn:grid=6x5,in=4,out=2,depth=2,channels=6,kernel=1,groups=2,act=tanh", FSDP_FULL_SHARD);

@@ -248,16 +248,20 @@ static void correlate_channels(const Correlation *k, const Tile *tiles, int n, c
    (16 x nout x nin), the input tiles' V = B^T d B (16 x nin x tiles), then
    16 products of matrices M = U V summed over the input channels (the tiles
    above, a point per tile), and Y = A^T M A plus the bias.  One row of tiles
-   at a time, so that V and M stay in cache; the transforms only add, so
-   every path gives the same bits, though not the direct sum's. */
+   at a time, so that V and M stay in cache; the transforms add, subtract
+   and halve (exactly), in one order on every path, so every path gives the
+   same bits, though not the direct sum's. */
 
 /* Wide enough that the products outweigh the transforms (nin and nout of 8
-   and more), even extents of the output's last two axes. */
-enum { WINO_MIN_CHANNELS = 8 };
+   and more per group), even extents of the output's last two axes, and 16
+   points or more along the last (rows of 8 tiles or more: the products run
+   on whole vectors of 8 tiles, so shorter rows would waste most of them). */
+enum { WINO_MIN_CHANNELS = 8, WINO_MIN_POINTS = 16 };
 static bool winograd_fits(const Correlation *k)
 {
   return k->kernel[0] == 1 && k->kernel[1] == 3 && k->kernel[2] == 3 && k->dil[1] == 1 && k->dil[2] == 1 &&
-         k->out[1] % 2 == 0 && k->out[2] % 2 == 0 && k->nin >= WINO_MIN_CHANNELS && k->nout >= WINO_MIN_CHANNELS;
+         k->out[1] % 2 == 0 && k->out[2] % 2 == 0 && k->out[2] >= WINO_MIN_POINTS && k->nin >= WINO_MIN_CHANNELS &&
+         k->nout >= WINO_MIN_CHANNELS;
 }
 
 /* Tiles along a row of them, rounded up to whole vectors. */

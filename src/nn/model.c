@@ -758,8 +758,8 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
       FSDPOptionsGetBool("-fsdp_tf32", "on a GPU, fp32 GEMMs may use TF32 tensor cores", model->tf32, &tf32, &set));
   if (set) FSDPCall(FSDPModelSetTF32(model, tf32));
   FSDPCall(FSDPOptionsGetBool("-fsdp_conv_winograd",
-                              "3 x 3 convolutions between 8 channels or more may use Winograd's F(2x2,3x3) "
-                              "(false: the direct sum)",
+                              "3 x 3 convolutions with stride 1 between 8 channels or more per group may use "
+                              "Winograd's F(2x2,3x3) (false: the direct sum)",
                               model->winograd, &model->winograd, &set));
   FSDPCall(FSDPOptionsGetInt("-fsdp_blas_threads",
                              "OpenBLAS threads per rank (0: the CPUs of the node per rank there, unless "
