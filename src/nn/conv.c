@@ -409,6 +409,7 @@ FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float
   int64_t vplane = winograd_plane(nin, k), mplane = winograd_plane(nout, k);
   float *u = k->wino, *v = u + 16 * nout * nin, *m = v + 16 * vplane;
   channel_split(nout, &n6, &n4);
+  int64_t tile_count[3] = {n6, n4, nout - 6 * n6 - 4 * n4}, tile_width[3] = {6, 4, 1};
   if (!k->wino_kept) winograd_kernel(k, w, u);
   for (int64_t o0 = 0; o0 < k->out[0]; o0++)
     for (int64_t r = 0; r < k->out[1] / 2; r++) {
@@ -423,12 +424,7 @@ FSDP_INLINE void winograd_body(const Correlation *k, const float *w, const float
         float *mx = m + xi * mplane;
         int64_t co = 0;
         for (int size = 0; size < 3; size++) {
-          int64_t count = size == 0   ? n6
-                          : size == 1 ? n4
-                                      : nout - 6 * n6 - 4 * n4,
-                  width = size == 0   ? 6
-                          : size == 1 ? 4
-                                      : 1;
+          int64_t count = tile_count[size], width = tile_width[size];
           for (int64_t i = 0; i < count; i++, co += width) {
             int64_t t0 = 0;
             for (; t0 + 2 * F8 <= tp; t0 += 2 * F8) tiles->fn[size][1](nin, tp, ux, vx, mx, co, t0);
