@@ -176,18 +176,20 @@ cmp "$run/loss.csv" "$fsdp_tmp/reference.csv" ||
   { echo "FAIL: the pre-empted and resumed job's loss log differs from an uninterrupted run's"; exit 1; }
 echo "pre-emption: USR1, checkpoint, requeue, resume: loss log byte-identical to the uninterrupted run's"
 
-# ---- the time limit: --signal=USR1@100 with --time=2 signals the job at
-# slurmctld's first time-limit check (every 30 s) at least 20 s after the
-# start, 20 to 50 s in, long before the limit; it saves, exits 0 and requeues
-# itself, and the next run resumes.  (USR1@59 with --time=1 was due 1 s in:
-# a CUDA build's ranks, still loading their libraries on a busy machine,
-# died of the signal before main could catch it.)  That run is
-# stopped the same way, by hand, and the job cancelled; the loss log so far
-# must be an uninterrupted run's of as many steps.
+# ---- the time limit: --signal=USR1@60 with --time=2.  slurmctld checks
+# time limits every 30 s and signals at the first check that finds the job
+# within sig_time + 30 s of its end (sbatch(1): "up to 60 seconds earlier"),
+# so here between 30 and 60 s in.  The job saves, exits 0 and requeues
+# itself, and the next run resumes.  (USR1@100 came 4 s in, on a machine
+# busy with two other builds' tests, and killed a CUDA build's ranks while
+# they were still loading their libraries, before main could catch it.)
+# That run is stopped the same way, by hand, and the job cancelled; the loss
+# log so far must be an uninterrupted run's of as many steps.
 run="$fsdp_tmp/timelimit"
 mkdir -p "$run"
+submitted=$(date +%s)
 job=$(env STEPS=1000000 CHECKPOINT_EVERY=1000000 MODEL="$model" BATCH=16 FSDP_TRAIN="$train" RUN_DIR="$run" \
-  sbatch --parsable --export=ALL --chdir="$run" --output="$run/job.out" --time=2 --signal=USR1@100 "$script") ||
+  sbatch --parsable --export=ALL --chdir="$run" --output="$run/job.out" --time=2 --signal=USR1@60 "$script") ||
   { slurm_log_tail; exit 1; }
 need_job "$job"
 n=0
@@ -199,6 +201,7 @@ until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; 
 done
 first=$(sed -n 's/^fsdp-train: SIGUSR1 after step \([0-9]*\): checkpoint written; exiting$/\1/p' "$run/job.out")
 [ -n "$first" ] || { cat "$run/job.out"; echo "FAIL: the time limit's SIGUSR1 did not stop the job at a step"; exit 1; }
+signalled=$(($(stat -c %Y "$run/checkpoint.h5") - submitted)) # the only save before the requeue is the signal's
 n=0
 until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do
   n=$((n + 1))
@@ -220,7 +223,7 @@ fsdp_run 4 "$train" -model "$model" -data synthetic -steps "$steps_done" -batch 
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference-tl.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
 cmp "$run/loss.csv" "$fsdp_tmp/reference-tl.csv" ||
   { cat "$run/job.out"; echo "FAIL: the job stopped by its time limit's signal did not continue as an uninterrupted run"; exit 1; }
-echo "time limit: USR1@100 of --time=2 stopped the job after step $first; requeued, it resumed: $steps_done steps byte-identical"
+echo "time limit: USR1@60 of --time=2 stopped the job $signalled s in, after step $first; requeued, it resumed: $steps_done steps byte-identical"
 
 # ---- killed while saving: a larger model (3.2 M parameters with AdamW,
 # 38 MB) writes a checkpoint every step.  When a save is under way, the test
