@@ -21,6 +21,8 @@
 #                                     a launcher that starts each node's proxy
 #                                     inside that node (hydra's -launcher-exec,
 #                                     which hydra calls as it would call ssh)
+#   cluster_job OUT DONE ARGS...      cluster_mpiexec ARGS >OUT, tolerating a
+#                                     hang in MPI_Finalize after DONE (below)
 #   cluster_link_bytes NODE           bytes the node's link carried, both
 #                                     directions (the switch port's counters)
 #   cluster_down                      remove everything (an EXIT, INT, TERM
@@ -35,11 +37,11 @@
 # different nodes by shared memory while they saw the same boot id (a job of
 # 150,280 parameters, full sharding, 2 nodes: 32 KB over the link); with one
 # per node it takes TCP over the links.  Known here (MPICH 4.0.2, UCX 1.13):
-# with TCP between nodes and 2 ranks on a node, MPI_Finalize does not return
-# in most runs (rank 0 spins in UCX's progress, the others wait in
-# PMI's barrier); with one rank per node it returns.  cluster_boot_ids shared
-# gives the nodes the machine's boot id again, for jobs of several ranks per
-# node whose bytes need not cross the links.
+# with TCP between nodes, MPI_Finalize often does not return (one rank spins
+# in UCX's progress, the others wait in PMI's barrier; openucx/ucx#8738):
+# cluster_job stops such a job once it has done its work and printed its
+# last line.  cluster_boot_ids shared gives the nodes the machine's boot id
+# again, for jobs whose bytes need not cross the links.
 
 cluster_prefix="fc$$-"
 cluster_dir=
@@ -169,21 +171,31 @@ cluster_mpiexec() {
 # cluster_job OUT DONE ARGS...: cluster_mpiexec ARGS >OUT 2>&1 within
 # $cluster_job_timeout seconds (60).  MPICH's UCX over TCP sometimes never
 # returns from MPI_Finalize (doc/cluster.md; openucx/ucx#8738): a job that
-# ran out of time after printing DONE (an extended regular expression for
-# what the program prints last, after its work and its own finalization)
-# counts as done, says so, and adds to cluster_finalize_hangs; any other
-# failure, a hang before DONE included, is the job's.
+# printed DONE (an extended regular expression for what the program prints
+# last, after its work and its own finalization) and then did not end within
+# $cluster_finalize_grace seconds (5) is stopped, counts as done, says so,
+# and adds to cluster_finalize_hangs; any other failure, a hang before DONE
+# included, is the job's.
 cluster_job() {
   out=$1 marker=$2
   shift 2
-  FSDP_TEST_TIMEOUT=${cluster_job_timeout:-60} cluster_mpiexec "$@" >"$out" 2>&1
-  rc=$?
-  if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && grep -Eq "$marker" "$out"; then
-    echo "note: $out: MPI_Finalize did not return within ${cluster_job_timeout:-60} s of the job's end (UCX's TCP teardown)"
-    cluster_finalize_hangs=$((${cluster_finalize_hangs:-0} + 1))
-    return 0
-  fi
-  return $rc
+  FSDP_TEST_TIMEOUT=${cluster_job_timeout:-60} cluster_mpiexec "$@" >"$out" 2>&1 &
+  job=$!
+  done_at=
+  while kill -0 $job 2>/dev/null; do
+    if [ -z "$done_at" ]; then
+      ! grep -Eq "$marker" "$out" || done_at=$(date +%s)
+    elif [ $(($(date +%s) - done_at)) -ge "${cluster_finalize_grace:-5}" ]; then
+      # mpiexec, told by timeout's TERM, ends the ranks on every node.
+      pkill -TERM -P $job timeout 2>/dev/null
+      wait $job
+      echo "note: $out: MPI_Finalize did not return within ${cluster_finalize_grace:-5} s of the job's end (UCX's TCP teardown)"
+      cluster_finalize_hangs=$((${cluster_finalize_hangs:-0} + 1))
+      return 0
+    fi
+    sleep 0.2
+  done
+  wait $job
 }
 
 cluster_link_bytes() {
