@@ -29,8 +29,8 @@
 #                                     and HUP trap calls it too)
 #   cluster_leftovers                 print what is left of this cluster
 #   cluster_skip_reason               why no cluster can be made here (empty
-#                                     when one can): root, ip, unshare and
-#                                     nsenter, and MPICH's hydra are needed
+#                                     when one can): root, ip, tc, unshare,
+#                                     nsenter, pkill and MPICH's hydra
 #
 # Each node also has its own boot id (/proc/sys/kernel/random/boot_id, a bind
 # mount).  UCX, MPICH's transport between nodes here, joined processes of
@@ -50,8 +50,8 @@ cluster_holders=
 
 cluster_skip_reason() {
   if [ "$(id -u)" -ne 0 ]; then echo "the cluster's namespaces need root (uid $(id -u))"; return; fi
-  for t in ip tc unshare nsenter; do
-    command -v "$t" >/dev/null 2>&1 || { echo "$t is not installed (iproute2, util-linux)"; return; }
+  for t in ip tc unshare nsenter pkill; do
+    command -v "$t" >/dev/null 2>&1 || { echo "$t is not installed (iproute2, util-linux, procps)"; return; }
   done
   "${MPIEXEC:-mpiexec}" -info 2>/dev/null | grep -q 'HYDRA' ||
     { echo "${MPIEXEC:-mpiexec} is not MPICH's hydra (-launcher-exec starts ranks inside nodes)"; return; }
@@ -179,23 +179,29 @@ cluster_mpiexec() {
 cluster_job() {
   out=$1 marker=$2
   shift 2
+  : >"$out" || return 1 # no marker left from an earlier job
   FSDP_TEST_TIMEOUT=${cluster_job_timeout:-60} cluster_mpiexec "$@" >"$out" 2>&1 &
-  job=$!
-  done_at=
+  job=$! done_at= stopped=
   while kill -0 $job 2>/dev/null; do
     if [ -z "$done_at" ]; then
       ! grep -Eq "$marker" "$out" || done_at=$(date +%s)
     elif [ $(($(date +%s) - done_at)) -ge "${cluster_finalize_grace:-5}" ]; then
       # mpiexec, told by timeout's TERM, ends the ranks on every node.
       pkill -TERM -P $job timeout 2>/dev/null
-      wait $job
-      echo "note: $out: MPI_Finalize did not return within ${cluster_finalize_grace:-5} s of the job's end (UCX's TCP teardown)"
-      cluster_finalize_hangs=$((${cluster_finalize_hangs:-0} + 1))
-      return 0
+      stopped=1
+      break
     fi
     sleep 0.2
   done
   wait $job
+  rc=$?
+  [ $rc -ne 0 ] || return 0
+  if { [ -n "$stopped" ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && grep -Eq "$marker" "$out"; then
+    echo "note: $out: MPI_Finalize did not return within ${cluster_finalize_grace:-5} s of the job's end (UCX's TCP teardown)"
+    cluster_finalize_hangs=$((${cluster_finalize_hangs:-0} + 1))
+    return 0
+  fi
+  return $rc
 }
 
 cluster_link_bytes() {

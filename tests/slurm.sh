@@ -208,7 +208,9 @@ until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do
   [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the resumed run did not train"; exit 1; }
   sleep 0.2
 done
-scancel --signal=USR1 "$job"
+# Unless the second run's own time-limit signal came first (30 to 60 s in):
+# a USR1 sent by hand to a third run still loading would kill it.
+[ "$(restarts "$job")" -ge 2 ] || scancel --signal=USR1 "$job"
 n=0
 until [ "$(restarts "$job")" -ge 2 ]; do
   slurm_check "$job"
@@ -223,7 +225,7 @@ fsdp_run 4 "$train" -model "$model" -data synthetic -steps "$steps_done" -batch 
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference-tl.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
 cmp "$run/loss.csv" "$fsdp_tmp/reference-tl.csv" ||
   { cat "$run/job.out"; echo "FAIL: the job stopped by its time limit's signal did not continue as an uninterrupted run"; exit 1; }
-echo "time limit: USR1@60 of --time=2 stopped the job $signalled s in, after step $first; requeued, it resumed: $steps_done steps byte-identical"
+echo "time limit: USR1@60 of --time=2 stopped the job $signalled s after its submission, after step $first; requeued, it resumed: $steps_done steps byte-identical"
 
 # ---- killed while saving: a larger model (3.2 M parameters with AdamW,
 # 38 MB) writes a checkpoint every step.  When a save is under way, the test
