@@ -57,13 +57,17 @@ fi
 info_done='^ +3 +[0-9]+ +[0-9]+/[0-9]+ '
 train_done='^  allocations: [0-9]+, frees: [0-9]+'
 
-# check_link_bytes WHAT PREDICTED MEASURED OUT: the link's bytes (both
+# check_link_bytes WHAT VOLUME MEASURED OUT: the link's bytes (both
 # directions, from the switch port's counters) are the predicted volume plus
 # at most 12%: TCP/IP's headers (66 bytes per 1,448 of payload at the veth's
-# MTU), acknowledgements and MPI's start-up.
+# MTU), acknowledgements and MPI's start-up.  VOLUME is an awk expression in
+# u and b, the bytes per rank -fsdp_log_view counted in OUT: u the unsharded
+# units of the all-gathers and reduce-scatters, b the all-reduces' buffers.
 check_link_bytes() {
-  ratio=$(awk -v l="$3" -v p="$2" 'BEGIN{printf "%.3f", (p > 0 ? l / p : 0)}')
-  echo "$1: bytes across node1's link: predicted $2, measured $3 ($ratio)"
+  predicted=$(awk '/^(AllGather|ReduceScatter) /{u += $(NF-2)} /^AllReduce /{b += $(NF-2)}
+    END{printf "%.0f", '"$2"'}' "$4")
+  ratio=$(awk -v l="$3" -v p="$predicted" 'BEGIN{printf "%.3f", (p > 0 ? l / p : 0)}')
+  echo "$1: bytes across node1's link: predicted $predicted, measured $3 ($ratio)"
   awk -v r="$ratio" 'BEGIN{exit !(r >= 1 && r <= 1.12)}' ||
     { cat "$4"; echo "FAIL: $1: the link's bytes are not the collectives' volume plus a few percent"; return 1; }
 }
@@ -115,13 +119,11 @@ for s in full grad_op hybrid hybrid_zero2 none; do
   cmp "$w/w4-nodes-$s.csv" "$w/w4-emulated-$s.csv" ||
     { paste -d' ' "$w/w4-nodes-$s.csv" "$w/w4-emulated-$s.csv"; echo "FAIL: $s at W = 4: the loss logs differ"; exit 1; }
   case $s in full | grad_op) volume='2 * u' ;; hybrid | hybrid_zero2) volume='4 * b' ;; none) volume='2 * b' ;; esac
-  predicted=$(awk '/^(AllGather|ReduceScatter) /{u += $(NF-2)} /^AllReduce /{b += $(NF-2)}
-    END{printf "%.0f", '"$volume"'}' "$w/w4-nodes-$s.out")
-  check_link_bytes "$s at W = 4 on 2 nodes" "$predicted" "$link" "$w/w4-nodes-$s.out" || exit 1
+  check_link_bytes "$s at W = 4 on 2 nodes" "$volume" "$link" "$w/w4-nodes-$s.out" || exit 1
 done
 
-# One rank per node from here.
-# Training across the link against the same layout emulated on one host.
+# One rank per node from here: training across the link against the same
+# layout emulated on one host.
 for s in full hybrid; do
   before=$(cluster_link_bytes node1)
   cluster_job "$w/nodes-$s.out" "$train_done" -n 2 "$train" $args -fsdp_sharding_strategy $s -loss_log "$w/nodes-$s.csv" || { cat "$w/nodes-$s.out"; echo "FAIL: fsdp-train $s on 2 nodes"; exit 1; }
@@ -130,15 +132,10 @@ for s in full hybrid; do
     >"$w/emulated-$s.out" 2>&1 || { cat "$w/emulated-$s.out"; echo "FAIL: fsdp-train $s emulated"; exit 1; }
   cmp "$w/nodes-$s.csv" "$w/emulated-$s.csv" ||
     { paste -d' ' "$w/nodes-$s.csv" "$w/emulated-$s.csv"; echo "FAIL: $s: the loss logs differ"; exit 1; }
-  # The paper's volumes from what the library counts (-fsdp_log_view's
-  # bytes per rank: the unsharded unit for an all-gather or reduce-scatter,
-  # the buffer for an all-reduce): over F = 2 ranks each sends and receives
-  # half of an all-gather's or reduce-scatter's bytes, over R = 2 ranks the
-  # whole of an all-reduce's; one rank per node, so all of it crosses node1's
-  # link.  Measured: both directions of that link, from the switch's counters.
-  predicted=$(awk '/^(AllGather|ReduceScatter) /{p += $(NF-2)} /^AllReduce /{p += 2 * $(NF-2)} END{printf "%.0f", p}' \
-    "$w/nodes-$s.out")
-  check_link_bytes "$s at W = 2 on 2 nodes" "$predicted" $((after - before)) "$w/nodes-$s.out" || exit 1
+  # Over F = 2 ranks each sends and receives half of an all-gather's or
+  # reduce-scatter's unit, over R = 2 ranks the whole of an all-reduce's
+  # buffer; one rank per node, so all of it crosses node1's link.
+  check_link_bytes "$s at W = 2 on 2 nodes" 'u + 2 * b' $((after - before)) "$w/nodes-$s.out" || exit 1
 done
 
 # A checkpoint saved on the 2 nodes (one rank each) and resumed on 1 node
@@ -192,7 +189,6 @@ expect_grep "resuming from $w/ck.h5 at step 10" "$w/resume-4nodes.out"
 cmp "$w/resume-4nodes.csv" "$w/resume-4nodes-emulated.csv" ||
   { paste -d' ' "$w/resume-4nodes.csv" "$w/resume-4nodes-emulated.csv"; echo "FAIL: resumed on 4 nodes: the loss logs differ"; exit 1; }
 echo "checkpoint: saved on 2 nodes, resumed on 4 nodes (one rank each): the loss log of the same layout on one host"
-
 
 [ -z "${cluster_finalize_hangs:-}" ] || echo "note: $cluster_finalize_hangs jobs did not return from MPI_Finalize after their work"
 cluster_down
