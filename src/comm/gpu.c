@@ -247,7 +247,7 @@ static FSDPErrorCode gpu_wait(CommStream s, Slot *sl)
       fprintf(stderr, "[%d] libfsdp: %s at step %lld. Aborting the job.\n", rank, what, (long long)s->step);
       fflush(stderr);
       CommNCCLAbort(s->nccl);
-      MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_NCCL);
+      FSDPAbortJob_Private(MPI_COMM_WORLD, FSDP_ERR_NCCL);
     }
     if (!ierr && !sl->done && CommOverdue(s, t0, &waited)) {
       CommDescribe(CommOldestPending(s, sl), what, sizeof what);

@@ -189,12 +189,7 @@ void CommWatchdogFire(CommStream s, const char *what, double waited)
   fflush(stderr);
   /* NCCL kernels waiting for a peer would keep the GPU busy through the abort. */
   if (s->nccl) CommNCCLAbort(s->nccl);
-  /* mpiexec kills the job at once and can drop output it has not forwarded
-     yet, this message included: give it a moment, as FSDPErrorAbort does. */
-  nanosleep(&(struct timespec){0, 250000000L}, NULL);
-  /* MPICH's MPI_Abort on another communicator ends this process alone: a peer
-     computing, or sleeping, would live on and the job would not end. */
-  MPI_Abort(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT);
+  FSDPAbortJob_Private(MPI_COMM_WORLD, FSDP_ERR_TIMEOUT);
 }
 
 /* A wait that goes on `signal_grace` seconds after the program was

@@ -1287,6 +1287,12 @@ FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+void FSDPContextSetStep_Private(FSDPContext ctx, int64_t step)
+{
+  ctx->step = step;
+  if (ctx->stream) CommStreamSetStep(ctx->stream, step);
+}
+
 FSDPErrorCode FSDPContextBeginForward(FSDPContext ctx)
 {
   CHECK_RUNNING(ctx);

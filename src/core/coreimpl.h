@@ -152,6 +152,9 @@ struct FSDPContext_s {
 /* Settles checkpoint_io from checkpoint_io_requested: AUTO by the node load
    SetUp agreed on (before SetUp, nothing to do). */
 void FSDPContextResolveCheckpointIO_Private(FSDPContext ctx);
+/* The steps taken, as a loaded checkpoint says: what the watchdog's and
+   -fsdp_debug_collectives' messages count on from. */
+void FSDPContextSetStep_Private(FSDPContext ctx, int64_t step);
 /* Whether a parameter called `name` exists (raises nothing). */
 bool FSDPContextLookupParam_Private(FSDPContext ctx, const char *name, FlatParam *unit, FSDPParamId *id);
 /* Completes unit's reduction (state REDUCING -> SHARDED); collective on the

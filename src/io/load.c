@@ -198,6 +198,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, bytes);
   if (!ierr) {
     ctx->training = h.training;
+    FSDPContextSetStep_Private(ctx, h.training.step);
     if (opt && h.have_optim) opt->step = h.step;
     if (opt && h.have_scale && opt->scaler) {
       opt->scale = h.scale;

@@ -1,8 +1,11 @@
 /* Errors: codes, the per-thread traceback, and what happens on an error. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fsdpimpl.h"
 
@@ -121,21 +124,47 @@ static void push_frame(int line, const char *func, const char *file)
   }
 }
 
-static void abort_now(MPI_Comm comm, FSDPErrorCode code)
+/* MPI_Abort asks the launcher to end the job and, with MPICH's hydra, waits
+   for its answer: on a node cut off from mpiexec (its link down) it waits
+   forever, and the rank lives on after its message.  A detached thread ends
+   the process itself if MPI_Abort has not within this many seconds. */
+#define FSDP_ABORT_FALLBACK_S 10
+
+static FSDPErrorCode abort_code;
+
+static void *abort_fallback(void *arg)
+{
+  struct timespec left = {FSDP_ABORT_FALLBACK_S, 0};
+  (void)arg;
+  while (nanosleep(&left, &left) && errno == EINTR) {
+  }
+  fprintf(stderr,
+          "[%d] libfsdp: MPI_Abort has not ended this process after %d s: the launcher cannot be reached "
+          "(has this node lost its network?). Exiting with code %d.\n",
+          FSDPWorldRank_Private(), FSDP_ABORT_FALLBACK_S, (int)abort_code);
+  fflush(stderr);
+  _exit((int)abort_code);
+  return NULL;
+}
+
+void FSDPAbortJob_Private(MPI_Comm comm, FSDPErrorCode code)
 {
   int up = 0, down = 0;
+  pthread_t fallback;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
   fflush(stdout);
   fflush(stderr);
-  if (up && !down) {
-    /* mpiexec kills the job on MPI_Abort and can drop output it has not
-       forwarded yet, the error message included: give it a moment. */
-    struct timespec pause = {0, 250000000L};
-    nanosleep(&pause, NULL);
-    MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
-  }
-  abort(); /* no MPI to take the job down: the user asked for an abort */
+  if (!up || down) abort(); /* no MPI to take the job down: the user asked for an abort */
+  /* mpiexec kills the job on MPI_Abort and can drop output it has not
+     forwarded yet, the error message included: give it a moment. */
+  nanosleep(&(struct timespec){0, 250000000L}, NULL);
+  abort_code = code;
+  if (pthread_create(&fallback, NULL, abort_fallback, NULL) == 0) pthread_detach(fallback);
+  /* MPICH's MPI_Abort on another communicator than MPI_COMM_WORLD ends this
+     process alone: a peer computing, or sleeping, would live on. */
+  MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
+  _exit((int)code); /* MPI_Abort does not return; if it does, the job still ends here */
 }
 
 FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
@@ -150,7 +179,7 @@ FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *f
   vsnprintf(error_stack.message, sizeof error_stack.message, fmt, ap);
   va_end(ap);
   push_frame(line, func, file);
-  if (error_mode == FSDP_ERRORS_ARE_FATAL) abort_now(comm, code);
+  if (error_mode == FSDP_ERRORS_ARE_FATAL) FSDPAbortJob_Private(comm, code);
   return code;
 }
 
@@ -177,7 +206,7 @@ void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code)
 {
   /* In the printing modes the traceback is already on stderr. */
   if (error_mode == FSDP_ERRORS_RETURN) (void)FSDPErrorPrintTrace(stderr);
-  abort_now(comm, code);
+  FSDPAbortJob_Private(comm, code);
 }
 
 FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code)

@@ -48,7 +48,7 @@ static void *watch(void *arg)
   if (overdue) {
     fprintf(stderr, "[%d] libfsdp watchdog: %s. Aborting the job.\n", w->rank, w->message);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, (int)w->code); /* another communicator would end this process alone */
+    FSDPAbortJob_Private(MPI_COMM_WORLD, w->code);
   }
   return NULL;
 }
