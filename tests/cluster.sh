@@ -13,11 +13,16 @@
 #     replicate all-reduce alone for hybrid, the all-reduce over all ranks
 #     with no sharding), within 12% for TCP/IP's
 #     headers, acknowledgements and MPI's start-up;
-#   - fsdp-train at W = 2, one rank per node, full and hybrid sharding: the
-#     same, with -fsdp_ranks_per_node 1;
+#   - fsdp-train at W = 2, one rank per node, full sharding: the same, with
+#     -fsdp_ranks_per_node 1;
 #   - a checkpoint saved on the 2 nodes resumes on 1 node (2 ranks) and on 4
 #     nodes (one rank each) with the loss log the same resume gives on one
 #     host, and fsdp-info finds the 4 nodes;
+#   - faults: node1's ranks killed (the job ends at once), then node1's link
+#     down in the middle of a step (every rank names the collective it waits
+#     for within -fsdp_collective_timeout and ends); each time the run
+#     resumes from the last complete checkpoint, and ends with the loss log
+#     of a run never interrupted;
 #   - on links shaped to 20 Mbit/s (tc tbf) the same job gives the same loss
 #     log and takes at least the time its bytes need on the link;
 #   - everything the cluster made is gone afterwards.
@@ -123,20 +128,20 @@ for s in full grad_op hybrid hybrid_zero2 none; do
 done
 
 # One rank per node from here: training across the link against the same
-# layout emulated on one host.
-for s in full hybrid; do
-  before=$(cluster_link_bytes node1)
-  cluster_job "$w/nodes-$s.out" "$train_done" -n 2 "$train" $args -fsdp_sharding_strategy $s -loss_log "$w/nodes-$s.csv" || { cat "$w/nodes-$s.out"; echo "FAIL: fsdp-train $s on 2 nodes"; exit 1; }
-  after=$(cluster_link_bytes node1)
-  fsdp_run 2 "$train" $args -fsdp_sharding_strategy $s -fsdp_ranks_per_node 1 -loss_log "$w/emulated-$s.csv" \
-    >"$w/emulated-$s.out" 2>&1 || { cat "$w/emulated-$s.out"; echo "FAIL: fsdp-train $s emulated"; exit 1; }
-  cmp "$w/nodes-$s.csv" "$w/emulated-$s.csv" ||
-    { paste -d' ' "$w/nodes-$s.csv" "$w/emulated-$s.csv"; echo "FAIL: $s: the loss logs differ"; exit 1; }
-  # Over F = 2 ranks each sends and receives half of an all-gather's or
-  # reduce-scatter's unit, over R = 2 ranks the whole of an all-reduce's
-  # buffer; one rank per node, so all of it crosses node1's link.
-  check_link_bytes "$s at W = 2 on 2 nodes" 'u + 2 * b' $((after - before)) "$w/nodes-$s.out" || exit 1
-done
+# layout emulated on one host (full sharding; the other strategies ran at
+# W = 4 above).
+before=$(cluster_link_bytes node1)
+cluster_job "$w/nodes-full.out" "$train_done" -n 2 "$train" $args -fsdp_sharding_strategy full -loss_log "$w/nodes-full.csv" ||
+  { cat "$w/nodes-full.out"; echo "FAIL: fsdp-train full on 2 nodes"; exit 1; }
+after=$(cluster_link_bytes node1)
+fsdp_run 2 "$train" $args -fsdp_sharding_strategy full -fsdp_ranks_per_node 1 -loss_log "$w/emulated-full.csv" \
+  >"$w/emulated-full.out" 2>&1 || { cat "$w/emulated-full.out"; echo "FAIL: fsdp-train full emulated"; exit 1; }
+cmp "$w/nodes-full.csv" "$w/emulated-full.csv" ||
+  { paste -d' ' "$w/nodes-full.csv" "$w/emulated-full.csv"; echo "FAIL: full at W = 2: the loss logs differ"; exit 1; }
+# Over F = 2 ranks each sends and receives half of an all-gather's or
+# reduce-scatter's unit, over R = 2 ranks the whole of an all-reduce's
+# buffer; one rank per node, so all of it crosses node1's link.
+check_link_bytes "full at W = 2 on 2 nodes" 'u + 2 * b' $((after - before)) "$w/nodes-full.out" || exit 1
 
 # A checkpoint saved on the 2 nodes (one rank each) and resumed on 1 node
 # (2 ranks there), through the file system they share: the resumed loss log
@@ -155,6 +160,89 @@ cmp "$w/resume-1node.csv" "$w/resume-1node-emulated.csv" ||
 [ "$(tail -n 1 "$w/resume-1node.csv" | cut -d, -f1)" = 16 ] ||
   { cat "$w/resume-1node.csv"; echo "FAIL: resumed on 1 node: the loss log does not reach step 16"; exit 1; }
 echo "checkpoint: saved on 2 nodes (one rank each), resumed on 1 node (2 ranks): the loss log of the same layout on one host"
+
+# Faults, one after the other in one training run of 60 steps (hybrid
+# sharding at W = 4, a checkpoint every 20 steps), each just after a
+# checkpoint was written:
+#   1. node1's ranks are killed (kill -9) after step 20's: hydra sees them
+#      die and ends the job at once, the ranks on node0 included;
+#   2. resumed from step 20, node1's link goes down after step 40's: every
+#      rank's watchdog names the collective it waits for after
+#      -fsdp_collective_timeout (5 s) and aborts the job.  On node1, cut off
+#      from mpiexec, MPI_Abort waits for hydra's answer, which cannot come:
+#      the rank exits by itself 10 s later.  Each rank's stderr goes to a
+#      file in the shared /tmp, since node1's output cannot reach mpiexec;
+#   3. with the link back up, resumed from step 40 to the end: the loss log
+#      (each resume replaces the rows after its checkpoint) is the one of a
+#      run never interrupted.
+printf '#!/bin/sh\nexec "$@" 2>"$FAULT_DIR/rank$PMI_RANK.err"\n' >"$w/rank-stderr"
+chmod +x "$w/rank-stderr"
+ck="$w/fault.h5"
+fault="-model $model -batch 32 -steps 60 -log_every 20 -checkpoint_every 20 -fsdp_sharding_strategy hybrid"
+timeout=5
+# fault_job OUT ARGS...: the job in the background ($job), each rank's stderr in $w/rank<r>.err
+fault_job() {
+  out=$1
+  shift
+  rm -f "$w"/rank*.err
+  FSDP_TEST_TIMEOUT=90 cluster_mpiexec -ppn 2 -n 4 -genv FAULT_DIR "$w" "$w/rank-stderr" "$train" $fault -checkpoint "$ck" \
+    -fsdp_collective_timeout $timeout -loss_log "$w/fault.csv" "$@" >"$out" 2>&1 &
+  job=$!
+}
+# after_checkpoint OUT STEP: wait until the job says it wrote STEP's checkpoint
+after_checkpoint() {
+  tries=0
+  until grep -q "step $2: checkpoint .* written" "$1"; do
+    kill -0 $job 2>/dev/null && [ $tries -lt 600 ] ||
+      { cat "$1" "$w"/rank*.err; echo "FAIL: no checkpoint at step $2 before the fault"; exit 1; }
+    tries=$((tries + 1))
+    sleep 0.1
+  done
+  sleep 0.3 # into the next step
+}
+# node_ranks NODE: the pids of the node's fsdp-train processes
+node_ranks() { for p in $(ip netns pids "${cluster_prefix}n${1#node}"); do ! grep -q fsdp-train "/proc/$p/cmdline" 2>/dev/null || echo "$p"; done; }
+# until_gone LIMIT WHAT: wait until the job and every rank on both nodes are gone, at most LIMIT s
+until_gone() {
+  while kill -0 $job 2>/dev/null || [ -n "$(node_ranks node0)$(node_ranks node1)" ]; do
+    [ $(($(date +%s) - fault_at)) -le "$1" ] ||
+      { cat "$w/fault-$2.out" "$w"/rank*.err; echo "FAIL: ranks still running $1 s after $2"; exit 1; }
+    sleep 0.2
+  done
+  gone=$(($(date +%s) - fault_at))
+}
+
+fault_job "$w/fault-kill.out"
+after_checkpoint "$w/fault-kill.out" 20
+kill -9 $(node_ranks node1)
+fault_at=$(date +%s)
+until_gone 10 kill
+wait $job && { cat "$w/fault-kill.out"; echo "FAIL: the job succeeded with node1's ranks killed"; exit 1; }
+echo "node1's ranks killed: the job ended (hydra: $(grep -o 'BAD TERMINATION[A-Z ]*' "$w/fault-kill.out")), every rank gone $gone s after"
+
+fault_job "$w/fault-link.out" -resume "$ck"
+after_checkpoint "$w/fault-link.out" 40
+cluster_link node1 down
+fault_at=$(date +%s)
+# the timeout, the fallback's 10 s and 15 s to spare
+until_gone $((timeout + 25)) link
+cluster_link node1 up
+wait $job && { cat "$w/fault-link.out"; echo "FAIL: the job succeeded with node1's link down"; exit 1; }
+for r in 0 1 2 3; do
+  grep -Eq "^\\[$r\\] libfsdp watchdog: .* has not completed after [0-9.]+ s \\(-fsdp_collective_timeout $timeout\\) at step 4[0-9]; another rank" "$w/rank$r.err" ||
+    { cat "$w/fault-link.out" "$w"/rank*.err; echo "FAIL: rank $r did not name the collective it waited for"; exit 1; }
+done
+echo "node1's link down: every rank named the collective it waited for (-fsdp_collective_timeout $timeout), all gone $gone s after; ranks 0 and 2 said:"
+grep -h 'libfsdp' "$w/rank0.err" "$w/rank2.err"
+
+cluster_job "$w/fault-resume.out" "$train_done" -ppn 2 -n 4 "$train" $fault -checkpoint "$ck" -resume "$ck" -fsdp_log_view \
+  -loss_log "$w/fault.csv" || { cat "$w/fault-resume.out"; echo "FAIL: resuming after the faults"; exit 1; }
+expect_grep "resuming from $ck at step 40" "$w/fault-resume.out"
+fsdp_run 4 "$train" $fault -checkpoint "$w/fault-ref.h5" -fsdp_ranks_per_node 2 -loss_log "$w/fault-ref.csv" \
+  >"$w/fault-ref.out" 2>&1 || { cat "$w/fault-ref.out"; echo "FAIL: the uninterrupted run"; exit 1; }
+cmp "$w/fault.csv" "$w/fault-ref.csv" ||
+  { paste -d' ' "$w/fault.csv" "$w/fault-ref.csv"; echo "FAIL: after the faults and the resumes, the loss log is not the uninterrupted run's"; exit 1; }
+echo "faults: resumed from step 40 with the link back up: the loss log of the uninterrupted run"
 
 # A shaped link: 20 Mbit/s each way.  Full sharding's step now waits for
 # its bytes: the run takes at least what the link needs to carry them (a

@@ -23,14 +23,17 @@
 #                                     which hydra calls as it would call ssh)
 #   cluster_job OUT DONE ARGS...      cluster_mpiexec ARGS >OUT, tolerating a
 #                                     hang in MPI_Finalize after DONE (below)
+#   cluster_kill_jobs                 SIGKILL to every job's processes in the nodes
 #   cluster_link_bytes NODE           bytes the node's link carried, both
 #                                     directions (the switch port's counters)
+#   cluster_link NODE up|down         the node's link (its switch port) up or
+#                                     down: a cable pulled, a switch port failed
 #   cluster_down                      remove everything (an EXIT, INT, TERM
 #                                     and HUP trap calls it too)
 #   cluster_leftovers                 print what is left of this cluster
 #   cluster_skip_reason               why no cluster can be made here (empty
 #                                     when one can): root, ip, tc, unshare,
-#                                     nsenter, pkill and MPICH's hydra
+#                                     nsenter and MPICH's hydra
 #
 # Each node also has its own boot id (/proc/sys/kernel/random/boot_id, a bind
 # mount).  UCX, MPICH's transport between nodes here, joined processes of
@@ -50,8 +53,8 @@ cluster_holders=
 
 cluster_skip_reason() {
   if [ "$(id -u)" -ne 0 ]; then echo "the cluster's namespaces need root (uid $(id -u))"; return; fi
-  for t in ip tc unshare nsenter pkill; do
-    command -v "$t" >/dev/null 2>&1 || { echo "$t is not installed (iproute2, util-linux, procps)"; return; }
+  for t in ip tc unshare nsenter; do
+    command -v "$t" >/dev/null 2>&1 || { echo "$t is not installed (iproute2, util-linux)"; return; }
   done
   "${MPIEXEC:-mpiexec}" -info 2>/dev/null | grep -q 'HYDRA' ||
     { echo "${MPIEXEC:-mpiexec} is not MPICH's hydra (-launcher-exec starts ranks inside nodes)"; return; }
@@ -186,8 +189,10 @@ cluster_job() {
     if [ -z "$done_at" ]; then
       ! grep -Eq "$marker" "$out" || done_at=$(date +%s)
     elif [ $(($(date +%s) - done_at)) -ge "${cluster_finalize_grace:-5}" ]; then
-      # mpiexec, told by timeout's TERM, ends the ranks on every node.
-      pkill -TERM -P $job timeout 2>/dev/null
+      # Not through mpiexec: the ranks hung in MPI_Finalize ignore a TERM
+      # (fsdp-train's handler only notes it), and timeout's KILL 10 s later
+      # would leave them behind.
+      cluster_kill_jobs
       stopped=1
       break
     fi
@@ -204,10 +209,36 @@ cluster_job() {
   return $rc
 }
 
+# cluster_kill_jobs: SIGKILL to everything running inside the nodes (mpiexec,
+# hydra's proxies, the ranks) but the nodes' holders.
+cluster_kill_jobs() {
+  i=0
+  while [ $i -lt "$cluster_nodes" ]; do
+    holder=$(cat "$cluster_dir/node$i.pid")
+    for pid in $(ip netns pids "${cluster_prefix}n$i"); do
+      [ "$pid" = "$holder" ] || kill -9 "$pid" 2>/dev/null
+    done
+    i=$((i + 1))
+  done
+}
+
 cluster_link_bytes() {
   i=${1#node}
   s="/sys/class/net/${cluster_prefix}p$i/statistics"
   ip netns exec "${cluster_prefix}sw" sh -c "echo \$((\$(cat $s/rx_bytes) + \$(cat $s/tx_bytes)))"
+}
+
+# Up again, every node also forgets the neighbours it failed to resolve while
+# the link was down (a host retries them seconds later; hydra's proxy would
+# not wait).
+cluster_link() {
+  ip -n "${cluster_prefix}sw" link set "${cluster_prefix}p${1#node}" "$2" || return 1
+  [ "$2" = up ] || return 0
+  i=0
+  while [ $i -lt "$cluster_nodes" ]; do
+    ip -n "${cluster_prefix}n$i" neigh flush all || return 1
+    i=$((i + 1))
+  done
 }
 
 cluster_down() {
