@@ -12,10 +12,11 @@
 MPI_Comm FSDPCommWorld_Private(void);
 /* This process's rank in MPI_COMM_WORLD, or -1 when MPI is not running. */
 int FSDPWorldRank_Private(void);
-/* Ends the job with `code` (MPI_Abort on comm, MPI_COMM_WORLD when NULL)
-   after flushing and a moment for mpiexec to forward the output; if MPI_Abort
-   has not ended this process 10 s later (a node cut off from mpiexec), the
-   process exits by itself.  Without MPI, abort(). */
+/* Ends the job with `code`: MPI_Abort on comm (MPI_COMM_WORLD when it is
+   MPI_COMM_NULL), after flushing and a moment for mpiexec to forward the
+   output.  If that has not ended this process within 10 s (a node cut off
+   from mpiexec), the process exits by itself, saying so.  Without MPI,
+   abort(). */
 _Noreturn void FSDPAbortJob_Private(MPI_Comm comm, FSDPErrorCode code);
 /* The signal FSDPNotifySignal recorded; 0: none. */
 int FSDPPendingSignal_Private(void);

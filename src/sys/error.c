@@ -125,46 +125,60 @@ static void push_frame(int line, const char *func, const char *file)
 }
 
 /* MPI_Abort asks the launcher to end the job and, with MPICH's hydra, waits
-   for its answer: on a node cut off from mpiexec (its link down) it waits
-   forever, and the rank lives on after its message.  A detached thread ends
-   the process itself if MPI_Abort has not within this many seconds. */
+   for its answer (gdb: in PMI's read): on a node cut off from mpiexec (its
+   link down) it waits forever, and the rank lives on after its message.  A
+   detached thread ends the process itself if MPI_Abort has not within this
+   many seconds. */
 #define FSDP_ABORT_FALLBACK_S 10
 
-static FSDPErrorCode abort_code;
+/* Made before the thread starts, so that it touches neither MPI nor stdio
+   (the aborting thread, or another, may hold either); per thread, since
+   several threads may abort at once. */
+typedef struct {
+  int code;
+  char message[256];
+} AbortFallback;
 
 static void *abort_fallback(void *arg)
 {
+  const AbortFallback *f = arg;
   struct timespec left = {FSDP_ABORT_FALLBACK_S, 0};
-  (void)arg;
   while (nanosleep(&left, &left) && errno == EINTR) {
   }
-  fprintf(stderr,
-          "[%d] libfsdp: MPI_Abort has not ended this process after %d s: the launcher cannot be reached "
-          "(has this node lost its network?). Exiting with code %d.\n",
-          FSDPWorldRank_Private(), FSDP_ABORT_FALLBACK_S, (int)abort_code);
-  fflush(stderr);
-  _exit((int)abort_code);
-  return NULL;
+  if (write(STDERR_FILENO, f->message, strlen(f->message)) < 0) {
+    /* nothing else to tell it with */
+  }
+  _exit(f->code);
 }
 
-void FSDPAbortJob_Private(MPI_Comm comm, FSDPErrorCode code)
+_Noreturn void FSDPAbortJob_Private(MPI_Comm comm, FSDPErrorCode code)
 {
+  static _Thread_local AbortFallback fallback; /* lives while this thread waits in MPI_Abort */
   int up = 0, down = 0;
-  pthread_t fallback;
+  pthread_t thread;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
+  if (!up || down) { /* no MPI to take the job down: the user asked for an abort */
+    fflush(stdout);
+    fflush(stderr);
+    abort();
+  }
+  fallback.code = (int)code;
+  snprintf(fallback.message, sizeof fallback.message,
+           "[%d] libfsdp: MPI_Abort has not ended this process within %d s: the launcher cannot be reached "
+           "(has this node lost its network?). Exiting with code %d.\n",
+           FSDPWorldRank_Private(), FSDP_ABORT_FALLBACK_S, (int)code);
+  /* First: flushing into a pipe to an unreachable launcher can block too. */
+  /* The default stack: glibc carves every library's static TLS out of it
+     (cuBLAS's, UCX's), and a small one makes pthread_create fail. */
+  if (pthread_create(&thread, NULL, abort_fallback, &fallback) == 0) pthread_detach(thread);
   fflush(stdout);
   fflush(stderr);
-  if (!up || down) abort(); /* no MPI to take the job down: the user asked for an abort */
   /* mpiexec kills the job on MPI_Abort and can drop output it has not
      forwarded yet, the error message included: give it a moment. */
   nanosleep(&(struct timespec){0, 250000000L}, NULL);
-  abort_code = code;
-  if (pthread_create(&fallback, NULL, abort_fallback, NULL) == 0) pthread_detach(fallback);
-  /* MPICH's MPI_Abort on another communicator than MPI_COMM_WORLD ends this
-     process alone: a peer computing, or sleeping, would live on. */
   MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, (int)code);
-  _exit((int)code); /* MPI_Abort does not return; if it does, the job still ends here */
+  _exit((int)code); /* MPI_Abort does not return; if it does, the process still ends here */
 }
 
 FSDPErrorCode FSDPError(MPI_Comm comm, int line, const char *func, const char *file, FSDPErrorCode code,
