@@ -204,9 +204,9 @@ in_step() {
   ! grep -q 'libfsdp watchdog' "$w"/rank*.err 2>/dev/null ||
     { cat "$w"/rank*.err; echo "FAIL: the watchdog fired before the fault"; exit 1; }
 }
-# node_ranks NODE: the pids of the node's processes that run fsdp-train (its
-# ranks; on node0 mpiexec too, whose command line names it)
-node_ranks() { for p in $(ip netns pids "${cluster_prefix}n${1#node}"); do ! grep -q fsdp-train "/proc/$p/cmdline" 2>/dev/null || echo "$p"; done; }
+# node_ranks NODE: the node's processes that run fsdp-train (its ranks; on
+# node0 mpiexec too, whose command line names it)
+node_ranks() { for p in $(cluster_pids "$1"); do ! grep -q fsdp-train "/proc/$p/cmdline" 2>/dev/null || echo "$p"; done; }
 # until_gone LIMIT WHAT: wait until the job and every rank on both nodes are gone, at most LIMIT s
 until_gone() {
   while kill -0 $job 2>/dev/null || [ -n "$(node_ranks node0)$(node_ranks node1)" ]; do

@@ -23,6 +23,8 @@
 #                                     which hydra calls as it would call ssh)
 #   cluster_job OUT DONE ARGS...      cluster_mpiexec ARGS >OUT, tolerating a
 #                                     hang in MPI_Finalize after DONE (below)
+#   cluster_pids NODE                 the processes running inside the node
+#                                     (jobs: mpiexec, proxies, ranks)
 #   cluster_kill_jobs                 SIGKILL to every job's processes in the nodes
 #   cluster_link_bytes NODE           bytes the node's link carried, both
 #                                     directions (the switch port's counters)
@@ -209,15 +211,21 @@ cluster_job() {
   return $rc
 }
 
-# cluster_kill_jobs: SIGKILL to everything running inside the nodes (mpiexec,
-# hydra's proxies, the ranks) but the nodes' holders.
+# cluster_pids NODE: what runs inside the node (mpiexec, hydra's proxies,
+# the ranks) but its holder.
+cluster_pids() {
+  holder=$(cat "$cluster_dir/$1.pid")
+  for pid in $(ip netns pids "${cluster_prefix}n${1#node}"); do
+    [ "$pid" = "$holder" ] || echo "$pid"
+  done
+}
+
+# cluster_kill_jobs: SIGKILL to everything cluster_pids lists, in every node.
 cluster_kill_jobs() {
   i=0
   while [ $i -lt "$cluster_nodes" ]; do
-    holder=$(cat "$cluster_dir/node$i.pid")
-    for pid in $(ip netns pids "${cluster_prefix}n$i"); do
-      [ "$pid" = "$holder" ] || kill -9 "$pid" 2>/dev/null
-    done
+    pids=$(cluster_pids "node$i")
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null
     i=$((i + 1))
   done
 }

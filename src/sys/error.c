@@ -168,9 +168,9 @@ _Noreturn void FSDPAbortJob_Private(MPI_Comm comm, FSDPErrorCode code)
            "[%d] libfsdp: MPI_Abort has not ended this process within %d s: the launcher cannot be reached "
            "(has this node lost its network?). Exiting with code %d.\n",
            FSDPWorldRank_Private(), FSDP_ABORT_FALLBACK_S, (int)code);
-  /* First: flushing into a pipe to an unreachable launcher can block too. */
-  /* The default stack: glibc carves every library's static TLS out of it
-     (cuBLAS's, UCX's), and a small one makes pthread_create fail. */
+  /* Started first: flushing into a pipe to an unreachable launcher can block
+     too.  On the default stack: glibc carves every library's static TLS out
+     of it (cuBLAS's, UCX's), and a small one makes pthread_create fail. */
   if (pthread_create(&thread, NULL, abort_fallback, &fallback) == 0) pthread_detach(thread);
   fflush(stdout);
   fflush(stderr);
