@@ -31,6 +31,10 @@
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/clusterlib.sh"
 
+if [ -n "${FSDP_SKIP_CLUSTER:-}" ]; then
+  echo "SKIP: FSDP_SKIP_CLUSTER: $FSDP_SKIP_CLUSTER"
+  exit 77
+fi
 if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
   echo "SKIP: the cluster's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
   exit 77

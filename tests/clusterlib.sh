@@ -16,7 +16,8 @@
 #   cluster_shape RATE                every link at RATE from now on
 #   cluster_boot_ids own|shared       the nodes' own boot ids (the default), or
 #                                     the machine's (see below)
-#   cluster_exec NODE CMD [ARGS...]   run a command inside a node
+#   cluster_exec NODE CMD [ARGS...]   run a command inside a node ($cluster_dir/in
+#                                     NODE CMD [ARGS...] too, for timeout and the like)
 #   cluster_mpiexec [ARGS...]         MPICH's mpiexec (FSDP_TEST_TIMEOUT), started in node0, with
 #                                     a launcher that starts each node's proxy
 #                                     inside that node (hydra's -launcher-exec,
@@ -93,8 +94,14 @@ cluster_up() {
       ip -n "$ns" addr add "198.18.0.$((10 + i))/24" dev eth0 &&
       ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     # The node's holder: its UTS and mount namespaces live as long as it does.
-    ip netns exec "$ns" unshare --uts --mount --propagation private sh -c \
+    # Its /sys is the node's (its own interfaces under /sys/class/net) with
+    # the machine's cgroups (slurmd needs them) moved over from the old one:
+    # ip netns exec would drop them.
+    mkdir "$cluster_dir/node$i.cgroup" || return 1
+    nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private sh -c \
       "hostname node$i && mount -t tmpfs -o size=25% tmpfs /dev/shm &&
+       mount --rbind /sys/fs/cgroup '$cluster_dir/node$i.cgroup' && mount -t sysfs sysfs /sys &&
+       mount --move '$cluster_dir/node$i.cgroup' /sys/fs/cgroup &&
        mount --bind '$cluster_dir/hosts' /etc/hosts &&
        cat /proc/sys/kernel/random/uuid >'$cluster_dir/node$i.boot_id' &&
        mount --bind '$cluster_dir/node$i.boot_id' /proc/sys/kernel/random/boot_id && echo ready >'$cluster_dir/node$i.ready' && exec sleep 2147483647" \
@@ -114,16 +121,24 @@ cluster_up() {
     i=$((i + 1))
   done
   [ -z "$rate" ] || cluster_shape "$rate" || return 1
+  # in NODE CMD [ARGS...]: a program, where a shell function cannot go
+  # (timeout, hydra), runs a command inside a node, in the caller's directory.
+  cat >"$cluster_dir/in" <<EOF
+#!/bin/sh
+node=\$1
+shift
+pid=\$(cat "$cluster_dir/\$node.pid") || { echo "cluster: no node \$node" >&2; exit 1; }
+exec nsenter -t "\$pid" -n -u -m --wd="\$PWD" -- "\$@"
+EOF
   # hydra calls this as it calls ssh: [options] HOST COMMAND.
   cat >"$cluster_dir/nodeexec" <<EOF
 #!/bin/sh
 while [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done
 host=\$1
 shift
-pid=\$(cat "$cluster_dir/\$host.pid") || { echo "nodeexec: no node \$host" >&2; exit 1; }
-exec nsenter -t "\$pid" -n -u -m --wd="\$PWD" -- sh -c "\$*"
+exec "$cluster_dir/in" "\$host" sh -c "\$*"
 EOF
-  chmod +x "$cluster_dir/nodeexec"
+  chmod +x "$cluster_dir/in" "$cluster_dir/nodeexec"
 }
 
 # cluster_boot_ids own|shared: whether the processes started from now on see
@@ -153,11 +168,7 @@ cluster_shape() {
   done
 }
 
-cluster_exec() {
-  node=$1
-  shift
-  nsenter -t "$(cat "$cluster_dir/$node.pid")" -n -u -m --wd="$PWD" -- "$@"
-}
+cluster_exec() { "$cluster_dir/in" "$@"; }
 
 cluster_mpiexec() {
   hosts=node0
@@ -168,7 +179,7 @@ cluster_mpiexec() {
   done
   # In the background and waited for, so that a signal's trap runs at once
   # (a shell runs traps only between foreground commands).
-  timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" nsenter -t "$(cat "$cluster_dir/node0.pid")" -n -u -m --wd="$PWD" -- \
+  timeout -k 10 "${FSDP_TEST_TIMEOUT:-300}" "$cluster_dir/in" node0 \
     "${MPIEXEC:-mpiexec}" -launcher ssh -launcher-exec "$cluster_dir/nodeexec" -hosts "$hosts" "$@" &
   wait $!
 }

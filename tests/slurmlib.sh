@@ -2,7 +2,8 @@
 # slurm_start starts munged, slurmctld and two slurmd daemons (nodes n1 and
 # n2, each with this machine's $slurm_cpus CPUs) from Debian's slurm-wlm, with every
 # file (keys, sockets, state, spool, logs) under $fsdp_tmp/slurm and every
-# port on the loopback address; the machine's own Slurm and munge
+# port on the loopback address (slurm_start nodes: one slurmd in each node
+# of tests/clusterlib.sh's cluster, below); the machine's own Slurm and munge
 # configuration are neither read nor changed.  The daemons run as the
 # invoking user; an EXIT trap cancels the cluster's jobs and stops them.
 # Commands then reach this cluster through SLURM_CONF.  A job that can never
@@ -56,13 +57,14 @@ slurm_stop() {
     n=0
     while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $n -lt 30 ]; do sleep 1; n=$((n + 1)); done
   fi
-  for pidfile in "$slurm_dir"/slurmd-n1.pid "$slurm_dir"/slurmd-n2.pid "$slurm_dir"/slurmctld.pid "$slurm_dir"/munged.pid; do
+  for pidfile in "$slurm_dir"/slurmd-*.pid "$slurm_dir"/slurmctld.pid "$slurm_dir"/munged.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null
     n=0
     while kill -0 "$pid" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
     kill -9 "$pid" 2>/dev/null
+    rm -f "$pidfile" # stopped: a later call must not signal whoever has that pid then
   done
   # Anything the cluster started that is still there (a step daemon, a task
   # whose daemon died first): its environment names this cluster's files.
@@ -74,29 +76,79 @@ slurm_stop() {
   unset SLURM_CONF
 }
 
+# slurm_start [nodes]: without an argument, two nodes n1 and n2 on
+# 127.0.0.1, each a slurmd of this machine.  With "nodes": one slurmd inside
+# each node of tests/clusterlib.sh's cluster (cluster_up first), named as
+# the node (node0, node1, ...) at the node's address, and slurmctld inside
+# node0; the nodes' own network namespaces, so Slurm's default ports.  The
+# host cannot reach the nodes' addresses: sinfo, squeue, scontrol, scancel,
+# sbatch and srun become shell functions that run them inside node0, and
+# slurm_srun runs srun there.  Two partitions then, over every node, for
+# pre-emption (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE):
+# "low", the default, whose jobs "high"'s jobs pre-empt, with a GraceTime
+# of 30 s between SIGTERM and SIGKILL; nodes are not shared between jobs.
+slurm_in=
 slurm_start() {
   slurm_need
   # Run inside a real job or cluster, the commands would reach it: forget it.
   for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-  mkdir -p "$slurm_dir/state" "$slurm_dir/spool-n1" "$slurm_dir/spool-n2" || exit 99
-  trap 'slurm_stop; rm -rf "$fsdp_tmp"' EXIT
+  mkdir -p "$slurm_dir/state" || exit 99
+  if [ "${1:-}" = nodes ]; then
+    trap 'slurm_stop; cluster_down; rm -rf "$fsdp_tmp"' EXIT
+    slurm_in="$cluster_dir/in node0"
+    for c in sinfo squeue scontrol scancel sbatch srun; do
+      eval "$c() { \"\$cluster_dir/in\" node0 $c \"\$@\"; }"
+    done
+  else
+    trap 'slurm_stop; rm -rf "$fsdp_tmp"' EXIT
+  fi
   trap 'exit 1' INT TERM HUP
   head -c 1024 /dev/urandom >"$slurm_dir/munge.key" && chmod 400 "$slurm_dir/munge.key"
-  # munged refuses root unless forced; it is ours alone (its own key and socket).
+  # munged refuses root unless forced; it is ours alone (its own key and
+  # socket, a file that every node's daemons reach through the shared /tmp).
   munged --force --key-file="$slurm_dir/munge.key" --socket="$slurm_dir/munge.sock" \
     --pid-file="$slurm_dir/munged.pid" --log-file="$slurm_dir/munged.log" --seed-file="$slurm_dir/munged.seed" ||
     { echo "FAIL: munged did not start"; slurm_log_tail; exit 1; }
-  base=$((20000 + $$ % 20000))
-  ctld=$(slurm_free_port "$base")
-  p1=$(slurm_free_port $((ctld + 1)))
-  p2=$(slurm_free_port $((p1 + 1)))
   cpus=$slurm_cpus
   user=$(id -un)
-  host=$(hostname)
+  if [ -n "$slurm_in" ]; then
+    ctld=6817
+    slurm_nodes=
+    nodes=
+    i=0
+    while [ $i -lt "$cluster_nodes" ]; do
+      slurm_nodes="$slurm_nodes node$i"
+      nodes="${nodes}NodeName=node$i NodeAddr=198.18.0.$((10 + i)) NodeHostname=node$i CPUs=$cpus State=UNKNOWN
+"
+      i=$((i + 1))
+    done
+    all=$(echo $slurm_nodes | tr ' ' ,)
+    ctld_host="node0(198.18.0.10)"
+    kill_wait=30
+    partitions="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=low Nodes=$all Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=30 OverSubscribe=NO
+PartitionName=high Nodes=$all MaxTime=INFINITE State=UP PriorityTier=2 OverSubscribe=NO"
+  else
+    base=$((20000 + $$ % 20000))
+    ctld=$(slurm_free_port "$base")
+    p1=$(slurm_free_port $((ctld + 1)))
+    p2=$(slurm_free_port $((p1 + 1)))
+    host=$(hostname)
+    slurm_nodes="n1 n2"
+    nodes="NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=$host Port=$p1 CPUs=$cpus State=UNKNOWN
+NodeName=n2 NodeAddr=127.0.0.1 NodeHostname=$host Port=$p2 CPUs=$cpus State=UNKNOWN
+"
+    ctld_host="$host(127.0.0.1)"
+    # SIGKILL right after SIGTERM: tests/slurm.sh kills a job while it saves.
+    kill_wait=0
+    partitions="PartitionName=test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
+  fi
+  for n in $slurm_nodes; do mkdir -p "$slurm_dir/spool-$n" || exit 99; done
   cat >"$slurm_dir/slurm.conf" <<EOF
-# A two-node test cluster on 127.0.0.1 (tests/slurmlib.sh).
+# A test cluster (tests/slurmlib.sh).
 ClusterName=fsdptest
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$ctld_host
 SlurmctldPort=$ctld
 SlurmUser=$user
 SlurmdUser=$user
@@ -125,26 +177,27 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 InactiveLimit=0
 MinJobAge=600
-# SIGKILL right after SIGTERM: tests/slurm.sh kills a job while it saves.
-KillWait=0
-NodeName=n1 NodeAddr=127.0.0.1 NodeHostname=$host Port=$p1 CPUs=$cpus State=UNKNOWN
-NodeName=n2 NodeAddr=127.0.0.1 NodeHostname=$host Port=$p2 CPUs=$cpus State=UNKNOWN
-PartitionName=test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+KillWait=$kill_wait
+$nodes$partitions
 EOF
   SLURM_CONF="$slurm_dir/slurm.conf"
   export SLURM_CONF
   slurm_started=yes
-  slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; slurm_log_tail; exit 1; }
-  for n in n1 n2; do
-    slurmd -f "$SLURM_CONF" -N "$n" || { echo "FAIL: slurmd -N $n did not start"; slurm_log_tail; exit 1; }
+  $slurm_in slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; slurm_log_tail; exit 1; }
+  count=0
+  for n in $slurm_nodes; do
+    count=$((count + 1))
+    # (slurm_start nodes: inside the node)
+    ${slurm_in:+$cluster_dir/in $n} slurmd -f "$SLURM_CONF" -N "$n" ||
+      { echo "FAIL: slurmd -N $n did not start"; slurm_log_tail; exit 1; }
   done
   n=0
-  until [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq 2 ]; do
+  until [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq $count ]; do
     n=$((n + 1))
-    [ $n -lt 60 ] || { echo "FAIL: the two nodes never became idle"; sinfo -N; slurm_log_tail; exit 1; }
+    [ $n -lt 60 ] || { echo "FAIL: the $count nodes never became idle"; sinfo -N; slurm_log_tail; exit 1; }
     sleep 0.5
   done
-  echo "slurm: slurmctld on 127.0.0.1:$ctld, slurmd n1:$p1 n2:$p2, $cpus CPUs each ($slurm_dir)"
+  echo "slurm: slurmctld at $ctld_host:$ctld, slurmd on" $slurm_nodes", $cpus CPUs each ($slurm_dir)"
 }
 
 # slurm_state JOBID: the job's state (PENDING, RUNNING, COMPLETED, ...).
@@ -192,7 +245,7 @@ slurm_srun_n=0
 slurm_srun() {
   slurm_srun_n=$((slurm_srun_n + 1))
   name="fsdp-test-srun-$$-$slurm_srun_n"
-  timeout "$FSDP_TEST_TIMEOUT" srun --job-name="$name" "$@" &
+  timeout "$FSDP_TEST_TIMEOUT" $slurm_in srun --job-name="$name" "$@" &
   srun_pid=$!
   while kill -0 "$srun_pid" 2>/dev/null; do
     id=$(squeue -h -n "$name" -o %i 2>/dev/null | head -n 1)
