@@ -96,9 +96,18 @@ high_job=$(sbatch --parsable --partition=high -N 2 -n 4 --chdir="$w" --output="$
 [ -n "$high_job" ] || { slurm_log_tail; echo "FAIL: sbatch of the high job returned no job id"; exit 1; }
 slurm_wait "$high_job" COMPLETED FAILED CANCELLED
 [ "$(slurm_state "$high_job")" = COMPLETED ] || { scontrol show job "$high_job"; slurm_log_tail; echo "FAIL: the high job"; exit 1; }
+restarts() {
+  r=$(scontrol show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+  echo "${r:-0}"
+}
 n=0
-until [ "$(scontrol show job "$train_job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')" -ge 1 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; do
+until [ "$(restarts "$train_job")" -ge 1 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; do
   slurm_check "$train_job"
+  if [ "$(restarts "$train_job")" -eq 0 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; then
+    cat "$run/job.out"
+    echo "FAIL: the training job ended before job $high_job pre-empted it (its $steps steps are too few for this machine?)"
+    exit 1
+  fi
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] ||
     { cat "$run/job.out"; scontrol show job "$train_job"; slurm_log_tail; echo "FAIL: the pre-empted job was not requeued and completed"; exit 1; }
@@ -110,6 +119,10 @@ printf 'node0\nnode0\nnode1\nnode1\n' | cmp - "$w/high.out" || { cat "$w/high.ou
 expect_grep "STEP $train_job.0 ON node0 CANCELLED AT" "$run/job.out"
 saved=$(sed -n 's/^fsdp-train: SIGTERM after step \([0-9]*\): checkpoint written; exiting$/\1/p' "$run/job.out")
 [ -n "$saved" ] || { echo "FAIL: the pre-emption's SIGTERM did not make the ranks save"; exit 1; }
+# The script requeues the job as the ranks exit, within the grace time;
+# Slurm does not requeue it a second time.
+expect_grep "stopped after step $saved of $steps; requeueing job $train_job" "$run/job.out"
+[ "$(restarts "$train_job")" -eq 1 ] || { scontrol show job "$train_job"; echo "FAIL: the job ran $(restarts "$train_job") + 1 times, not 2"; exit 1; }
 expect_grep "run 1 on node\[0-1\], 4 tasks, resuming from" "$run/job.out"
 expect_grep "resuming from $run/checkpoint.h5 at step $saved" "$run/job.out"
 cmp "$run/loss.csv" "$w/reference.csv" ||

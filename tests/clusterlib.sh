@@ -95,13 +95,14 @@ cluster_up() {
       ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     # The node's holder: its UTS and mount namespaces live as long as it does.
     # Its /sys is the node's (its own interfaces under /sys/class/net) with
-    # the machine's cgroups (slurmd needs them) moved over from the old one:
-    # ip netns exec would drop them.
+    # the machine's cgroups, where mounted (slurmd needs them), moved over
+    # from the old one: ip netns exec would drop them.
     mkdir "$cluster_dir/node$i.cgroup" || return 1
+    cg="'$cluster_dir/node$i.cgroup'"
     nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private sh -c \
       "hostname node$i && mount -t tmpfs -o size=25% tmpfs /dev/shm &&
-       mount --rbind /sys/fs/cgroup '$cluster_dir/node$i.cgroup' && mount -t sysfs sysfs /sys &&
-       mount --move '$cluster_dir/node$i.cgroup' /sys/fs/cgroup &&
+       if mountpoint -q /sys/fs/cgroup; then mount --rbind /sys/fs/cgroup $cg; fi && mount -t sysfs sysfs /sys &&
+       if mountpoint -q $cg; then mount --move $cg /sys/fs/cgroup; fi &&
        mount --bind '$cluster_dir/hosts' /etc/hosts &&
        cat /proc/sys/kernel/random/uuid >'$cluster_dir/node$i.boot_id' &&
        mount --bind '$cluster_dir/node$i.boot_id' /proc/sys/kernel/random/boot_id && echo ready >'$cluster_dir/node$i.ready' && exec sleep 2147483647" \

@@ -74,6 +74,9 @@ slurm_stop() {
     grep -qs "$slurm_dir" "$d/environ" && kill -9 "$pid" 2>/dev/null
   done
   unset SLURM_CONF
+  # slurm_start nodes' commands inside node0
+  [ -z "$slurm_in" ] || unset -f sinfo squeue scontrol scancel sbatch srun
+  slurm_in=
 }
 
 # slurm_start [nodes]: without an argument, two nodes n1 and n2 on
@@ -86,7 +89,9 @@ slurm_stop() {
 # slurm_srun runs srun there.  Two partitions then, over every node, for
 # pre-emption (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE):
 # "low", the default, whose jobs "high"'s jobs pre-empt, with a GraceTime
-# of 30 s between SIGTERM and SIGKILL; nodes are not shared between jobs.
+# of 30 s between SIGTERM and SIGKILL; a job has its nodes to itself
+# (OverSubscribe=EXCLUSIVE: with CR_Core, NO would still let two jobs share
+# a node's cores on a machine with more than 2).
 slurm_in=
 slurm_start() {
   slurm_need
@@ -100,6 +105,7 @@ slurm_start() {
       eval "$c() { \"\$cluster_dir/in\" node0 $c \"\$@\"; }"
     done
   else
+    slurm_in=
     trap 'slurm_stop; rm -rf "$fsdp_tmp"' EXIT
   fi
   trap 'exit 1' INT TERM HUP
@@ -127,8 +133,8 @@ slurm_start() {
     kill_wait=30
     partitions="PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-PartitionName=low Nodes=$all Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=30 OverSubscribe=NO
-PartitionName=high Nodes=$all MaxTime=INFINITE State=UP PriorityTier=2 OverSubscribe=NO"
+PartitionName=low Nodes=$all Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=30 OverSubscribe=EXCLUSIVE
+PartitionName=high Nodes=$all MaxTime=INFINITE State=UP PriorityTier=2 OverSubscribe=EXCLUSIVE"
   else
     base=$((20000 + $$ % 20000))
     ctld=$(slurm_free_port "$base")
