@@ -86,7 +86,7 @@ train_job=$(
 [ -n "$train_job" ] || { slurm_log_tail; echo "FAIL: sbatch returned no job id"; exit 1; }
 slurm_wait "$train_job" RUNNING
 n=0
-until [ -f "$run/loss.csv" ] && [ "$(wc -l <"$run/loss.csv")" -gt 20 ]; do
+until [ "$(slurm_rows "$run/loss.csv")" -ge 20 ]; do
   slurm_check "$train_job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the job never trained"; exit 1; }
@@ -96,14 +96,10 @@ high_job=$(sbatch --parsable --partition=high -N 2 -n 4 --chdir="$w" --output="$
 [ -n "$high_job" ] || { slurm_log_tail; echo "FAIL: sbatch of the high job returned no job id"; exit 1; }
 slurm_wait "$high_job" COMPLETED FAILED CANCELLED
 [ "$(slurm_state "$high_job")" = COMPLETED ] || { scontrol show job "$high_job"; slurm_log_tail; echo "FAIL: the high job"; exit 1; }
-restarts() {
-  r=$(scontrol show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
-  echo "${r:-0}"
-}
 n=0
-until [ "$(restarts "$train_job")" -ge 1 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; do
+until [ "$(slurm_restarts "$train_job")" -ge 1 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; do
   slurm_check "$train_job"
-  if [ "$(restarts "$train_job")" -eq 0 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; then
+  if [ "$(slurm_restarts "$train_job")" -eq 0 ] && [ "$(slurm_state "$train_job")" = COMPLETED ]; then
     cat "$run/job.out"
     echo "FAIL: the training job ended before job $high_job pre-empted it (its $steps steps are too few for this machine?)"
     exit 1
@@ -122,7 +118,7 @@ saved=$(sed -n 's/^fsdp-train: SIGTERM after step \([0-9]*\): checkpoint written
 # The script requeues the job as the ranks exit, within the grace time;
 # Slurm does not requeue it a second time.
 expect_grep "stopped after step $saved of $steps; requeueing job $train_job" "$run/job.out"
-[ "$(restarts "$train_job")" -eq 1 ] || { scontrol show job "$train_job"; echo "FAIL: the job ran $(restarts "$train_job") + 1 times, not 2"; exit 1; }
+[ "$(slurm_restarts "$train_job")" -eq 1 ] || { scontrol show job "$train_job"; echo "FAIL: the job ran $(slurm_restarts "$train_job") + 1 times, not 2"; exit 1; }
 expect_grep "run 1 on node\[0-1\], 4 tasks, resuming from" "$run/job.out"
 expect_grep "resuming from $run/checkpoint.h5 at step $saved" "$run/job.out"
 cmp "$run/loss.csv" "$w/reference.csv" ||

@@ -96,12 +96,6 @@ submit() { submit_script "$script" "$@"; }
 # need_job JOB: an id, or the submission failed (an exit in $(...) leaves only the subshell)
 need_job() { [ -n "$1" ] || { echo "FAIL: sbatch returned no job id"; slurm_log_tail; exit 1; }; }
 
-restarts() { scontrol show job "$1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p'; }
-# rows CSV: the loss log's rows so far (0 before it exists)
-rows() {
-  if [ -f "$1" ]; then echo $(($(wc -l <"$1") - 1)); else echo 0; fi
-}
-
 # wait_completed JOB DIR: the job ends COMPLETED, or the test fails.
 wait_completed() {
   slurm_wait "$1" COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
@@ -153,7 +147,7 @@ job=$(submit "$run" $common)
 need_job "$job"
 slurm_wait "$job" RUNNING
 n=0
-until [ "$(rows "$run/loss.csv")" -ge 10 ]; do
+until [ "$(slurm_rows "$run/loss.csv")" -ge 10 ]; do
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the job never trained"; exit 1; }
   sleep 0.2
@@ -162,7 +156,7 @@ scancel --signal=USR1 "$job"
 slurm_wait "$job" COMPLETED FAILED CANCELLED
 # The script requeued itself: the same job runs again and resumes.
 n=0
-until [ "$(restarts "$job")" -ge 1 ] && [ "$(slurm_state "$job")" = COMPLETED ]; do
+until [ "$(slurm_restarts "$job")" -ge 1 ] && [ "$(slurm_state "$job")" = COMPLETED ]; do
   slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: the job was not requeued and completed"; exit 1; }
@@ -193,7 +187,7 @@ job=$(env STEPS=1000000 CHECKPOINT_EVERY=1000000 MODEL="$model" BATCH=16 FSDP_TR
   { slurm_log_tail; exit 1; }
 need_job "$job"
 n=0
-until [ "$(restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; do
+until [ "$(slurm_restarts "$job")" -ge 1 ] && grep -q "resuming from" "$run/job.out"; do
   slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; scontrol show job "$job"; echo "FAIL: no requeue"; exit 1; }
@@ -203,16 +197,16 @@ first=$(sed -n 's/^fsdp-train: SIGUSR1 after step \([0-9]*\): checkpoint written
 [ -n "$first" ] || { cat "$run/job.out"; echo "FAIL: the time limit's SIGUSR1 did not stop the job at a step"; exit 1; }
 signalled=$(($(stat -c %Y "$run/checkpoint.h5") - submitted)) # the only save before the requeue is the signal's
 n=0
-until [ "$(rows "$run/loss.csv")" -ge $((first + 10)) ]; do
+until [ "$(slurm_rows "$run/loss.csv")" -ge $((first + 10)) ]; do
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 5)) ] || { cat "$run/job.out"; echo "FAIL: the resumed run did not train"; exit 1; }
   sleep 0.2
 done
 # Unless the second run's own time-limit signal came first (30 to 60 s in):
 # a USR1 sent by hand to a third run still loading would kill it.
-[ "$(restarts "$job")" -ge 2 ] || scancel --signal=USR1 "$job"
+[ "$(slurm_restarts "$job")" -ge 2 ] || scancel --signal=USR1 "$job"
 n=0
-until [ "$(restarts "$job")" -ge 2 ]; do
+until [ "$(slurm_restarts "$job")" -ge 2 ]; do
   slurm_check "$job"
   n=$((n + 1))
   [ $n -lt $((FSDP_TEST_TIMEOUT * 2)) ] || { cat "$run/job.out"; echo "FAIL: no second requeue"; exit 1; }
@@ -220,7 +214,7 @@ until [ "$(restarts "$job")" -ge 2 ]; do
 done
 scancel "$job"
 slurm_wait "$job" CANCELLED COMPLETED
-steps_done=$(rows "$run/loss.csv")
+steps_done=$(slurm_rows "$run/loss.csv")
 fsdp_run 4 "$train" -model "$model" -data synthetic -steps "$steps_done" -batch 16 -fsdp_sharding_strategy hybrid \
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference-tl.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
 cmp "$run/loss.csv" "$fsdp_tmp/reference-tl.csv" ||
@@ -259,12 +253,12 @@ pkill -KILL -f "$ranks"
 slurm_wait "$job" CANCELLED COMPLETED FAILED
 [ -f "$run/checkpoint.h5.partial" ] || { echo "FAIL: the killed save left no $run/checkpoint.h5.partial"; exit 1; }
 ls -l "$run"
-steps_done=$(rows "$run/loss.csv")
+steps_done=$(slurm_rows "$run/loss.csv")
 job=$(submit "$run" STEPS=$((steps_done + 3)) CHECKPOINT_EVERY=1000 MODEL="$big" BATCH=16 FSDP_TRAIN="$train")
 need_job "$job"
 wait_completed "$job" "$run"
 expect_grep "resuming from $run/checkpoint.h5 at step [1-9]" "$run/job.out"
-[ "$(rows "$run/loss.csv")" -eq $((steps_done + 3)) ] ||
+[ "$(slurm_rows "$run/loss.csv")" -eq $((steps_done + 3)) ] ||
   { cat "$run/job.out"; echo "FAIL: the run after the kill did not end at step $((steps_done + 3))"; exit 1; }
 echo "killed during a save (caught on try $attempt): the previous checkpoint loaded, and the next run finished from it"
 exit 0

@@ -190,15 +190,14 @@ EOF
   export SLURM_CONF
   slurm_started=yes
   $slurm_in slurmctld -c -i -f "$SLURM_CONF" || { echo "FAIL: slurmctld did not start"; slurm_log_tail; exit 1; }
-  count=0
   for n in $slurm_nodes; do
-    count=$((count + 1))
     # (slurm_start nodes: inside the node)
     ${slurm_in:+$cluster_dir/in $n} slurmd -f "$SLURM_CONF" -N "$n" ||
       { echo "FAIL: slurmd -N $n did not start"; slurm_log_tail; exit 1; }
   done
+  count=$(echo $slurm_nodes | wc -w)
   n=0
-  until [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq $count ]; do
+  until [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq "$count" ]; do
     n=$((n + 1))
     [ $n -lt 60 ] || { echo "FAIL: the $count nodes never became idle"; sinfo -N; slurm_log_tail; exit 1; }
     sleep 0.5
@@ -209,6 +208,17 @@ EOF
 # slurm_state JOBID: the job's state (PENDING, RUNNING, COMPLETED, ...).
 slurm_state() {
   scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
+}
+
+# slurm_restarts JOBID: how many times the job was requeued (0 before the first).
+slurm_restarts() {
+  r=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+  echo "${r:-0}"
+}
+
+# slurm_rows CSV: a job's loss log's rows so far (0 before it exists).
+slurm_rows() {
+  if [ -f "$1" ]; then echo $(($(wc -l <"$1") - 1)); else echo 0; fi
 }
 
 # Pending reasons that waiting cannot clear on this cluster: the job asks for
