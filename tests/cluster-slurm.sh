@@ -24,28 +24,8 @@
 . "${srcdir:-.}/tests/clusterlib.sh"
 . "${srcdir:-.}/tests/slurmlib.sh"
 
-if [ -n "${FSDP_SKIP_SLURM:-}" ]; then
-  echo "SKIP: FSDP_SKIP_SLURM: $FSDP_SKIP_SLURM"
-  exit 77
-fi
-if [ -n "${FSDP_SKIP_CLUSTER:-}" ]; then
-  echo "SKIP: FSDP_SKIP_CLUSTER: $FSDP_SKIP_CLUSTER"
-  exit 77
-fi
-if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
-  echo "SKIP: Slurm's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
-  exit 77
-fi
-why=$(cluster_skip_reason)
-if [ -n "$why" ]; then
-  echo "SKIP: $why"
-  exit 77
-fi
+cluster_need
 slurm_need
-if [ "$slurm_cpus" -lt 2 ]; then
-  echo "SKIP: each node runs 2 tasks, and this machine has $slurm_cpus CPU (getconf _NPROCESSORS_ONLN)"
-  exit 77
-fi
 top=$(cd "$top_builddir" && pwd)
 src=$(cd "${srcdir:-.}" && pwd)
 train="$top/tools/fsdp-train"

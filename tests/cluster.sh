@@ -31,19 +31,7 @@
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/clusterlib.sh"
 
-if [ -n "${FSDP_SKIP_CLUSTER:-}" ]; then
-  echo "SKIP: FSDP_SKIP_CLUSTER: $FSDP_SKIP_CLUSTER"
-  exit 77
-fi
-if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
-  echo "SKIP: the cluster's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
-  exit 77
-fi
-why=$(cluster_skip_reason)
-if [ -n "$why" ]; then
-  echo "SKIP: $why"
-  exit 77
-fi
+cluster_need
 top=$(cd "$top_builddir" && pwd)
 info="$top/tools/fsdp-info"
 train="$top/tools/fsdp-train"

@@ -34,6 +34,8 @@
 #   cluster_down                      remove everything (an EXIT, INT, TERM
 #                                     and HUP trap calls it too)
 #   cluster_leftovers                 print what is left of this cluster
+#   cluster_need                      SKIP (exit 77), saying why, where a test
+#                                     cannot or must not make a cluster (below)
 #   cluster_skip_reason               why no cluster can be made here (empty
 #                                     when one can): root, ip, tc, unshare,
 #                                     nsenter and MPICH's hydra
@@ -53,6 +55,21 @@ cluster_prefix="fc$$-"
 cluster_dir=
 cluster_nodes=0
 cluster_holders=
+
+# cluster_need: SKIP (77), saying why, where a test cannot make its cluster
+# (cluster_skip_reason), FSDP_SKIP_CLUSTER gives a reason, or under
+# FSDP_TEST_WRAPPER (valgrind would not reach the jobs in the nodes).
+cluster_need() {
+  why=
+  if [ -n "${FSDP_SKIP_CLUSTER:-}" ]; then
+    why="FSDP_SKIP_CLUSTER: $FSDP_SKIP_CLUSTER"
+  elif [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
+    why="the cluster's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
+  else
+    why=$(cluster_skip_reason)
+  fi
+  [ -z "$why" ] || { echo "SKIP: $why"; exit 77; }
+}
 
 cluster_skip_reason() {
   if [ "$(id -u)" -ne 0 ]; then echo "the cluster's namespaces need root (uid $(id -u))"; return; fi

@@ -19,20 +19,6 @@
 . "${srcdir:-.}/tests/testlib.sh"
 . "${srcdir:-.}/tests/slurmlib.sh"
 
-# Under make check-valgrind (FSDP_TEST_WRAPPER) nothing here would run under
-# valgrind: the jobs are Slurm's; the plain make check runs this test.
-if [ -n "${FSDP_SKIP_SLURM:-}" ]; then
-  echo "SKIP: FSDP_SKIP_SLURM: $FSDP_SKIP_SLURM"
-  exit 77
-fi
-if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
-  echo "SKIP: Slurm's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
-  exit 77
-fi
-if [ "$slurm_cpus" -lt 2 ]; then
-  echo "SKIP: each node runs 2 tasks, and this machine has $slurm_cpus CPU (getconf _NPROCESSORS_ONLN)"
-  exit 77
-fi
 slurm_start
 top=$(cd "$top_builddir" && pwd)
 src=$(cd "${srcdir:-.}" && pwd)

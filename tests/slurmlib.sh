@@ -21,13 +21,29 @@ slurm_cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null) || slurm_cpus=$(grep -c '^pr
 # calls it unschedulable.  The cluster schedules every second.
 : "${FSDP_SLURM_PENDING:=30}"
 
+# slurm_need: SKIP (77), saying why, unless Slurm's jobs can run here: Slurm
+# is installed, FSDP_SKIP_SLURM gives no reason, no FSDP_TEST_WRAPPER
+# (valgrind would not reach Slurm's jobs; the plain make check runs them),
+# and 2 CPUs at least (each node runs 2 tasks).
 slurm_need() {
+  if [ -n "${FSDP_SKIP_SLURM:-}" ]; then
+    echo "SKIP: FSDP_SKIP_SLURM: $FSDP_SKIP_SLURM"
+    exit 77
+  fi
+  if [ -n "${FSDP_TEST_WRAPPER:-}" ]; then
+    echo "SKIP: Slurm's jobs do not run under FSDP_TEST_WRAPPER; make check runs this test"
+    exit 77
+  fi
   for c in munged slurmctld slurmd sbatch srun scontrol squeue scancel; do
     command -v "$c" >/dev/null 2>&1 && continue
     [ -x "/usr/sbin/$c" ] && continue
     echo "SKIP: Slurm is not installed ($c not found; Debian: apt-get install slurm-wlm munge)"
     exit 77
   done
+  if [ "$slurm_cpus" -lt 2 ]; then
+    echo "SKIP: each node runs 2 tasks, and this machine has $slurm_cpus CPU (getconf _NPROCESSORS_ONLN)"
+    exit 77
+  fi
   PATH=$PATH:/usr/sbin
   export PATH
 }
