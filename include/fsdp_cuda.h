@@ -1,7 +1,8 @@
-/* fsdp_cuda.h: the CUDA-specific calls of libfsdp, with CUDA's own types
-   (as hwloc's cudart.h).  Installed by CUDA builds only (FSDP_WITH_CUDA);
-   include it after the CUDA runtime's headers are on the include path.
-   doc/cuda.md describes the streams and what runs on them. */
+/** @file fsdp_cuda.h
+    The CUDA-specific calls of libfsdp, with CUDA's own types
+    (as hwloc's cudart.h).  Installed by CUDA builds only (FSDP_WITH_CUDA);
+    include it after the CUDA runtime's headers are on the include path.
+    doc/cuda.md describes the streams and what runs on them. */
 #ifndef FSDP_CUDA_H
 #define FSDP_CUDA_H
 
@@ -17,16 +18,39 @@
 extern "C" {
 #endif
 
-/* Before SetUp: the stream the caller computes on (default: one of the
-   context's own, which FSDPContextGetCUDAStream returns).  The context orders
-   its kernels and collectives after the caller's work on it. */
+/** Sets the stream the caller computes on, before FSDPContextSetUp.
+    Default: one of the context's own, which FSDPContextGetCUDAStream returns.  The context orders
+    its kernels and collectives after the caller's work on it.  The stream must stay usable while the
+    context runs; it is used on a CUDA context (FSDPContextSetDevice) only.
+    @collective Not collective: each rank may call it alone, with its own stream.
+    @param[in,out] ctx  the context, not set up
+    @param[in] stream   the caller's stream; NULL: one of the context's own (the default)
+    @retval FSDP_ERR_ARG    ctx is NULL
+    @retval FSDP_ERR_STATE  ctx is set up, or its FSDPContextSetUp failed
+    @see FSDPContextGetCUDAStream, FSDPContextSetDevice, FSDPContextSynchronize */
 FSDP_EXTERN FSDPErrorCode FSDPContextSetCUDAStream(FSDPContext ctx, cudaStream_t stream);
-/* After SetUp: the compute stream, and the GPU's CUDA ordinal (-1 on the host). */
+/** Gets the compute stream and the GPU's CUDA ordinal, after FSDPContextSetUp.
+    The compute stream is the one given to FSDPContextSetCUDAStream, or one of the context's own.  On a
+    host context the stream is NULL and the ordinal -1.
+    @collective Not collective: each rank may call it alone.
+    @param[in] ctx       the context, set up
+    @param[out] stream   the compute stream; NULL if not wanted
+    @param[out] ordinal  the GPU's CUDA device ordinal (-1 on the host); NULL if not wanted
+    @retval FSDP_ERR_ARG    ctx is NULL
+    @retval FSDP_ERR_STATE  ctx is not set up, or its FSDPContextSetUp failed
+    @see FSDPContextSetCUDAStream, FSDPContextSynchronize */
 FSDP_EXTERN FSDPErrorCode FSDPContextGetCUDAStream(FSDPContext ctx, cudaStream_t *stream, int *ordinal);
-/* Before SetUp: whether MPI may be given device pointers (default: what MPI
-   says, if it can tell; else false: MPI collectives go through pinned host
-   staging). */
-FSDP_EXTERN FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware); /* -fsdp_mpi_cuda_aware */
+/** Sets whether MPI may be given device pointers, before FSDPContextSetUp.
+    Default: what MPI says (MPIX_Query_cuda_support), if it can tell; else false: MPI
+    collectives go through pinned host staging.  -fsdp_mpi_cuda_aware sets it (FSDPContextSetFromOptions).
+    Ranks may differ: the collectives are the same.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] ctx  the context, not set up
+    @param[in] aware    true: MPI gets device pointers; false: host staging
+    @retval FSDP_ERR_ARG    ctx is NULL
+    @retval FSDP_ERR_STATE  ctx is set up, or its FSDPContextSetUp failed
+    @see FSDPContextSetFromOptions, FSDPContextSetDevice */
+FSDP_EXTERN FSDPErrorCode FSDPContextSetMPICUDAAware(FSDPContext ctx, bool aware);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,17 @@
-/* fsdp_nn.h: libfsdp's layer library, for fsdp-train, the examples, and C or
-   Fortran codes that want a sharded MLP without writing one.
+/** @file fsdp_nn.h
+    libfsdp's layer library, for fsdp-train, the examples, and C or
+    Fortran codes that want a sharded MLP without writing one.
 
-   Kernels work on float32, row-major, batch first, on the host (OpenBLAS
-   GEMMs); a model on a CUDA context runs the same layers on its GPU
-   (cuBLAS GEMMs and CUDA kernels, doc/cuda.md).  Backward kernels ADD into weight and bias gradients, as autograd
-   accumulates, and overwrite input gradients.  A model built from a spec
-   string registers its parameters in an FSDPContext, one unit per block by
-   default, and runs forward and backward with just-in-time all-gathers and
-   reduce-scatters.  Under a mixed-precision policy (FSDPContextSetMixedPrecision)
-   a model widens each layer's 16-bit parameters to fp32 just before its
-   kernels run.  doc/nn.md describes the layers, the spec and the
-   initialization exactly. */
+    Kernels work on float32, row-major, batch first, on the host (OpenBLAS
+    GEMMs); a model on a CUDA context runs the same layers on its GPU
+    (cuBLAS GEMMs and CUDA kernels, doc/cuda.md).  Backward kernels ADD into weight and bias gradients, as autograd
+    accumulates, and overwrite input gradients.  A model built from a spec
+    string registers its parameters in an FSDPContext, one unit per block by
+    default, and runs forward and backward with just-in-time all-gathers and
+    reduce-scatters.  Under a mixed-precision policy (FSDPContextSetMixedPrecision)
+    a model widens each layer's 16-bit parameters to fp32 just before its
+    kernels run.  doc/nn.md describes the layers, the spec and the
+    initialization exactly. */
 #ifndef FSDP_NN_H
 #define FSDP_NN_H
 
@@ -22,129 +23,451 @@ extern "C" {
 
 /* ------------------------------------------------------------------ random numbers */
 
-/* Counter-based: element i of `stream` under `seed` is a function of
-   (seed, stream, i) alone, so any range can be generated on its own, on any
-   rank, in any order.  Fills values[0 .. end-begin) with elements
-   [begin, end), uniform in [low, high). */
+/** Fills values with the elements [begin, end) of the random stream named `stream` under `seed`, uniform in
+    [low, high).
+    Counter-based: element i of `stream` under `seed` is a function of
+    (seed, stream, i) alone, so any range can be generated on its own, on any
+    rank, in any order.  values[i - begin] holds element i; a value that would
+    round up to high is nudged below it.  doc/nn.md gives the generator.
+    @collective Not collective: each rank may call it alone.
+    @param[in] seed     the seed
+    @param[in] stream   the stream's name (FSDPModel uses the parameter's name)
+    @param[in] begin    the first element, >= 0
+    @param[in] end      one past the last element, >= begin
+    @param[in] low      the lower bound
+    @param[in] high     the upper bound, >= low
+    @param[out] values  end - begin floats; may be NULL when begin == end
+    @retval FSDP_ERR_ARG  stream is NULL, begin < 0 or end < begin, values is NULL for a non-empty range,
+                          or low > high
+    @see FSDPModelSetSeed, FSDPModelSetUp */
 FSDP_EXTERN FSDPErrorCode FSDPRandomUniform(uint64_t seed, const char *stream, int64_t begin, int64_t end, double low,
                                             double high, float *values);
 
 /* ------------------------------------------------------------------ kernels */
 
-typedef enum { FSDP_ACT_RELU = 0, FSDP_ACT_TANH, FSDP_ACT_GELU, FSDP_ACT_IDENTITY } FSDPActivation;
+/** An elementwise activation function, for FSDPActivationForward and FSDPActivationBackward.
+    A model spec's act= takes relu, tanh or gelu.
+    @see FSDPActivationName, FSDPActivationForward */
+typedef enum {
+  FSDP_ACT_RELU = 0, /**< max(x, 0); its gradient at 0 is 0, as in PyTorch */
+  FSDP_ACT_TANH,     /**< tanh(x) */
+  FSDP_ACT_GELU,     /**< x Phi(x): the exact, erf-based GELU (PyTorch's default) */
+  FSDP_ACT_IDENTITY  /**< x itself */
+} FSDPActivation;
+/** The name of an activation: "relu", "tanh", "gelu" or "identity".
+    The string is static: do not free it.
+    @collective Not collective: each rank may call it alone.
+    @param[in] act  the activation
+    @errors None: returns "unknown activation" for a value out of range.
+    @see FSDPActivation */
 FSDP_EXTERN const char *FSDPActivationName(FSDPActivation act);
 
-/* y[n, out] = x[n, in] weight[out, in]^T + bias[out] (bias may be NULL). */
+/** The linear layer's forward pass on the host: y[n, out] = x[n, in] weight[out, in]^T + bias[out] (bias may
+    be NULL).
+    PyTorch's nn.Linear, in float32, row-major; the GEMM is OpenBLAS's in builds with it.  n, in and out
+    may be 0.
+    @collective Not collective: each rank may call it alone.
+    @param[in] n       rows (the batch), in [0, 2^31)
+    @param[in] in      input features, in [0, 2^31)
+    @param[in] out     output features, in [0, 2^31)
+    @param[in] x       the input [n, in]
+    @param[in] weight  the weight [out, in]
+    @param[in] bias    the bias [out]; NULL: none
+    @param[out] y      the output [n, out], overwritten
+    @retval FSDP_ERR_ARG  n, in or out is not in [0, 2^31), or x or y is NULL with n > 0, or weight is NULL
+                          with out > 0
+    @see FSDPLinearBackward, FSDPActivationForward, FSDPModelForward */
 FSDP_EXTERN FSDPErrorCode FSDPLinearForward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
                                             const float *bias, float *y);
-/* dweight += dy^T x, dbias += column sums of dy, dx = dy weight.  Any of dx,
-   dweight, dbias may be NULL (not wanted). */
+/** The linear layer's backward pass on the host: dweight += dy^T x, dbias += column sums of dy, dx = dy weight.
+    Any of dx, dweight, dbias may be NULL (not wanted).  The bias gradient is summed in double.
+    @collective Not collective: each rank may call it alone.
+    @param[in] n         rows (the batch), in [0, 2^31)
+    @param[in] in        input features, in [0, 2^31)
+    @param[in] out       output features, in [0, 2^31)
+    @param[in] x         the forward's input [n, in]; needed for dweight only
+    @param[in] weight    the weight [out, in]; needed for dx only
+    @param[in] dy        the output's gradient [n, out]
+    @param[out] dx       the input's gradient [n, in], overwritten; NULL if not wanted
+    @param[in,out] dweight  the weight's gradient [out, in], added into; NULL if not wanted
+    @param[in,out] dbias    the bias's gradient [out], added into; NULL if not wanted
+    @retval FSDP_ERR_ARG  n, in or out is not in [0, 2^31); dy is NULL with n > 0; x is NULL with dweight wanted
+                          and n > 0; or weight is NULL with dx wanted and out > 0
+    @see FSDPLinearForward, FSDPActivationBackward, FSDPModelBackward */
 FSDP_EXTERN FSDPErrorCode FSDPLinearBackward(int64_t n, int64_t in, int64_t out, const float *x, const float *weight,
                                              const float *dy, float *dx, float *dweight, float *dbias);
 
-/* Elementwise over n values; GELU is the exact, erf-based one.  dx may alias dy. */
+/** y = act(x), elementwise over n values on the host.
+    GELU is the exact, erf-based one.  y may be x (in place).
+    @collective Not collective: each rank may call it alone.
+    @param[in] act  the activation
+    @param[in] n    the number of values, >= 0
+    @param[in] x    the input [n]
+    @param[out] y   the output [n]
+    @retval FSDP_ERR_ARG  act is not an FSDPActivation, n < 0, or x or y is NULL with n > 0
+    @see FSDPActivationBackward, FSDPActivation */
 FSDP_EXTERN FSDPErrorCode FSDPActivationForward(FSDPActivation act, int64_t n, const float *x, float *y);
+/** dx = dy act'(x), elementwise over n values on the host.
+    GELU is the exact, erf-based one; ReLU's gradient at 0 is 0.  dx may alias dy (or x).
+    @collective Not collective: each rank may call it alone.
+    @param[in] act  the activation
+    @param[in] n    the number of values, >= 0
+    @param[in] x    the forward's input [n]
+    @param[in] dy   the output's gradient [n]
+    @param[out] dx  the input's gradient [n], overwritten
+    @retval FSDP_ERR_ARG  act is not an FSDPActivation, n < 0, or x, dy or dx is NULL with n > 0
+    @see FSDPActivationForward, FSDPActivation */
 FSDP_EXTERN FSDPErrorCode FSDPActivationBackward(FSDPActivation act, int64_t n, const float *x, const float *dy,
                                                  float *dx);
 
-/* Over the last dimension h of x[n, h], eps 1e-5, with affine weight and bias
-   (each may be NULL: ones, zeros).  mean[n] and rstd[n] are saved for backward. */
+/** LayerNorm on the host over the last dimension h of x[n, h], eps 1e-5, with affine weight and bias.
+    PyTorch's nn.LayerNorm (biased variance; statistics in double).  weight and bias may each be NULL: ones,
+    zeros.  mean[n] and rstd[n] (1/std) are saved for backward.  y may be x.
+    @collective Not collective: each rank may call it alone.
+    @param[in] n       rows, >= 0
+    @param[in] h       features per row, > 0
+    @param[in] x       the input [n, h]
+    @param[in] weight  the scale [h]; NULL: ones
+    @param[in] bias    the shift [h]; NULL: zeros
+    @param[out] y      the output [n, h]
+    @param[out] mean   each row's mean [n], for FSDPLayerNormBackward
+    @param[out] rstd   each row's 1/std [n], for FSDPLayerNormBackward
+    @retval FSDP_ERR_ARG  n < 0 or h <= 0, or x, y, mean or rstd is NULL with n > 0
+    @see FSDPLayerNormBackward */
 FSDP_EXTERN FSDPErrorCode FSDPLayerNormForward(int64_t n, int64_t h, const float *x, const float *weight,
                                                const float *bias, float *y, float *mean, float *rstd);
+/** The backward of FSDPLayerNormForward on the host, from its saved mean and rstd: dx is overwritten, and
+    dweight and dbias are added into.
+    dx, dweight and dbias may each be NULL (not wanted); dx must not be x or dy.  The parameter gradients are
+    summed in double.
+    @collective Not collective: each rank may call it alone.
+    @param[in] n         rows, >= 0
+    @param[in] h         features per row, > 0
+    @param[in] x         the forward's input [n, h]
+    @param[in] weight    the forward's scale [h]; NULL: ones
+    @param[in] mean      the forward's row means [n]
+    @param[in] rstd      the forward's row 1/std [n]
+    @param[in] dy        the output's gradient [n, h]
+    @param[out] dx       the input's gradient [n, h], overwritten; NULL if not wanted
+    @param[in,out] dweight  the scale's gradient [h], added into; NULL if not wanted
+    @param[in,out] dbias    the shift's gradient [h], added into; NULL if not wanted
+    @retval FSDP_ERR_ARG  n < 0 or h <= 0; x, mean, rstd or dy is NULL with n > 0; or dx is x or dy
+    @see FSDPLayerNormForward */
 FSDP_EXTERN FSDPErrorCode FSDPLayerNormBackward(int64_t n, int64_t h, const float *x, const float *weight,
                                                 const float *mean, const float *rstd, const float *dy, float *dx,
                                                 float *dweight, float *dbias);
 
-/* Losses: the mean, and (dy not NULL) its gradient with respect to y.
-   MSE averages over all n*m elements; cross-entropy over the n rows, with
-   labels in [0, classes) and a stable log-sum-exp. */
+/** The mean squared error of y against target, averaged over all n * m elements, and (dy not NULL) its gradient
+    with respect to y.
+    Summed in double; dy = 2 (y - target) / (n m).
+    @collective Not collective: each rank may call it alone.
+    @param[in] n       rows, > 0
+    @param[in] m       values per row, > 0
+    @param[in] y       the predictions [n, m]
+    @param[in] target  the targets [n, m]
+    @param[out] loss   the mean
+    @param[out] dy     the mean's gradient [n, m]; NULL if not wanted
+    @retval FSDP_ERR_ARG  n or m is not positive, or y, target or loss is NULL
+    @see FSDPCrossEntropyLoss, FSDPModelLoss */
 FSDP_EXTERN FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss,
                                       float *dy);
+/** The softmax cross-entropy of logits against labels, averaged over the n rows, and (dlogits not NULL) its
+    gradient with respect to the logits.
+    Labels are in [0, classes); a stable log-sum-exp, summed in double.
+    @collective Not collective: each rank may call it alone.
+    @param[in] n         rows, > 0
+    @param[in] classes   classes per row, > 0
+    @param[in] logits    the logits [n, classes]
+    @param[in] labels    each row's class [n], in [0, classes)
+    @param[out] loss     the mean
+    @param[out] dlogits  the mean's gradient [n, classes]; NULL if not wanted
+    @retval FSDP_ERR_ARG  n or classes is not positive, logits, labels or loss is NULL, or a label is not in
+                          [0, classes)
+    @see FSDPMSELoss, FSDPModelLoss */
 FSDP_EXTERN FSDPErrorCode FSDPCrossEntropyLoss(int64_t n, int64_t classes, const float *logits, const int64_t *labels,
                                                double *loss, float *dlogits);
 
 /* ------------------------------------------------------------------ models */
 
+/** A model built from a spec string: its layers, its parameters in an FSDPContext's units, and the buffers of
+    its forward and backward passes.
+    FSDPModelCreate makes it (not collective); FSDPModelSetUp adds its units to the context and sets the
+    context up (collective on the context's communicator); FSDPModelDestroy frees it (not collective), before
+    the context is destroyed.
+    @see FSDPModelCreate, FSDPModelSetUp, FSDPModelForward, FSDPModelDestroy */
 typedef struct FSDPModel_s *FSDPModel;
 
-/* Which parameters form one FlatParam: one unit per block with the head in
-   the root unit (the default), one unit for everything, or greedy units of
-   at least min_numel elements in model order, the rest in the root unit. */
-typedef enum { FSDP_WRAP_BLOCK = 0, FSDP_WRAP_MODEL, FSDP_WRAP_SIZE } FSDPWrapPolicy;
+/** Which parameters form one FlatParam: one unit per block with the head in
+    the root unit (the default), one unit for everything, or greedy units of
+    at least min_numel elements in model order, the rest in the root unit.
+    @see FSDPModelSetWrapPolicy, FSDPModelSetFromOptions */
+typedef enum {
+  FSDP_WRAP_BLOCK = 0, /**< one unit per block, the head in the root unit (the default; -fsdp_wrap block) */
+  FSDP_WRAP_MODEL,     /**< one unit, root, for everything (-fsdp_wrap model) */
+  FSDP_WRAP_SIZE       /**< greedy units of at least min_numel elements in model order, the rest in the root
+                            unit (-fsdp_wrap size:N) */
+} FSDPWrapPolicy;
 
-/* spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]",
-   "cnn:grid=N[xM[xK]],in=C,out=O[,depth=D,channels=K,kernel=3,stride=1,dilation=1,
-   groups=1,pad=P,padding=zeros|circular|reflect,act=relu|tanh|gelu]": D
-   convolutions of K channels with an activation each, then one to O
-   channels, channels-first rows (PyTorch's Conv1d/2d/3d; doc/nn.md),
-   or "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]": a GPT-style
-   decoder (token and position embeddings, L pre-LayerNorm transformer blocks
-   with causal self-attention and a GELU MLP, a final LayerNorm, a head, its
-   weight optionally the token embedding's), host and fp32 only.  A GPT's
-   row is a sequence: x[n, T] holds token ids (as floats), its output is
-   logits [n, T, V], and its cross-entropy labels are int64 [n, T].
-   Parsed now; an unknown key or a bad value is FSDP_ERR_ARG.  The model adds
-   its units to ctx at FSDPModelSetUp; destroy it before the context. */
+/** Creates a model from a spec string, for the context ctx.
+    spec: "mlp:in=I,hidden=H,depth=D,out=O[,act=relu|tanh|gelu][,norm=none|layernorm]",
+    "cnn:grid=N[xM[xK]],in=C,out=O[,depth=D,channels=K,kernel=3,stride=1,dilation=1,
+    groups=1,pad=P,padding=zeros|circular|reflect,norm=none|groupnorm:G,act=relu|tanh|gelu,residual=0|1]": D
+    convolutions of K channels with an activation each, then one to O
+    channels, channels-first rows (PyTorch's Conv1d/2d/3d; doc/nn.md),
+    or "gpt:vocab=V,ctx=T,dim=C,heads=H,layers=L[,tied=0|1]": a GPT-style
+    decoder (token and position embeddings, L pre-LayerNorm transformer blocks
+    with causal self-attention and a GELU MLP, a final LayerNorm, a head, its
+    weight optionally the token embedding's).  A GPT's
+    row is a sequence: x[n, T] holds token ids (as floats), its output is
+    logits [n, T, V], and its cross-entropy labels are int64 [n, T].
+    doc/nn.md also describes "unet:..." (a U-Net), "fno:..." (a Fourier neural operator) and "file:NAME" (a
+    model file).  The grid models (cnn, unet, fno) and model files run on the host only; a GPT on a CUDA
+    context takes fp32 parameters only (FSDPModelSetUp refuses the rest).
+    Parsed now; an unknown key or a bad value is FSDP_ERR_ARG.  The model adds
+    its units to ctx at FSDPModelSetUp; destroy it before the context.
+    @collective Not collective: each rank parses spec on its own (a file: spec reads the file on every rank);
+    every rank of ctx must give the same spec (FSDPModelSetUp compares the units and parameters it makes).
+    @param[in] ctx     the context the model's units will join, not set up (FSDPModelSetUp sets it up)
+    @param[in] spec    the model, as above
+    @param[out] model  the new model; NULL on error
+    @retval FSDP_ERR_ARG          model, ctx or spec is NULL, or spec is malformed: an unknown model type or key,
+                                  a key given twice, an empty item, a missing, bad or inconsistent value
+    @retval FSDP_ERR_IO           a file: spec's model file cannot be opened or read
+    @retval FSDP_ERR_UNSUPPORTED  an fno: spec in a libfsdp built without FFTW
+    @retval FSDP_ERR_MEM          out of memory
+    @see FSDPModelSetUp, FSDPModelSetFromOptions, FSDPModelDestroy, FSDPContextCreate */
 FSDP_EXTERN FSDPErrorCode FSDPModelCreate(FSDPContext ctx, const char *spec, FSDPModel *model);
+/** Sets which parameters form one unit, before FSDPModelSetUp.
+    The default is FSDP_WRAP_BLOCK.  Every rank must choose the same policy: FSDPModelSetUp checks that all
+    ranks registered the same units.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] model  the model, not set up
+    @param[in] policy     the wrap policy
+    @param[in] min_numel  FSDP_WRAP_SIZE: the least elements per unit, > 0; the other policies ignore it
+    @retval FSDP_ERR_ARG    model is NULL, policy is not an FSDPWrapPolicy, or policy is FSDP_WRAP_SIZE and
+                            min_numel <= 0
+    @retval FSDP_ERR_STATE  the model is set up
+    @see FSDPWrapPolicy, FSDPModelSetFromOptions, FSDPModelSetUp */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy policy, int64_t min_numel);
-/* Seed of the default initialization (default 0). */
+/** Sets the seed of the default initialization (default 0), before FSDPModelSetUp.
+    Every rank must use the same seed: FSDPModelSetUp compares them.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] model  the model, not set up
+    @param[in] seed       the seed
+    @retval FSDP_ERR_ARG    model is NULL
+    @retval FSDP_ERR_STATE  the model is set up (its parameters are initialized)
+    @see FSDPRandomUniform, FSDPModelSetFromOptions, FSDPModelSetUp */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
-/* -fsdp_wrap block|model|size:N, -fsdp_seed S, -fsdp_tf32, -fsdp_activation_checkpointing. */
+/** Sets the model's settings from the runtime options.
+    -fsdp_wrap block|model|size:N, -fsdp_seed S, -fsdp_tf32, -fsdp_activation_checkpointing,
+    -fsdp_conv_winograd (3 x 3 convolutions may use Winograd's tiles) and -fsdp_blas_threads (OpenBLAS threads
+    per rank, applied at FSDPModelSetUp).  Call it before FSDPModelSetUp: -fsdp_wrap and -fsdp_seed, when
+    given, are refused after it.
+    @collective Not collective: each rank reads its own options.
+    @param[in,out] model  the model
+    @retval FSDP_ERR_ARG     model is NULL
+    @retval FSDP_ERR_OPTION  an option's value is malformed or out of range (-fsdp_wrap not block, model or
+                             size:N with N > 0; a negative -fsdp_seed; -fsdp_blas_threads not in [0, 1024])
+    @retval FSDP_ERR_STATE   -fsdp_wrap or -fsdp_seed is given and the model is set up
+    @options -fsdp_wrap, -fsdp_seed, -fsdp_tf32, -fsdp_conv_winograd, -fsdp_blas_threads,
+    -fsdp_activation_checkpointing (doc/options.md).
+    @see FSDPModelSetWrapPolicy, FSDPModelSetSeed, FSDPModelSetTF32, FSDPModelSetActivationCheckpointing */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);
-/* Collective: adds the units and parameters to the context, installs the
-   default initialization (PyTorch's, from FSDPRandomUniform: a parameter's
-   values depend on the seed and its name only, not on W, F or the wrapping)
-   and sets the context up. */
+/** Adds the units and parameters to the context, installs the
+    default initialization and sets the context up.
+    The default initialization is PyTorch's, from FSDPRandomUniform: a parameter's
+    values depend on the seed and its name only, not on W, F or the wrapping.  Configure the context and the
+    model first; the context must not be set up.  Every rank must have the same spec, wrap policy and seed
+    (the seed, units and parameters are compared here).  With -fsdp_view the model is printed after its context.
+    @collective Collective on the context's communicator: every rank of the model's context calls it.
+    @param[in,out] model  the model, created and not set up
+    @retval FSDP_ERR_ARG          model is NULL; the seed, or the units and parameters (spec, wrap policy),
+                                  differ across ranks; or the context already holds a unit of the same name
+    @retval FSDP_ERR_STATE        the model is set up already, or its context is set up or failed FSDPContextSetUp
+    @retval FSDP_ERR_UNSUPPORTED  on a CUDA context, a grid model or a model file (host only), or a GPT under a
+                                  16-bit mixed-precision policy; or a configuration FSDPContextSetUp refuses
+    @retval FSDP_ERR_MEM          an allocation failed, or the memory plan exceeds the memory limit
+    @retval FSDP_ERR_MPI          an MPI call failed
+    @retval FSDP_ERR_HWLOC        topology discovery failed
+    @retval FSDP_ERR_CUDA         on a CUDA context: no usable GPU, or a CUDA call failed
+    @retval FSDP_ERR_NCCL         on a CUDA context: setting NCCL up failed
+    @see FSDPModelCreate, FSDPContextSetUp, FSDPModelSetSeed, FSDPModelSetWrapPolicy */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetUp(FSDPModel model);
+/** Gets the widths of the model's input and output rows and its number of parameters.
+    in and out are the features per sample (a GPT's: T and T * V; a grid model's: channels times grid
+    points); numel counts every parameter element once (a tied head's weight is the embedding's).
+    Valid from FSDPModelCreate on.
+    @collective Not collective: each rank may call it alone.
+    @param[in] model   the model
+    @param[out] in     the input's features per sample; NULL if not wanted
+    @param[out] out    the output's features per sample; NULL if not wanted
+    @param[out] numel  the parameter elements; NULL if not wanted
+    @retval FSDP_ERR_ARG  model is NULL
+    @see FSDPModelGetSampleShape, FSDPModelGetTokens */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetSizes(FSDPModel model, int64_t *in, int64_t *out, int64_t *numel);
-/* The shape of one sample's input (output false) or output (true), in C
-   order, at most 4 dimensions: an MLP's [in] and [out]; a GPT's [T] and
-   [T, V]; a CNN's [channels, grid...] (a field of 2 channels on a 32x32
-   grid is [2, 32, 32], x[n][2][32][32] in C, x(32, 32, 2, n) in Fortran). */
+/** Gets the shape of one sample's input (output false) or output (true), in C
+    order, at most 4 dimensions.
+    An MLP's (and a model file's) [in] and [out]; a GPT's [T] and
+    [T, V]; a CNN's [channels, grid...] (a field of 2 channels on a 32x32
+    grid is [2, 32, 32], x[n][2][32][32] in C, x(32, 32, 2, n) in Fortran).
+    @collective Not collective: each rank may call it alone.
+    @param[in] model   the model
+    @param[in] output  false: the input's shape; true: the output's
+    @param[out] ndim   the number of dimensions, 1 to 4
+    @param[out] shape  the sizes, ndim of the 4
+    @retval FSDP_ERR_ARG  model, ndim or shape is NULL
+    @see FSDPModelGetSizes, FSDPModelGetTokens */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetSampleShape(FSDPModel model, bool output, int *ndim, int64_t shape[4]);
-/* A GPT's context length T and vocabulary V (x is [n, T] token ids, the
-   output [n, T * V]); 0 and 0 for an MLP. */
+/** Gets a GPT's context length T and vocabulary V (x is [n, T] token ids, the
+    output [n, T * V]); 0 and 0 for the other models.
+    @collective Not collective: each rank may call it alone.
+    @param[in] model   the model
+    @param[out] ctx    the context length T; NULL if not wanted
+    @param[out] vocab  the vocabulary V; NULL if not wanted
+    @retval FSDP_ERR_ARG  model is NULL
+    @see FSDPModelGetSizes, FSDPModelGetSampleShape */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetTokens(FSDPModel model, int64_t *ctx, int64_t *vocab);
-/* Activation checkpointing (-fsdp_activation_checkpointing): forward keeps
-   only each transformer block's input, and backward runs the block's
-   forward again, with the parameters backward gathers anyway, before its
-   backward.  Bit-identical results; the saved state of one block instead of
-   every block's, for one more forward pass of the blocks.  Other models (on
-   the host): forward drops the outputs inside each block (a layer read only
-   by the next one, of its block and unit), and backward runs them again. */
+/** Turns activation checkpointing (-fsdp_activation_checkpointing) on or off.
+    Forward keeps
+    only each transformer block's input, and backward runs the block's
+    forward again, with the parameters backward gathers anyway, before its
+    backward.  Bit-identical results; the saved state of one block instead of
+    every block's, for one more forward pass of the blocks.  Other models (on
+    the host): forward drops the outputs inside each block (a layer read only
+    by the next one, of its block and unit), and backward runs them again.
+    A change frees the model's buffers and drops the last forward: run FSDPModelForward again before
+    FSDPModelLoss or FSDPModelBackward.  Ranks may differ: it changes no collective.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] model  the model
+    @param[in] on         true: on; false: off (the default)
+    @retval FSDP_ERR_ARG  model is NULL
+    @see FSDPModelGetActivationCheckpointing, FSDPModelGetActivationBytes, FSDPModelSetFromOptions */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetActivationCheckpointing(FSDPModel model, bool on);
+/** Gets whether activation checkpointing is on.
+    @collective Not collective: each rank may call it alone.
+    @param[in] model  the model
+    @param[out] on    whether it is on
+    @retval FSDP_ERR_ARG  model or on is NULL
+    @see FSDPModelSetActivationCheckpointing */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationCheckpointing(FSDPModel model, bool *on);
-/* Bytes of the model's activation, saved-state and scratch buffers for a
-   batch of n rows, with or without activation checkpointing (which layers
-   other than a GPT's are recomputed is known after FSDPModelSetUp). */
+/** Gets the bytes of the model's activation, saved-state and scratch buffers for a
+    batch of n rows, with or without activation checkpointing.
+    Which layers other than a GPT's are recomputed, and on a CUDA context the GPU's own buffers, are known
+    after FSDPModelSetUp.  Nothing is allocated.
+    @collective Not collective: each rank may call it alone.
+    @param[in] model          the model
+    @param[in] n              rows, >= 0
+    @param[in] checkpointing  with (true) or without (false) activation checkpointing
+    @param[out] bytes         the bytes
+    @retval FSDP_ERR_ARG  model or bytes is NULL, or n < 0
+    @see FSDPModelSetActivationCheckpointing, FSDPModelView */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetActivationBytes(FSDPModel model, int64_t n, bool checkpointing, size_t *bytes);
-/* The context the model's units belong to. */
+/** Gets the context the model's units belong to.
+    @collective Not collective: each rank may call it alone.
+    @param[in] model  the model
+    @param[out] ctx   the context given to FSDPModelCreate; the model does not own it
+    @retval FSDP_ERR_ARG  model or ctx is NULL
+    @see FSDPModelCreate */
 FSDP_EXTERN FSDPErrorCode FSDPModelGetContext(FSDPModel model, FSDPContext *ctx);
-/* On a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor
-   cores (default true; -fsdp_tf32 false: full fp32).  16-bit parameter views
-   (mixed precision) always multiply in 16 bits with fp32 accumulation. */
+/** Sets whether, on a CUDA context (-fsdp_device cuda), fp32 GEMMs may use TF32 tensor
+    cores (default true; -fsdp_tf32 false: full fp32).
+    16-bit parameter views (mixed precision) always multiply in 16 bits with fp32 accumulation.  It may be
+    changed at any time; on the host it changes nothing.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] model  the model
+    @param[in] allow      whether TF32 is allowed
+    @retval FSDP_ERR_ARG  model is NULL
+    @see FSDPModelSetFromOptions, FSDPContextSetDevice */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow);
-/* Collective: runs the model on x[n, in]; *y points to the model's output
-   [n, out], valid until the next forward.  x must stay unchanged until
-   FSDPModelBackward, which uses it.  On a CUDA context *y is device memory,
-   and x may be host memory (copied to the GPU) or device memory. */
+/** Runs the model forward on this rank's rows x[n, in] and points y at the model's output [n, out].
+    The output is valid until the next forward.  x must stay unchanged until
+    FSDPModelBackward, which uses it.  On a CUDA context the output is device memory,
+    and x may be host memory (copied to the GPU) or device memory.  Each unit is unsharded just before its
+    first layer and resharded after its last.  A GPT's token ids are checked first (in host memory), agreed
+    across ranks: a bad id on one rank is an error on all.  A collective that has not completed after
+    -fsdp_collective_timeout seconds aborts the job with FSDP_ERR_TIMEOUT.
+    @collective Collective on the context's communicator: every rank calls it, with its own rows (n may
+    differ); each unit's parameters are all-gathered in its shard group (with a sharding factor of 1 there is
+    no all-gather, and only a GPT's input check synchronizes the ranks).
+    @param[in,out] model  the model, set up
+    @param[in] n          this rank's rows, in [1, 2^31)
+    @param[in] x          the input [n, in] (a GPT's: token ids as floats)
+    @param[out] y         set to the model's output buffer [n, out]
+    @retval FSDP_ERR_ARG    model, x or y is NULL, n is not in [1, 2^31), or a GPT's token id is not an
+                            integer in [0, V) (on any rank)
+    @retval FSDP_ERR_STATE  the model is not set up, or a unit is not sharded (unsharded or reducing)
+    @retval FSDP_ERR_MEM    the buffers for n rows cannot be allocated (the model stays usable)
+    @retval FSDP_ERR_MPI    an MPI call failed
+    @retval FSDP_ERR_CUDA   on a CUDA context: a CUDA or cuBLAS call failed, or the GPU holds an earlier error
+    @retval FSDP_ERR_NCCL   on a CUDA context: an NCCL collective failed
+    @see FSDPModelLoss, FSDPModelBackward, FSDPContextFinishBackward */
 FSDP_EXTERN FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float **y);
 
-typedef enum { FSDP_LOSS_MSE = 0, FSDP_LOSS_CROSS_ENTROPY } FSDPLossType;
-/* Not collective: the loss of the last forward's output on this rank's rows,
-   as FSDPMSELoss (target: float [n, out]) or FSDPCrossEntropyLoss (target:
-   int64_t labels [n] in [0, out)) compute it.  *dy points to the model's
-   buffer [n, out] holding the loss's gradient times scale (1/K for K
-   accumulated micro-batches, times a loss scale), for FSDPModelBackward;
-   valid until the next forward.  On a CUDA context the loss is computed on
-   the GPU, target may be in host or device memory, and *dy is device memory. */
+/** The loss FSDPModelLoss computes.
+    @see FSDPModelLoss, FSDPMSELoss, FSDPCrossEntropyLoss */
+typedef enum {
+  FSDP_LOSS_MSE = 0,      /**< mean squared error against float targets [n, out] (FSDPMSELoss) */
+  FSDP_LOSS_CROSS_ENTROPY /**< softmax cross-entropy against int64_t labels in [0, out)
+                               (FSDPCrossEntropyLoss) */
+} FSDPLossType;
+/** Computes the loss of the last forward's output on this rank's rows, and its gradient for FSDPModelBackward.
+    As FSDPMSELoss (target: float [n, out]) or FSDPCrossEntropyLoss (target:
+    int64_t labels [n] in [0, out); a GPT's: [n, T] in [0, V)) compute it.  dy is set to the model's
+    buffer [n, out] holding the loss's gradient times scale (1/K for K
+    accumulated micro-batches, times a loss scale), for FSDPModelBackward;
+    valid until the next forward.  On a CUDA context the loss is computed on
+    the GPU, target may be in host or device memory, and the gradient is device memory.
+    @collective Not collective: each rank computes the loss of its own rows.
+    @param[in,out] model  the model, after FSDPModelForward
+    @param[in] type       FSDP_LOSS_MSE or FSDP_LOSS_CROSS_ENTROPY
+    @param[in] target     the targets or labels, as above
+    @param[in] scale      the factor on the gradient, finite
+    @param[out] loss      the mean loss of this rank's rows (not scaled)
+    @param[out] dy        set to the model's gradient buffer [n, out]
+    @retval FSDP_ERR_ARG    model, target, loss or dy is NULL, type is not an FSDPLossType, scale is not
+                            finite, or a label is not in [0, out)
+    @retval FSDP_ERR_STATE  the model is not set up, or has no forward since its last backward
+    @retval FSDP_ERR_CUDA   on a CUDA context: a CUDA call failed
+    @see FSDPModelForward, FSDPModelBackward, FSDPLossType */
 FSDP_EXTERN FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, const void *target, double scale,
                                         double *loss, float **dy);
-/* Collective: backward of the last forward from dy[n, out], reducing each
-   unit's gradient as soon as it is complete.  Frozen parameters get none.
-   On a CUDA context dy may be in host or device memory. */
+/** Runs backward of the last forward from dy[n, out], reducing each
+    unit's gradient as soon as it is complete.
+    Gradients are added into the units' gradients; frozen parameters get none.  The last reduction stays in
+    flight until FSDPContextFinishBackward.  The forward's activations are consumed: each forward allows one
+    backward.  On a CUDA context dy may be in host or device memory.  A collective that has not completed
+    after -fsdp_collective_timeout seconds aborts the job with FSDP_ERR_TIMEOUT.
+    @collective Collective on the context's communicator: each unit's gradient is reduce-scattered in its
+    shard group and all-reduced across the replicas, and units not kept since forward are all-gathered again;
+    with gradient sync off (FSDPContextSetGradSync) only those all-gathers remain.
+    @param[in,out] model  the model, after FSDPModelForward
+    @param[in] dy         the gradient of the loss with respect to the output [n, out] (FSDPModelLoss's)
+    @retval FSDP_ERR_ARG    model or dy is NULL
+    @retval FSDP_ERR_STATE  the model is not set up or has no forward to differentiate, or a unit is not in a
+                            state backward can use (e.g. gradients averaged across replicas accumulated on with
+                            replicate gradient sync off: FSDPContextZeroGrad first)
+    @retval FSDP_ERR_MEM    a buffer cannot be allocated
+    @retval FSDP_ERR_MPI    an MPI call failed
+    @retval FSDP_ERR_CUDA   on a CUDA context: a CUDA or cuBLAS call failed, or the GPU holds an earlier error
+    @retval FSDP_ERR_NCCL   on a CUDA context: an NCCL collective failed
+    @see FSDPModelForward, FSDPModelLoss, FSDPContextFinishBackward, FSDPContextSetGradSync */
 FSDP_EXTERN FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
+/** Prints the model: its spec, sizes, activation memory, where its layers run, its wrapping and its units.
+    @collective Collective on the context's communicator when viewer is NULL (stdout is opened on it);
+    otherwise not collective: rank 0 of the viewer's communicator writes, the other ranks return.
+    @param[in] model   the model
+    @param[in] viewer  an ASCII viewer, or NULL: stdout on the context's communicator
+    @retval FSDP_ERR_ARG  model is NULL
+    @retval FSDP_ERR_MPI  an MPI call failed (a NULL viewer)
+    @retval FSDP_ERR_IO   writing failed
+    @see FSDPViewerASCIIOpen, FSDPContextView, FSDPModelGetActivationBytes */
 FSDP_EXTERN FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
+/** Destroys the model and sets *model to NULL.
+    Destroy it before its context; its units stay in the context.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] model  the model; *model may be NULL (nothing to do)
+    @retval FSDP_ERR_ARG  model is NULL
+    @see FSDPModelCreate, FSDPContextDestroy */
 FSDP_EXTERN FSDPErrorCode FSDPModelDestroy(FSDPModel *model);
 
 #ifdef __cplusplus

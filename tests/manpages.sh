@@ -1,0 +1,101 @@
+#!/bin/sh
+# Every function libfsdp exports has a man page generated from its header
+# comment (make doc: doc/Doxyfile, tools/fsdp-man), with the sections in
+# their fixed order, a collective line that says "Collective on ..." or "Not
+# collective", and an errors section; every type, enum and macro of the
+# public headers has a page; each Fortran name opens its C call's page; the
+# pages render without a troff warning.  The symbols come from the built
+# library, not from a list.
+. "${srcdir:-.}/tests/testlib.sh"
+man3="$top_builddir/doc/api/man3"
+[ -f "$top_builddir/doc/api/stamp" ] || {
+  echo "SKIP: no reference pages were built (configure found no doxygen or no python3)"
+  exit 77
+}
+command -v nm >/dev/null 2>&1 || { echo "SKIP: nm (binutils) is not installed"; exit 77; }
+lib="$top_builddir/src/.libs/libfsdp.so"
+if [ -f "$lib" ]; then
+  nm -D --defined-only "$lib" | awk '$2 == "T" {print $3}' | sort -u >"$fsdp_tmp/functions"
+else
+  nm -g --defined-only "$top_builddir/src/.libs/libfsdp.a" | awk '$2 == "T" {print $3}' | sort -u >"$fsdp_tmp/functions"
+fi
+[ -s "$fsdp_tmp/functions" ] || { echo "FAIL: no functions found in libfsdp"; exit 1; }
+
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# The functions: their pages' sections, in order.
+order='NAME SYNOPSIS DESCRIPTION COLLECTIVE ARGUMENTS ERRORS OPTIONS FORTRAN SEE ALSO'
+nfortran=0
+while read -r f; do
+  p="$man3/$f.3"
+  [ -f "$p" ] || { fail "$f is exported and has no page ($p)"; continue; }
+  grep -q '^\.so ' "$p" && { fail "$f: its page is a link ($(cat "$p"))"; continue; }
+  sections=$(sed -n 's/^\.SH //p' "$p" | tr '\n' ' ')
+  # The sections must appear in the fixed order (ARGUMENTS, OPTIONS and SEE ALSO may be absent).
+  echo "$sections" | awk -v order="$order" -v f="$f" '{
+      n = split(order, want, " "); pos = 0
+      for (i = 1; i <= NF; i++) {
+        found = 0
+        for (j = pos + 1; j <= n; j++) if (want[j] == $i) { pos = j; found = 1; break }
+        if (!found) { print "FAIL: " f ": section " $i " out of order in: " $0; exit 1 }
+      }
+    }' || status=1
+  for s in NAME SYNOPSIS DESCRIPTION COLLECTIVE ERRORS FORTRAN; do
+    case " $sections" in *" $s "*) ;; *) fail "$f: no $s section" ;; esac
+  done
+  # The first paragraph of COLLECTIVE says which it is.
+  coll=$(awk '/^\.SH COLLECTIVE/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./ {print; exit}' "$p")
+  case "$coll" in
+  "Collective on "* | "Not collective"*) ;;
+  *) fail "$f: the collective line is '$coll', not 'Collective on ...' or 'Not collective...'" ;;
+  esac
+  errs=$(awk '/^\.SH ERRORS/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./' "$p" | wc -l)
+  [ "$errs" -ge 1 ] || fail "$f: the ERRORS section is empty"
+  grep -q '(undocumented)' "$p" && fail "$f: no summary line"
+  # The Fortran name, where there is one, opens this page.
+  fname=$(sed -n 's/^\(integer \)\{0,1\}\(subroutine\|function\) \(fsdp_[a-z0-9_]*\)(.*/\3/p' "$p" | head -n 1)
+  if [ -n "$fname" ]; then
+    nfortran=$((nfortran + 1))
+    grep -qx ".so man3/$f.3" "$man3/$fname.3" 2>/dev/null || fail "$f: $man3/$fname.3 does not open its page"
+  fi
+done <"$fsdp_tmp/functions"
+nfunc=$(wc -l <"$fsdp_tmp/functions")
+
+# The types, enums and macros each public header defines.
+headers="$srcdir/include/fsdp.h $srcdir/include/fsdp_nn.h $srcdir/include/fsdp_cuda.h"
+{
+  sed -n 's/^#define \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' $headers | grep -v '^FSDP\(_NN\|_CUDA\)\{0,1\}_H$'
+  sed -n 's/^typedef [^(]*[ *]\([A-Za-z_][A-Za-z0-9_]*\);.*/\1/p' $headers
+  sed -n 's/^typedef [^(]*(\*\([A-Za-z_][A-Za-z0-9_]*\))(.*/\1/p' $headers
+  sed -n 's/^} \([A-Za-z_][A-Za-z0-9_]*\);.*/\1/p' $headers
+  sed -n 's/^typedef enum {.*} \([A-Za-z_][A-Za-z0-9_]*\);.*/\1/p' $headers
+} | sort -u >"$fsdp_tmp/others"
+ntypes=$(wc -l <"$fsdp_tmp/others")
+[ "$ntypes" -ge 10 ] || fail "only $ntypes types and macros found in $headers"
+while read -r t; do
+  p="$man3/$t.3"
+  [ -f "$p" ] || { fail "$t is defined in a public header and has no page"; continue; }
+  grep -q '(undocumented)' "$p" && fail "$t: no summary line"
+done <"$fsdp_tmp/others"
+
+# Every link page points at a page that exists.
+for l in $(grep -l '^\.so ' "$man3"/*.3); do
+  target=$(sed -n 's/^\.so man3\///p' "$l")
+  [ -f "$man3/$target" ] || fail "$l links to $target, which does not exist"
+done
+
+# The pages render cleanly.
+if command -v groff >/dev/null 2>&1; then
+  for p in $(grep -L '^\.so ' "$man3"/*.3); do
+    w=$(groff -man -Tutf8 -ww -Wbreak -z "$p" 2>&1)
+    [ -z "$w" ] || fail "$p: groff says: $w"
+  done
+else
+  echo "manpages: groff is not installed; rendering not checked"
+fi
+[ -f "$top_builddir/doc/api/html/index.html" ] || fail "no HTML reference (doc/api/html/index.html)"
+
+echo "manpages: $nfunc exported functions ($nfortran with a Fortran name), $ntypes types and macros," \
+  "$(ls "$man3" | wc -l) pages in all"
+exit $status
