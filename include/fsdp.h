@@ -231,8 +231,9 @@ FSDP_EXTERN void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
     initialized returns FSDP_SUCCESS at once.  An option error on any rank is returned on every rank; libfsdp is
     then initialized nonetheless, and FSDPFinalize undoes it.
     @collective Collective on MPI_COMM_WORLD (MPI_Init_thread, MPI_Comm_dup): every rank calls it, and
-    -fsdp_log_view, -fsdp_options_left and -fsdp_log_trace must be given alike on all ranks.  A repeated call
-    returns at once, without communicating.
+    -fsdp_log_view, -fsdp_options_left, -fsdp_log_trace and -fsdp_debug_collectives must be given alike on all
+    ranks.  A repeated call returns at once, without communicating.  (-fsdp_debug_collectives cannot check this
+    call: MPI starts in it.)
     @param[in,out] argc  the program's argument count, or NULL
     @param[in,out] argv  the program's arguments, or NULL
     @retval FSDP_ERR_STATE        MPI has been finalized already
@@ -242,10 +243,11 @@ FSDP_EXTERN void FSDPErrorAbort(MPI_Comm comm, FSDPErrorCode code);
                                   each other more than 8 deep
     @retval FSDP_ERR_IO           an options file cannot be opened or read
     @retval FSDP_ERR_UNSUPPORTED  -fsdp_simd names a SIMD level this CPU or build lacks
-    @retval FSDP_ERR_ARG          -fsdp_log_view, -fsdp_options_left or -fsdp_log_trace differ across ranks
+    @retval FSDP_ERR_ARG          -fsdp_log_view, -fsdp_options_left, -fsdp_log_trace or -fsdp_debug_collectives
+                                  differ across ranks
     @retval FSDP_ERR_MEM          out of memory (the options, -fsdp_log_trace's span buffer)
-    @options -help, -options_file, -fsdp_on_error, -fsdp_log_view, -fsdp_log_trace, -fsdp_options_left, -fsdp_simd
-    (doc/options.md).
+    @options -help, -options_file, -fsdp_on_error, -fsdp_log_view, -fsdp_log_trace, -fsdp_options_left, -fsdp_simd,
+    -fsdp_debug_collectives, -fsdp_collective_timeout (doc/options.md).
     @see FSDPFinalize, FSDPInitialized, FSDPSetErrorMode */
 FSDP_EXTERN FSDPErrorCode FSDPInitialize(int *argc, char ***argv);
 /** Finalizes libfsdp: writes the -fsdp_log_trace file, prints the -fsdp_log_view table and the report of options
@@ -471,8 +473,7 @@ FSDP_EXTERN FSDPErrorCode FSDPViewerASCIIPopTab(FSDPViewer viewer);
 /** Prints the build: version, backends, and the versions of MPI, hwloc, HDF5, BLAS, FFTW, CUDA and NCCL this
     library runs with.
     Rank 0 of the viewer's communicator prints what it sees (the CUDA line counts the devices visible to rank 0).
-    @collective Collective on MPI_COMM_WORLD when viewer is NULL; otherwise not collective: rank 0 of the viewer's
-    communicator writes, the other ranks return at once.
+    @collective Collective on the viewer's communicator (MPI_COMM_WORLD when viewer is NULL); rank 0 of it writes.
     @param[in] viewer  the viewer; NULL for stdout on MPI_COMM_WORLD
     @retval FSDP_ERR_STATE  viewer is NULL and FSDPInitialize has not been called (or FSDPFinalize has)
     @retval FSDP_ERR_MEM    out of memory
@@ -640,8 +641,7 @@ FSDP_EXTERN FSDPErrorCode FSDPOptionsInsertString(const char *options);
 /** Reports every option given but never read, with the closest registered name to each.
     Rank 0 of the viewer's communicator prints its own unread options; *nleft (may be NULL) gets their number on
     this rank.  FSDPFinalize calls it with a NULL viewer unless -fsdp_options_left false.
-    @collective Collective on MPI_COMM_WORLD when viewer is NULL; otherwise not collective: rank 0 of the viewer's
-    communicator writes, the other ranks return at once.
+    @collective Collective on the viewer's communicator (MPI_COMM_WORLD when viewer is NULL); rank 0 of it writes.
     @param[in] viewer  the viewer; NULL for stdout on MPI_COMM_WORLD
     @param[out] nleft  the number of options given but never read on this rank; NULL if not wanted
     @retval FSDP_ERR_STATE  viewer is NULL and FSDPInitialize has not been called (or FSDPFinalize has)
@@ -652,8 +652,7 @@ FSDP_EXTERN FSDPErrorCode FSDPOptionsInsertString(const char *options);
 FSDP_EXTERN FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft);
 /** Prints the options database: each option given, its value, where it came from, and whether it was read yet.
     Rank 0 of the viewer's communicator prints its own database.
-    @collective Collective on MPI_COMM_WORLD when viewer is NULL; otherwise not collective: rank 0 of the viewer's
-    communicator writes, the other ranks return at once.
+    @collective Collective on the viewer's communicator (MPI_COMM_WORLD when viewer is NULL); rank 0 of it writes.
     @param[in] viewer  the viewer; NULL for stdout on MPI_COMM_WORLD
     @retval FSDP_ERR_STATE  viewer is NULL and FSDPInitialize has not been called (or FSDPFinalize has)
     @retval FSDP_ERR_MEM    out of memory
@@ -1547,10 +1546,10 @@ FSDP_EXTERN FSDPErrorCode FSDPContextBeginBackward(FSDPContext ctx);
     did not come and prefetches nobody used, and advances the step counter
     once per step (calling it again does nothing more).  Reductions that
     failed are not retried: the unit leaves REDUCING all the same.
-    @collective Collective on the context's communicator when, with gradient sync on, gradients are left
-    unreduced (accumulated with FSDPContextSetGradSync false, or reduced in the shard group only with
-    FSDPContextSetReplicateGradSync false): it reduces them, unit by unit, on every rank; otherwise not
-    collective: it waits for the reductions and prefetches already in flight.
+    @collective Collective on the context's communicator: every rank of ctx calls it, once per backward pass. It
+    communicates when, with gradient sync on, gradients were left unreduced (accumulated with FSDPContextSetGradSync
+    false, or reduced in the shard group only with FSDPContextSetReplicateGradSync false): it reduces them, unit by
+    unit; otherwise it waits for the reductions and prefetches already in flight.
     @param[in] ctx  the context, set up
     @retval FSDP_ERR_ARG    ctx is NULL
     @retval FSDP_ERR_STATE  ctx is not set up, or its FSDPContextSetUp failed; or, with -fsdp_debug_collectives,
@@ -1812,8 +1811,8 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetCommStats(FSDPContext ctx, FSDPCommStats
     Before SetUp it prints the units and the strategy asked for only.  Lines
     that differ by rank (GPU, wait mode) are printed in rank order.
     -fsdp_view prints it at SetUp.
-    @collective Collective on the context's communicator, which a viewer given must span too (the same
-    ranks); before SetUp with a viewer given, not collective (rank 0 prints).
+    @collective Collective on the context's communicator: every rank of ctx calls it; a viewer given spans the same
+    ranks (after SetUp it must).
     @param[in] ctx     the context
     @param[in] viewer  where to print, on the context's ranks; NULL for stdout
     @retval FSDP_ERR_ARG  ctx is NULL, or, after SetUp, viewer's communicator has other ranks than ctx's
@@ -1915,10 +1914,9 @@ FSDP_EXTERN FSDPErrorCode FlatParamGetTrainable(FlatParam unit, FSDPParamId id, 
     (kept under SHARD_GRAD_OP and HYBRID_SHARD_ZERO2, or cached) gathers nothing, nor does any unit with F = 1.
     Inside passes (FSDPContextBeginForward, FSDPContextBeginBackward) it may start the next unit's prefetch.
     In mixed precision the parameters are gathered in param_dtype.
-    @collective Collective on the shard group's communicator (the ranks that hold shards of this unit) when
-    F > 1: every rank of the context unshards the same units in the same order (-fsdp_debug_collectives
-    checks this first on the context's communicator), and a rank left waiting ends the job after
-    -fsdp_collective_timeout; otherwise (F = 1) not collective.
+    @collective Collective on the context's communicator: every rank of the context unshards the same units in the same
+    order. The all-gather runs in the unit's shard group (nothing is sent when F = 1), and a rank left waiting there
+    ends the job after -fsdp_collective_timeout.
     @param[in] unit  the unit, SHARDED or GATHERING
     @retval FSDP_ERR_ARG    unit is NULL
     @retval FSDP_ERR_STATE  the context is not set up, or its SetUp failed; called inside an initializer; the unit
@@ -1934,9 +1932,9 @@ FSDP_EXTERN FSDPErrorCode FlatParamUnshard(FlatParam unit);
     Needs state UNSHARDED.  Under SHARD_GRAD_OP and HYBRID_SHARD_ZERO2 the buffer is kept for the backward
     pass, and in a forward pass it may stay cached for backward, but views are invalid all the same.  It may
     start a prefetch that the rate limiter (-fsdp_limit_all_gathers) held back.
-    @collective Collective on the shard group's communicator when F > 1 and the rate limiter held back a
-    prefetch inside a pass (FSDPContextBeginForward, FSDPContextBeginBackward), whose all-gather it then
-    starts; otherwise not collective.  Every rank must still reshard the same units in the same order.
+    @collective Collective on the context's communicator: every rank of the context reshards the same units in the same
+    order. It communicates only when F > 1 and the rate limiter held back a prefetch inside a pass
+    (FSDPContextBeginForward, FSDPContextBeginBackward): it then starts that all-gather in the shard group.
     @param[in] unit  the unit, UNSHARDED
     @retval FSDP_ERR_ARG    unit is NULL
     @retval FSDP_ERR_STATE  the context is not set up, or its SetUp failed; called inside an initializer; the unit
@@ -1957,11 +1955,10 @@ FSDP_EXTERN FSDPErrorCode FlatParamReshard(FlatParam unit);
     for the gradient reduces zeros.  With gradient sync off (FSDPContextSetGradSync) it only releases, and
     the unsharded gradient accumulates on; with replicate gradient sync off (FSDPContextSetReplicateGradSync)
     the all-reduce across replicas waits for a reduction with it on.
-    @collective Collective on the shard group's communicator (the reduce-scatter) and, with replicas and
-    replicate gradient sync on, the replicate group's (the all-reduce), when gradient sync is on: every rank of
-    the context reduces the same units in the same order.  With gradient sync off, collective on the shard
-    group's communicator only when it starts a prefetch the rate limiter held back (as FlatParamReshard);
-    otherwise not collective.
+    @collective Collective on the context's communicator: every rank of the context reduces the same units in the same
+    order. With gradient sync on, the reduce-scatter runs in the shard group and, with replicas and replicate gradient
+    sync on, the all-reduce in the replicate group; with it off, it communicates only to start a prefetch the rate
+    limiter held back (as FlatParamReshard).
     @param[in] unit  the unit, UNSHARDED for its backward
     @retval FSDP_ERR_ARG    unit is NULL
     @retval FSDP_ERR_STATE  the context is not set up, or its SetUp failed; called inside an initializer; the unit
@@ -2346,11 +2343,11 @@ FSDP_EXTERN FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt);
     and the step count rises by one.  A step the scaler finds an inf or a NaN in is skipped on every rank: the
     parameters, state and step count stay, and the scale backs off.  With -fsdp_check_finite on (the default)
     and the scaler off, a global gradient norm that is NaN or infinite stops the step, nothing updated.
-    @collective Collective on the context's communicator when the gradient scaler is on (the all-reduce of its
-    inf/NaN flag, unless FSDPOptimizerClipGradNorm made it since the last step), when clipping is on, or when
-    -fsdp_check_finite is on (the default) with the scaler off (the all-reduce of the gradient norm): every rank
-    of ctx calls it, and a rank left waiting ends the job after -fsdp_collective_timeout; otherwise collective
-    only as FSDPContextFinishBackward is.
+    @collective Collective on the context's communicator: every rank of ctx calls it. It communicates when the gradient
+    scaler is on (the all-reduce of its inf/NaN flag, unless FSDPOptimizerClipGradNorm made it since the last step),
+    when clipping is on, or when -fsdp_check_finite is on (the default) with the scaler off (the all-reduce of the
+    gradient norm), and as FSDPContextFinishBackward does; a rank left waiting ends the job after
+    -fsdp_collective_timeout.
     @param[in] opt  the optimizer, set up
     @retval FSDP_ERR_ARG         opt is NULL
     @retval FSDP_ERR_STATE       opt is not set up; parameters were frozen or unfrozen after FSDPOptimizerSetUp;

@@ -453,8 +453,8 @@ FSDP_EXTERN FSDPErrorCode FSDPModelLoss(FSDPModel model, FSDPLossType type, cons
     @see FSDPModelForward, FSDPModelLoss, FSDPContextFinishBackward, FSDPContextSetGradSync */
 FSDP_EXTERN FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy);
 /** Prints the model: its spec, sizes, activation memory, where its layers run, its wrapping and its units.
-    @collective Collective on the context's communicator when viewer is NULL (stdout is opened on it);
-    otherwise not collective: rank 0 of the viewer's communicator writes, the other ranks return.
+    @collective Collective on the context's communicator: every rank of the model's context calls it; rank 0 of the
+    viewer's communicator writes.
     @param[in] model   the model
     @param[in] viewer  an ASCII viewer, or NULL: stdout on the context's communicator
     @retval FSDP_ERR_ARG  model is NULL

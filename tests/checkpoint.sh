@@ -34,8 +34,10 @@ run() {
 # ------------------------------------------------------------------ resume
 ck="$fsdp_tmp/ck.h5"
 run whole 2 -steps 12 -loss_log "$fsdp_tmp/whole.csv"
-run first 2 -steps 5 -loss_log "$fsdp_tmp/resumed.csv" -checkpoint "$ck"
-run second 2 -steps 12 -loss_log "$fsdp_tmp/resumed.csv" -resume "$ck"
+# The stopped run checks every collective call (-fsdp_debug_collectives): it
+# must not change a bit, nor stop a run whose ranks agree.
+run first 2 -steps 5 -loss_log "$fsdp_tmp/resumed.csv" -checkpoint "$ck" -fsdp_debug_collectives
+run second 2 -steps 12 -loss_log "$fsdp_tmp/resumed.csv" -resume "$ck" -fsdp_debug_collectives
 cmp "$fsdp_tmp/whole.csv" "$fsdp_tmp/resumed.csv" ||
   { diff "$fsdp_tmp/whole.csv" "$fsdp_tmp/resumed.csv"; echo "FAIL: resuming at the same W changed the loss log"; exit 1; }
 # At W = 1, and at W = 4 hybrid over two emulated nodes: fp32 rounding apart.

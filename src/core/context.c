@@ -88,6 +88,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
   *ctx = NULL;
   FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
+  FSDPCollective(comm);
   FSDPCall(FSDPCalloc(1, sizeof *c, FSDP_MEM_OTHER, &c));
   c->comm = c->shard_comm = c->replicate_comm = MPI_COMM_NULL;
   c->half_sum = MPI_OP_NULL;
@@ -107,7 +108,9 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->shm_views = true;
   c->timeout = 600;
   c->signal_grace = 5;
+  c->debug_collectives = FSDPCollectiveChecks_Private; /* -fsdp_debug_collectives given to FSDPInitialize */
   if ((ierr = create(comm, c))) {
+    c->half_made = true; /* the other ranks may have theirs: this Destroy is this rank's alone */
     (void)FSDPContextDestroy(&c);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
@@ -121,6 +124,7 @@ FSDPErrorCode FSDPContextDestroy(FSDPContext *ctx)
   FSDPErrorCode stream_err;
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "ctx must not be NULL");
   if (!(c = *ctx)) return FSDP_SUCCESS;
+  if (!c->half_made) FSDPCollectiveTeardown(c->comm);
   FSDPCheck(!c->reducing, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextDestroy: the gradient reduction of unit '%s' is in flight: call FSDPContextFinishBackward "
             "first; the context is left as it was",
@@ -1229,6 +1233,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   int factor = 0, requested, rank;
 
   CHECK_SETTABLE(ctx);
+  FSDPCollective(ctx->comm);
   FSDPCall(choose_engine(ctx));
   FSDPCall(agree_on_model(ctx, &factor));
   FSDPCall(ShardGroupGetRequestedFactor_Private(ctx->group, &requested));
@@ -1274,6 +1279,7 @@ FSDPErrorCode FSDPContextCompleteReduction_Private(FSDPContext ctx)
 FSDPErrorCode FSDPContextFinishBackward(FSDPContext ctx)
 {
   CHECK_RUNNING(ctx);
+  FSDPCollective(ctx->comm);
   FSDPCall(FSDPContextCompleteReduction_Private(ctx));
   /* Parameters kept for a backward pass that did not come must not outlive
      the step; a prefetch nobody used ends first, so the unit can be flushed. */
@@ -1380,6 +1386,7 @@ static FSDPErrorCode check_all_sharded(FSDPContext ctx, const char *caller)
 FSDPErrorCode FSDPContextBroadcastParams(FSDPContext ctx)
 {
   CHECK_RUNNING(ctx);
+  FSDPCollective(ctx->comm);
   /* Copies kept from forward, cached or prefetched would go stale when the shards change. */
   for (int i = 0; i < ctx->nunits; i++) FSDPCall(FlatParamDropKept_Private(ctx->units[i]));
   /* A rank that cannot take part must not leave the others in MPI_Bcast. */
@@ -1613,6 +1620,6 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 FSDPErrorCode FSDPContextView(FSDPContext ctx, FSDPViewer viewer)
 {
   CHECK_CTX(ctx);
-  FSDPCall(FSDPViewerApply_Private(viewer, ctx->comm, view_context, ctx));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, ctx->comm, view_context, ctx));
   return FSDP_SUCCESS;
 }

@@ -113,6 +113,7 @@ struct FSDPContext_s {
   CommShm shm;                 /* the gradient buffers' and shards' window on one node, or NULL */
   FSDPBackwardPrefetch backward_prefetch;
   bool forward_prefetch, debug_collectives, log_units;
+  bool half_made;              /* FSDPContextCreate failed on this rank: its Destroy checks nothing collective */
   int limit;                   /* L; 0 = none */
   double timeout;              /* seconds; 0 = none */
   double signal_grace;         /* seconds a wait goes on after FSDPNotifySignal; 0 = no limit */

@@ -642,6 +642,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
 
   CHECK_UNIT_RUNNING(unit);
   ctx = unit->ctx;
+  FSDPCollective(ctx->comm);
   FSDPCheck(unit->state != FSDP_FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamUnshard: unit '%s' is reducing its gradient: call FSDPContextFinishBackward before unsharding "
             "it again",
@@ -687,6 +688,7 @@ FSDPErrorCode FlatParamUnshard(FlatParam unit)
 FSDPErrorCode FlatParamReshard(FlatParam unit)
 {
   CHECK_UNIT_RUNNING(unit);
+  FSDPCollective(unit->ctx->comm);
   FSDPCheck(unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReshard: unit '%s' is %s, not unsharded", unit->name, FlatParamStateName(unit->state));
   FSDPCall(release_params(unit, true));
@@ -802,6 +804,7 @@ FSDPErrorCode FlatParamReduceGrad(FlatParam unit)
   FSDPContext ctx;
   CHECK_UNIT_RUNNING(unit);
   ctx = unit->ctx;
+  FSDPCollective(ctx->comm);
   FSDPCheck(unit->state != FSDP_FLATPARAM_REDUCING, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FlatParamReduceGrad: unit '%s' is already reducing its gradient", unit->name);
   FSDPCheck(unit->ugrad || unit->state == FSDP_FLATPARAM_UNSHARDED, MPI_COMM_SELF, FSDP_ERR_STATE,

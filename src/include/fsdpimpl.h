@@ -82,8 +82,8 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm);
 /* Run view(viewer, ctx); a NULL viewer becomes stdout on comm (the object's
    communicator), or on MPI_COMM_WORLD when comm is MPI_COMM_NULL, for the
    call, as every XView(obj, NULL) promises. */
-FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErrorCode (*view)(FSDPViewer, void *),
-                                      void *ctx);
+FSDPErrorCode FSDPViewerApply_Private(const char *caller, FSDPViewer viewer, MPI_Comm comm,
+                                      FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx);
 
 /* The characters an error message holds (and its terminator): a message
    built from lists (names, paths) must fit its end in, as the checkpoint
@@ -104,6 +104,24 @@ typedef struct FSDPWatch_s *FSDPWatch;
 FSDPErrorCode FSDPWatchStart_Private(double timeout, FSDPErrorCode code, FSDPWatch *watch, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 FSDPErrorCode FSDPWatchStop_Private(FSDPWatch *watch);
+
+/* -fsdp_debug_collectives at the door of each collective call (src/sys/collective.c):
+   FSDPCollective(comm) checks, when it is on, that every rank of comm entered
+   the calling function, and returns a named error when one did not within the
+   timeout or entered another.  Off, it costs a branch. */
+extern bool FSDPCollectiveChecks_Private;
+FSDPErrorCode FSDPCollectiveChecksSet_Private(bool on, double timeout);
+void FSDPCollectiveChecksFinalize_Private(void);
+FSDPErrorCode FSDPCollectiveEnter_Private(MPI_Comm comm, const char *func, bool teardown);
+#define FSDPCollective(comm)                                                                                           \
+  do {                                                                                                                 \
+    if (FSDPUnlikely(FSDPCollectiveChecks_Private)) FSDPCall(FSDPCollectiveEnter_Private(comm, __func__, false));      \
+  } while (0)
+/* For Destroy and Finalize: no check where an earlier one broke, so that what is left can be freed. */
+#define FSDPCollectiveTeardown(comm)                                                                                   \
+  do {                                                                                                                 \
+    if (FSDPUnlikely(FSDPCollectiveChecks_Private)) FSDPCall(FSDPCollectiveEnter_Private(comm, __func__, true));       \
+  } while (0)
 
 /* What every XCreate(comm, ...) checks first: MPI is running and comm is a
    communicator.  `caller` names the function in the message. */

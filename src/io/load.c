@@ -216,6 +216,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
 FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *path)
 {
   CHECK_CTX_SETUP(ctx);
+  FSDPCollective(ctx->comm);
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextLoad: path must not be NULL or empty");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextLoad: the optimizer belongs to another context");

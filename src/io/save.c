@@ -529,6 +529,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPErrorCode ierr = FSDP_SUCCESS;
 
   CHECK_CTX_SETUP(ctx);
+  FSDPCollective(ctx->comm);
   FSDPCheck(path && *path, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path must not be NULL or empty");
   FSDPCheck(strlen(path) < 4000, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSave: path is longer than 4000 characters");
   FSDPCheck(!opt || opt->ctx == ctx, MPI_COMM_SELF, FSDP_ERR_ARG,

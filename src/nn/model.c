@@ -952,6 +952,7 @@ static FSDPErrorCode setup_layers(FSDPModel m)
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
+  FSDPCollective(model->ctx->comm);
   FSDPCheck(!model->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPModelSetUp: model '%s' is already set up", model->spec);
   {
     /* Ranks with other seeds would initialize their shards from different streams. */
@@ -1321,6 +1322,7 @@ FSDPErrorCode FSDPModelForward(FSDPModel model, int64_t n, const float *x, float
   CHECK_MODEL_SETUP(model);
   FSDPCheck(n > 0 && n <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: batch of %lld rows", (long long)n);
   FSDPCheck(x && y, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelForward: x and y must not be NULL");
+  FSDPCollective(model->ctx->comm);
   FSDPCall(reserve(model, n));
   model->have_forward = false;
   /* Agreed, as the pass is collective: a rank with a bad input must not leave the others in an all-gather. */
@@ -1388,6 +1390,7 @@ FSDPErrorCode FSDPModelBackward(FSDPModel model, const float *dy)
             "FSDPModelBackward: model '%s' has no forward pass to differentiate: call FSDPModelForward first",
             model->spec);
   FSDPCheck(dy, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPModelBackward: dy must not be NULL");
+  FSDPCollective(model->ctx->comm);
   n = model->n;
   FSDPCall(on_gpu(model, dy, (size_t)(n * model->out) * sizeof *dy, model->dy, &dyin));
   g = dyin;
@@ -1594,7 +1597,7 @@ FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer)
   MPI_Comm comm;
   CHECK_MODEL(model);
   FSDPCall(FSDPContextGetComm(model->ctx, &comm));
-  FSDPCall(FSDPViewerApply_Private(viewer, comm, model_view, model));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, comm, model_view, model));
   return FSDP_SUCCESS;
 }
 

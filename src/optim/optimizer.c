@@ -477,6 +477,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   FSDPContext ctx;
   CHECK_NOT_SETUP(opt);
   ctx = opt->ctx;
+  FSDPCollective(ctx->comm);
   FSDPCheck(ctx->setup, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPOptimizerSetUp: the context is not set up: call FSDPContextSetUp (or FSDPModelSetUp) first");
   FSDPCall(DeviceEnter_Private(ctx->dev));
@@ -674,6 +675,7 @@ FSDPErrorCode FSDPOptimizerClipGradNorm(FSDPOptimizer opt, double max_norm, doub
 
   CHECK_SETUP(opt);
   CHECK_HYPER(max_norm >= 0 && isfinite(max_norm), "max_norm", max_norm);
+  FSDPCollective(opt->ctx->comm);
   FSDPCall(FSDPContextFinishBackward(opt->ctx)); /* the gradient shards must be final */
   FSDPCall(unscale(opt));                        /* clipping sees true gradients */
   FSDPCall(global_grad_norm(opt, &norm));
@@ -815,6 +817,7 @@ FSDPErrorCode FSDPOptimizerStep(FSDPOptimizer opt)
 {
   FSDPErrorCode ierr;
   CHECK_SETUP(opt);
+  FSDPCollective(opt->ctx->comm);
   if (opt->ev_step >= 0) (void)FSDPLogEventBegin(opt->ev_step);
   ierr = step(opt);
   if (opt->ev_step >= 0) (void)FSDPLogEventEnd(opt->ev_step, 0);
@@ -951,7 +954,7 @@ static FSDPErrorCode optimizer_view(FSDPViewer viewer, void *arg)
 FSDPErrorCode FSDPOptimizerView(FSDPOptimizer opt, FSDPViewer viewer)
 {
   CHECK_OPT(opt);
-  FSDPCall(FSDPViewerApply_Private(viewer, opt->ctx->comm, optimizer_view, opt));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, opt->ctx->comm, optimizer_view, opt));
   return FSDP_SUCCESS;
 }
 

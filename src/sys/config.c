@@ -115,6 +115,6 @@ static FSDPErrorCode config_view(FSDPViewer viewer, void *ctx)
 
 FSDPErrorCode FSDPConfigView(FSDPViewer viewer)
 {
-  FSDPCall(FSDPViewerApply_Private(viewer, MPI_COMM_NULL, config_view, NULL));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, MPI_COMM_NULL, config_view, NULL));
   return FSDP_SUCCESS;
 }

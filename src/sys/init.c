@@ -67,6 +67,20 @@ static FSDPErrorCode read_sys_options(void)
                               on_error, FSDP_ERRORS_PRINT, &mode, &set));
   if (set) FSDPCall(FSDPSetErrorMode((FSDPErrorMode)mode));
   FSDPCall(FSDPSimdSetFromOptions_Private());
+  {
+    bool debug;
+    double timeout;
+    FSDPCall(FSDPOptionsGetBool("-fsdp_debug_collectives",
+                                "check at each collective call that every rank of its communicator makes the same "
+                                "call (a small all-reduce per call), and before each collective of a unit",
+                                false, &debug, NULL));
+    FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout",
+                                "seconds a collective may take before the watchdog aborts the job (0: never)", 600,
+                                &timeout, NULL));
+    FSDPCheck(timeout >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_collective_timeout %g: the timeout is >= 0 seconds (0 turns the watchdog off)", timeout);
+    FSDPCall(FSDPCollectiveChecksSet_Private(debug, timeout > 0 ? timeout : 1e9));
+  }
   if (sys.log_view) FSDPCall(FSDPLogSetActive(true));
   {
     char path[1024];
@@ -82,11 +96,13 @@ static FSDPErrorCode read_sys_options(void)
    for them, or none (a rank with -fsdp_log_view alone would wait forever). */
 static FSDPErrorCode agree_on_sys_options(void)
 {
-  FSDPSetting s[3];
+  FSDPSetting s[4];
   FSDPCall(FSDPSettingSet_Private(&s[0], "-fsdp_log_view", "%s", sys.log_view ? "true" : "false"));
   FSDPCall(FSDPSettingSet_Private(&s[1], "-fsdp_options_left", "%s", sys.options_left ? "true" : "false"));
   FSDPCall(FSDPSettingSet_Private(&s[2], "-fsdp_log_trace", "%s", FSDPTraceOn_Private() ? "a file" : "none"));
-  FSDPCall(FSDPSettingsAgree_Private(sys.world, "FSDPInitialize", 3, s));
+  FSDPCall(
+      FSDPSettingSet_Private(&s[3], "-fsdp_debug_collectives", "%s", FSDPCollectiveChecks_Private ? "true" : "false"));
+  FSDPCall(FSDPSettingsAgree_Private(sys.world, "FSDPInitialize", 4, s));
   return FSDP_SUCCESS;
 }
 
@@ -139,6 +155,7 @@ FSDPErrorCode FSDPFinalize(void)
 {
   FSDPErrorCode trace_err;
   FSDPCheck(sys.initialized, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPFinalize() called without FSDPInitialize()");
+  FSDPCollectiveTeardown(sys.world);
   /* A trace that cannot be written (the error says why, on every rank) still
      lets the library and MPI finalize; the error is returned at the end. */
   trace_err = FSDPTraceWrite_Private(sys.world);
@@ -146,6 +163,7 @@ FSDPErrorCode FSDPFinalize(void)
   if (sys.options_left) FSDPCall(FSDPOptionsLeft(NULL, NULL));
   FSDPCall(FSDPOptionsFinalize_Private());
   FSDPCall(FSDPLogFinalize_Private());
+  FSDPCollectiveChecksFinalize_Private();
   FSDPCallMPI(MPI_Comm_free(&sys.world));
   sys.initialized = false;
   if (sys.initialized_mpi) {

@@ -331,6 +331,6 @@ static FSDPErrorCode log_view(FSDPViewer viewer, void *ctx)
 
 FSDPErrorCode FSDPLogView(FSDPViewer viewer)
 {
-  FSDPCall(FSDPViewerApply_Private(viewer, MPI_COMM_NULL, log_view, NULL));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, MPI_COMM_NULL, log_view, NULL));
   return FSDP_SUCCESS;
 }

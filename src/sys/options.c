@@ -776,13 +776,13 @@ FSDPErrorCode FSDPOptionsLeft(FSDPViewer viewer, int *nleft)
   for (int i = 0; i < db.nentries; i++) left += !db.entries[i].used;
   if (nleft) *nleft = left;
   /* Collective even with nothing to say here: another rank may have leftovers. */
-  FSDPCall(FSDPViewerApply_Private(viewer, MPI_COMM_NULL, options_left, &left));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, MPI_COMM_NULL, options_left, &left));
   return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPOptionsView(FSDPViewer viewer)
 {
-  FSDPCall(FSDPViewerApply_Private(viewer, MPI_COMM_NULL, options_view, NULL));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, MPI_COMM_NULL, options_view, NULL));
   return FSDP_SUCCESS;
 }
 

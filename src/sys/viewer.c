@@ -25,6 +25,7 @@ FSDPErrorCode FSDPViewerASCIIOpen(MPI_Comm comm, const char *name, FSDPViewer *v
   FSDPCheck(viewer, comm, FSDP_ERR_ARG, "viewer must not be NULL");
   *viewer = NULL;
   FSDPCheck(name && name[0], comm, FSDP_ERR_ARG, "viewer name must be \"stdout\", \"stderr\" or a file name");
+  FSDPCollective(comm);
   FSDPCall(FSDPCalloc(1, sizeof *v, FSDP_MEM_OTHER, &v));
   FSDPCallMPI(MPI_Comm_dup(comm, &v->comm));
   FSDPCallMPI(MPI_Comm_set_errhandler(v->comm, MPI_ERRORS_RETURN));
@@ -58,6 +59,7 @@ FSDPErrorCode FSDPViewerDestroy(FSDPViewer *viewer)
   FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
   v = *viewer;
   if (!v) return FSDP_SUCCESS;
+  FSDPCollectiveTeardown(v->comm);
   FSDPCall(FSDPViewerFlush(v));
   FSDPCheck(!v->owns_fp || fclose(v->fp) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "closing viewer file: %s", strerror(errno));
   FSDPCallMPI(MPI_Comm_free(&v->comm));
@@ -179,6 +181,7 @@ FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer)
   char *all = NULL;
 
   FSDPCheck(viewer, MPI_COMM_SELF, FSDP_ERR_ARG, "viewer must not be NULL");
+  FSDPCollective(viewer->comm);
   FSDPCheck(viewer->npending < (size_t)(1 << 30), MPI_COMM_SELF, FSDP_ERR_ARG,
             "%zu bytes of synchronized output pending: flush more often", viewer->npending);
   FSDPCallMPI(MPI_Comm_size(viewer->comm, &size));
@@ -204,12 +207,16 @@ FSDPErrorCode FSDPViewerFlush(FSDPViewer viewer)
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPViewerApply_Private(FSDPViewer viewer, MPI_Comm comm, FSDPErrorCode (*view)(FSDPViewer, void *),
-                                      void *ctx)
+FSDPErrorCode FSDPViewerApply_Private(const char *caller, FSDPViewer viewer, MPI_Comm comm,
+                                      FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx)
 {
   MPI_Comm world = FSDPCommWorld_Private();
   FSDPViewer out = viewer;
   FSDPErrorCode err;
+
+  /* A view is collective on its object's communicator, else on the viewer's (the world's for NULL). */
+  if (FSDPUnlikely(FSDPCollectiveChecks_Private))
+    FSDPCall(FSDPCollectiveEnter_Private(comm != MPI_COMM_NULL ? comm : viewer ? viewer->comm : world, caller, false));
 
   if (!out && comm != MPI_COMM_NULL) FSDPCall(FSDPViewerASCIIOpen(comm, "stdout", &out));
   if (!out) {

@@ -139,6 +139,7 @@ FSDPErrorCode ShardGroupCreate(MPI_Comm comm, ShardGroup *group)
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
   *group = NULL;
   FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
+  FSDPCollective(comm);
   FSDPCall(FSDPCalloc(1, sizeof *g, FSDP_MEM_OTHER, &g));
   g->shard_comm = g->replicate_comm = MPI_COMM_NULL;
   FSDPCallMPI(MPI_Comm_dup(comm, &g->comm));
@@ -171,6 +172,7 @@ FSDPErrorCode ShardGroupDestroy(ShardGroup *group)
   ShardGroup g;
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
   if (!(g = *group)) return FSDP_SUCCESS;
+  FSDPCollectiveTeardown(g->comm);
   FSDPCall(reset_layout(g));
   release_node_comm(g->node);
   FSDPCall(free_comm(&g->comm));
@@ -835,6 +837,7 @@ FSDPErrorCode ShardGroupSetUp(ShardGroup group)
   FSDPErrorCode ierr;
 
   FSDPCheck(group, MPI_COMM_SELF, FSDP_ERR_ARG, "group must not be NULL");
+  FSDPCollective(group->comm);
   if (group->setup) return FSDP_SUCCESS;
   FSDPCall(FSDPLogEventRegister("ShardGroupSetUp", &event));
   FSDPCall(FSDPLogEventBegin(event));
@@ -1071,6 +1074,6 @@ FSDPErrorCode ShardGroupView(ShardGroup group, FSDPViewer viewer)
 {
   CHECK_SETUP(group);
   /* NULL: stdout on the group's ranks, which need not be MPI_COMM_WORLD's. */
-  FSDPCall(FSDPViewerApply_Private(viewer, group->comm, view_group, group));
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, group->comm, view_group, group));
   return FSDP_SUCCESS;
 }
