@@ -236,6 +236,11 @@ module fsdp
       integer(c_int), value :: code
       character(kind=c_char), intent(in) :: func(*), message(*)
     end function
+    integer(c_int) function c_frame(code, func) bind(C, name="fsdpf_frame")
+      import :: c_int, c_char
+      integer(c_int), value :: code
+      character(kind=c_char), intent(in) :: func(*)
+    end function
     integer(c_int) function c_traceback(code, line, file) bind(C, name="fsdpf_traceback")
       import :: c_int, c_char
       integer(c_int), value :: code, line
@@ -930,6 +935,15 @@ contains
 
   ! An error the module finds itself, recorded like the library's own; the
   ! message names the Fortran call (func), as C's messages name C's.
+  ! A C call's code; an error's traceback gains the module's call that made
+  ! it (fsdp_context_set_up), so that a Fortran program sees its own name.
+  integer function named(func, code) result(ierr)
+    character(len=*), intent(in) :: func
+    integer(c_int), intent(in) :: code
+    ierr = code
+    if (code /= FSDP_SUCCESS) ierr = c_frame(code, cstr(func))
+  end function
+
   integer function raise(code, func, message) result(ierr)
     integer, intent(in) :: code
     character(len=*), intent(in) :: func, message
@@ -953,26 +967,26 @@ contains
       deallocate (arg)
     end do
     n = command_argument_count() + 1
-    ierr = c_initialize(int(n, c_int), args)
+    ierr = named('fsdp_initialize', c_initialize(int(n, c_int), args))
   end subroutine
 
   ! Prints -fsdp_log_view's report; finalizes MPI only when fsdp_initialize initialized it.
   subroutine fsdp_finalize(ierr)
     integer, intent(out) :: ierr
-    ierr = c_finalize()
+    ierr = named('fsdp_finalize', c_finalize())
   end subroutine
 
   subroutine fsdp_initialized(flag, ierr)
     logical, intent(out) :: flag
     integer, intent(out) :: ierr
     logical(c_bool) :: f
-    ierr = c_initialized(f)
+    ierr = named('fsdp_initialized', c_initialized(f))
     flag = f
   end subroutine
 
   subroutine fsdp_get_version(major, minor, patch, ierr)
     integer, intent(out) :: major, minor, patch, ierr
-    ierr = c_get_version(major, minor, patch)
+    ierr = named('fsdp_get_version', c_get_version(major, minor, patch))
   end subroutine
 
   ! ---------------------------------------------------------------- errors
@@ -987,13 +1001,13 @@ contains
   subroutine fsdp_set_simd(level, ierr)
     integer, intent(in) :: level
     integer, intent(out) :: ierr
-    ierr = c_set_simd(int(level, c_int))
+    ierr = named('fsdp_set_simd', c_set_simd(int(level, c_int)))
   end subroutine
 
   subroutine fsdp_get_simd(level, best, ierr)
     integer, intent(out) :: level, best, ierr
     integer(c_int) :: l, b
-    ierr = c_get_simd(l, b)
+    ierr = named('fsdp_get_simd', c_get_simd(l, b))
     level = int(l)
     best = int(b)
   end subroutine
@@ -1001,7 +1015,7 @@ contains
   subroutine fsdp_set_error_mode(mode, ierr)
     integer, intent(in) :: mode
     integer, intent(out) :: ierr
-    ierr = c_set_error_mode(int(mode, c_int))
+    ierr = named('fsdp_set_error_mode', c_set_error_mode(int(mode, c_int)))
   end subroutine
 
   ! The last error on this thread: its code and message (FSDP_SUCCESS and '' when none).
@@ -1011,13 +1025,13 @@ contains
     integer, intent(out) :: ierr
     type(c_ptr) :: p
     integer(c_int) :: nframes
-    ierr = c_get_last_error(code, p, nframes)
+    ierr = named('fsdp_get_last_error', c_get_last_error(code, p, nframes))
     call fstr(p, message)
   end subroutine
 
   subroutine fsdp_error_print_trace(ierr)
     integer, intent(out) :: ierr
-    ierr = c_error_print_trace()
+    ierr = named('fsdp_error_print_trace', c_error_print_trace())
   end subroutine
 
   ! For initializers: raise code with a message and return it (ierr = fsdp_error(...)).
@@ -1051,8 +1065,9 @@ contains
     integer(c_int64_t) :: v
     logical(c_bool) :: s
     ! The option's range is the default integer's.
-    ierr = c_options_get_int(cstr(name), cstr(help), int(defval, c_int64_t), -int(huge(value), c_int64_t) - 1, &
-                             int(huge(value), c_int64_t), v, s)
+    ierr = named('fsdp_options_get_int', &
+      c_options_get_int(cstr(name), cstr(help), int(defval, c_int64_t), -int(huge(value), c_int64_t) - 1, &
+                             int(huge(value), c_int64_t), v, s))
     value = int(v)
     set = s
   end subroutine
@@ -1064,7 +1079,7 @@ contains
     logical, intent(out) :: set
     integer, intent(out) :: ierr
     logical(c_bool) :: s
-    ierr = c_options_get_real(cstr(name), cstr(help), defval, value, s)
+    ierr = named('fsdp_options_get_real', c_options_get_real(cstr(name), cstr(help), defval, value, s))
     set = s
   end subroutine
 
@@ -1074,7 +1089,7 @@ contains
     logical, intent(out) :: value, set
     integer, intent(out) :: ierr
     logical(c_bool) :: v, s
-    ierr = c_options_get_bool(cstr(name), cstr(help), logical(defval, c_bool), v, s)
+    ierr = named('fsdp_options_get_bool', c_options_get_bool(cstr(name), cstr(help), logical(defval, c_bool), v, s))
     value = v
     set = s
   end subroutine
@@ -1089,7 +1104,8 @@ contains
     logical(c_bool) :: s
     integer :: i
     buf = c_null_char
-    ierr = c_options_get_string(cstr(name), cstr(help), cstr(defval), buf, int(size(buf), c_size_t), s)
+    ierr = named('fsdp_options_get_string', &
+      c_options_get_string(cstr(name), cstr(help), cstr(defval), buf, int(size(buf), c_size_t), s))
     value = ''
     do i = 1, len(value)
       if (buf(i) == c_null_char) exit
@@ -1101,19 +1117,19 @@ contains
   subroutine fsdp_options_set_value(name, value, ierr)
     character(len=*), intent(in) :: name, value
     integer, intent(out) :: ierr
-    ierr = c_options_set_value(cstr(name), cstr(value))
+    ierr = named('fsdp_options_set_value', c_options_set_value(cstr(name), cstr(value)))
   end subroutine
 
   subroutine fsdp_options_clear_value(name, ierr)
     character(len=*), intent(in) :: name
     integer, intent(out) :: ierr
-    ierr = c_options_clear_value(cstr(name))
+    ierr = named('fsdp_options_clear_value', c_options_clear_value(cstr(name)))
   end subroutine
 
   subroutine fsdp_options_insert_string(options, ierr)
     character(len=*), intent(in) :: options
     integer, intent(out) :: ierr
-    ierr = c_options_insert_string(cstr(options))
+    ierr = named('fsdp_options_insert_string', c_options_insert_string(cstr(options)))
   end subroutine
 
   ! ---------------------------------------------------------------- logging
@@ -1121,26 +1137,26 @@ contains
   ! The -fsdp_log_view report now, on standard output (collective on MPI_COMM_WORLD).
   subroutine fsdp_log_view(ierr)
     integer, intent(out) :: ierr
-    ierr = c_log_view(c_null_ptr)
+    ierr = named('fsdp_log_view', c_log_view(c_null_ptr))
   end subroutine
 
   subroutine fsdp_log_event_register(name, event, ierr)
     character(len=*), intent(in) :: name
     integer, intent(out) :: event, ierr
-    ierr = c_log_event_register(cstr(name), event)
+    ierr = named('fsdp_log_event_register', c_log_event_register(cstr(name), event))
   end subroutine
 
   subroutine fsdp_log_event_begin(event, ierr)
     integer, intent(in) :: event
     integer, intent(out) :: ierr
-    ierr = c_log_event_begin(int(event, c_int))
+    ierr = named('fsdp_log_event_begin', c_log_event_begin(int(event, c_int)))
   end subroutine
 
   subroutine fsdp_log_event_end(event, bytes, ierr)
     integer, intent(in) :: event
     integer(fsdp_int64), intent(in) :: bytes
     integer, intent(out) :: ierr
-    ierr = c_log_event_end(int(event, c_int), bytes)
+    ierr = named('fsdp_log_event_end', c_log_event_end(int(event, c_int), bytes))
   end subroutine
 
   ! ---------------------------------------------------------------- names and random numbers
@@ -1165,7 +1181,8 @@ contains
     real(c_double), intent(in) :: low, high
     real(c_float), intent(out), contiguous :: values(:)
     integer, intent(out) :: ierr
-    ierr = c_random_uniform(seed, cstr(stream), first, first + size(values, kind=c_int64_t), low, high, values)
+    ierr = named('fsdp_random_uniform', &
+      c_random_uniform(seed, cstr(stream), first, first + size(values, kind=c_int64_t), low, high, values))
   end subroutine
 
   ! ---------------------------------------------------------------- ShardGroup
@@ -1174,46 +1191,47 @@ contains
     integer, intent(in) :: comm
     type(fsdp_shardgroup), intent(out) :: group
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_create(int(comm, c_int), group%ptr)
+    ierr = named('fsdp_shardgroup_create', c_shardgroup_create(int(comm, c_int), group%ptr))
   end subroutine
 
   subroutine fsdp_shardgroup_set_sharding_factor(group, factor, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(in) :: factor
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_set_sharding_factor(group%ptr, int(factor, c_int))
+    ierr = named('fsdp_shardgroup_set_sharding_factor', &
+      c_shardgroup_set_sharding_factor(group%ptr, int(factor, c_int)))
   end subroutine
 
   subroutine fsdp_shardgroup_set_shard_domain(group, domain, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(in) :: domain
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_set_shard_domain(group%ptr, int(domain, c_int))
+    ierr = named('fsdp_shardgroup_set_shard_domain', c_shardgroup_set_shard_domain(group%ptr, int(domain, c_int)))
   end subroutine
 
   subroutine fsdp_shardgroup_set_from_options(group, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_set_from_options(group%ptr)
+    ierr = named('fsdp_shardgroup_set_from_options', c_shardgroup_set_from_options(group%ptr))
   end subroutine
 
   subroutine fsdp_shardgroup_set_up(group, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_set_up(group%ptr)
+    ierr = named('fsdp_shardgroup_set_up', c_shardgroup_set_up(group%ptr))
   end subroutine
 
   ! On standard output, collective on the group.
   subroutine fsdp_shardgroup_view(group, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_view(group%ptr, c_null_ptr)
+    ierr = named('fsdp_shardgroup_view', c_shardgroup_view(group%ptr, c_null_ptr))
   end subroutine
 
   subroutine fsdp_shardgroup_destroy(group, ierr)
     type(fsdp_shardgroup), intent(inout) :: group
     integer, intent(out) :: ierr
-    ierr = c_shardgroup_destroy(group%ptr)
+    ierr = named('fsdp_shardgroup_destroy', c_shardgroup_destroy(group%ptr))
   end subroutine
 
   ! The communicators belong to the group: do not free them.
@@ -1221,32 +1239,32 @@ contains
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: comm, ierr
     integer(c_int) :: index, size
-    ierr = c_shardgroup_get_comm(group%ptr, 0_c_int, comm, index, size)
+    ierr = named('fsdp_shardgroup_get_comm', c_shardgroup_get_comm(group%ptr, 0_c_int, comm, index, size))
   end subroutine
 
   ! index: this rank's place in its shard group (0-based, as MPI ranks); factor: F.
   subroutine shardgroup_get_shard_comm_int(group, comm, index, factor, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: comm, index, factor, ierr
-    ierr = c_shardgroup_get_comm(group%ptr, 1_c_int, comm, index, factor)
+    ierr = named('fsdp_shardgroup_get_shard_comm', c_shardgroup_get_comm(group%ptr, 1_c_int, comm, index, factor))
   end subroutine
 
   subroutine shardgroup_get_replicate_comm_int(group, comm, index, size, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: comm, index, size, ierr
-    ierr = c_shardgroup_get_comm(group%ptr, 2_c_int, comm, index, size)
+    ierr = named('fsdp_shardgroup_get_replicate_comm', c_shardgroup_get_comm(group%ptr, 2_c_int, comm, index, size))
   end subroutine
 
   subroutine fsdp_shardgroup_get_node(group, node, nnodes, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: node, nnodes, ierr
-    ierr = c_shardgroup_get_node(group%ptr, node, nnodes)
+    ierr = named('fsdp_shardgroup_get_node', c_shardgroup_get_node(group%ptr, node, nnodes))
   end subroutine
 
   subroutine fsdp_shardgroup_get_local_rank(group, local_rank, local_size, ierr)
     type(fsdp_shardgroup), intent(in) :: group
     integer, intent(out) :: local_rank, local_size, ierr
-    ierr = c_shardgroup_get_local_rank(group%ptr, local_rank, local_size)
+    ierr = named('fsdp_shardgroup_get_local_rank', c_shardgroup_get_local_rank(group%ptr, local_rank, local_size))
   end subroutine
 
 #ifdef FSDP_HAVE_MPI_F08
@@ -1307,14 +1325,14 @@ contains
     integer, intent(in) :: comm
     type(fsdp_context), intent(out) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_create(int(comm, c_int), ctx%ptr)
+    ierr = named('fsdp_context_create', c_context_create(int(comm, c_int), ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_set_sharding_strategy(ctx, strategy, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: strategy
     integer, intent(out) :: ierr
-    ierr = c_context_set_sharding_strategy(ctx%ptr, int(strategy, c_int))
+    ierr = named('fsdp_context_set_sharding_strategy', c_context_set_sharding_strategy(ctx%ptr, int(strategy, c_int)))
   end subroutine
 
   ! The context's own ShardGroup: configure it before set_up; do not destroy it.
@@ -1322,7 +1340,7 @@ contains
     type(fsdp_context), intent(in) :: ctx
     type(fsdp_shardgroup), intent(out) :: group
     integer, intent(out) :: ierr
-    ierr = c_context_get_shard_group(ctx%ptr, group%ptr)
+    ierr = named('fsdp_context_get_shard_group', c_context_get_shard_group(ctx%ptr, group%ptr))
   end subroutine
 
   ! user is handed to init as it is (c_null_ptr, or c_loc of the program's data).
@@ -1331,7 +1349,7 @@ contains
     procedure(fsdp_unit_init) :: init
     type(c_ptr), intent(in) :: user
     integer, intent(out) :: ierr
-    ierr = c_context_set_init(ctx%ptr, 0_c_int, c_funloc(init), user)
+    ierr = named('fsdp_context_set_unit_init', c_context_set_init(ctx%ptr, 0_c_int, c_funloc(init), user))
   end subroutine
 
   subroutine fsdp_context_set_shard_init(ctx, init, user, ierr)
@@ -1339,28 +1357,29 @@ contains
     procedure(fsdp_shard_init) :: init
     type(c_ptr), intent(in) :: user
     integer, intent(out) :: ierr
-    ierr = c_context_set_init(ctx%ptr, 1_c_int, c_funloc(init), user)
+    ierr = named('fsdp_context_set_shard_init', c_context_set_init(ctx%ptr, 1_c_int, c_funloc(init), user))
   end subroutine
 
   subroutine fsdp_context_set_sync_params(ctx, sync, ierr)
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: sync
     integer, intent(out) :: ierr
-    ierr = c_context_set_sync_params(ctx%ptr, logical(sync, c_bool))
+    ierr = named('fsdp_context_set_sync_params', c_context_set_sync_params(ctx%ptr, logical(sync, c_bool)))
   end subroutine
 
   subroutine fsdp_context_set_mixed_precision(ctx, param_dtype, reduce_dtype, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: param_dtype, reduce_dtype
     integer, intent(out) :: ierr
-    ierr = c_context_set_mixed_precision(ctx%ptr, int(param_dtype, c_int), int(reduce_dtype, c_int))
+    ierr = named('fsdp_context_set_mixed_precision', &
+      c_context_set_mixed_precision(ctx%ptr, int(param_dtype, c_int), int(reduce_dtype, c_int)))
   end subroutine
 
   subroutine fsdp_context_set_comm_engine(ctx, engine, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: engine
     integer, intent(out) :: ierr
-    ierr = c_context_set_comm_engine(ctx%ptr, int(engine, c_int))
+    ierr = named('fsdp_context_set_comm_engine', c_context_set_comm_engine(ctx%ptr, int(engine, c_int)))
   end subroutine
 
   ! How waits for collectives behave (FSDP_WAIT_AUTO, _POLL, _SLEEP); before set_up.
@@ -1368,7 +1387,7 @@ contains
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: mode
     integer, intent(out) :: ierr
-    ierr = c_context_set_wait_mode(ctx%ptr, int(mode, c_int))
+    ierr = named('fsdp_context_set_wait_mode', c_context_set_wait_mode(ctx%ptr, int(mode, c_int)))
   end subroutine
 
   ! After set_up: the mode chosen, and the ranks and CPUs of this node it was chosen from.
@@ -1377,7 +1396,7 @@ contains
     integer, intent(out) :: mode, node_ranks, node_cpus
     integer, intent(out) :: ierr
     integer(c_int) :: m, r, c
-    ierr = c_context_get_wait_mode(ctx%ptr, m, r, c)
+    ierr = named('fsdp_context_get_wait_mode', c_context_get_wait_mode(ctx%ptr, m, r, c))
     mode = int(m)
     node_ranks = int(r)
     node_cpus = int(c)
@@ -1392,7 +1411,7 @@ contains
     integer, intent(out) :: ierr
     integer(c_int) :: r
     r = int(request, c_int)
-    ierr = c_context_wait(ctx%ptr, r)
+    ierr = named('fsdp_context_wait', c_context_wait(ctx%ptr, r))
     request = int(r)
   end subroutine
 
@@ -1400,35 +1419,36 @@ contains
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: mode
     integer, intent(out) :: ierr
-    ierr = c_context_set_backward_prefetch(ctx%ptr, int(mode, c_int))
+    ierr = named('fsdp_context_set_backward_prefetch', c_context_set_backward_prefetch(ctx%ptr, int(mode, c_int)))
   end subroutine
 
   subroutine fsdp_context_set_forward_prefetch(ctx, prefetch, ierr)
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: prefetch
     integer, intent(out) :: ierr
-    ierr = c_context_set_forward_prefetch(ctx%ptr, logical(prefetch, c_bool))
+    ierr = named('fsdp_context_set_forward_prefetch', &
+      c_context_set_forward_prefetch(ctx%ptr, logical(prefetch, c_bool)))
   end subroutine
 
   subroutine fsdp_context_set_limit_all_gathers(ctx, limit, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: limit
     integer, intent(out) :: ierr
-    ierr = c_context_set_limit_all_gathers(ctx%ptr, int(limit, c_int))
+    ierr = named('fsdp_context_set_limit_all_gathers', c_context_set_limit_all_gathers(ctx%ptr, int(limit, c_int)))
   end subroutine
 
   subroutine fsdp_context_set_device(ctx, device, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: device
     integer, intent(out) :: ierr
-    ierr = c_context_set_device(ctx%ptr, int(device, c_int))
+    ierr = named('fsdp_context_set_device', c_context_set_device(ctx%ptr, int(device, c_int)))
   end subroutine
 
   subroutine fsdp_context_set_checkpoint_keep(ctx, keep, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(in) :: keep
     integer, intent(out) :: ierr
-    ierr = c_context_set_checkpoint_keep(ctx%ptr, int(keep, c_int))
+    ierr = named('fsdp_context_set_checkpoint_keep', c_context_set_checkpoint_keep(ctx%ptr, int(keep, c_int)))
   end subroutine
 
   ! The most memory the context's plan may take, in bytes (0: no check;
@@ -1437,7 +1457,7 @@ contains
     type(fsdp_context), intent(in) :: ctx
     integer(fsdp_int64), intent(in) :: bytes
     integer, intent(out) :: ierr
-    ierr = c_context_set_memory_limit(ctx%ptr, bytes)
+    ierr = named('fsdp_context_set_memory_limit', c_context_set_memory_limit(ctx%ptr, bytes))
   end subroutine
 
   ! The shard group's fp32 collectives through node shared memory (default .true.); before set_up.
@@ -1445,7 +1465,7 @@ contains
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: use
     integer, intent(out) :: ierr
-    ierr = c_context_set_shm_reduce(ctx%ptr, logical(use, c_bool))
+    ierr = named('fsdp_context_set_shm_reduce', c_context_set_shm_reduce(ctx%ptr, logical(use, c_bool)))
   end subroutine
 
   ! Unsharded parameters as views of the node's shared shards (default .true.); before set_up.
@@ -1453,7 +1473,7 @@ contains
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: use
     integer, intent(out) :: ierr
-    ierr = c_context_set_shm_views(ctx%ptr, logical(use, c_bool))
+    ierr = named('fsdp_context_set_shm_views', c_context_set_shm_views(ctx%ptr, logical(use, c_bool)))
   end subroutine
 
   ! Before set_up, what was asked for; after, whether the units are views.
@@ -1462,7 +1482,7 @@ contains
     logical, intent(out) :: use
     integer, intent(out) :: ierr
     logical(c_bool) :: c
-    ierr = c_context_get_shm_views(ctx%ptr, c)
+    ierr = named('fsdp_context_get_shm_views', c_context_get_shm_views(ctx%ptr, c))
     use = c
   end subroutine
 
@@ -1470,13 +1490,13 @@ contains
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: check
     integer, intent(out) :: ierr
-    ierr = c_context_set_check_finite(ctx%ptr, logical(check, c_bool))
+    ierr = named('fsdp_context_set_check_finite', c_context_set_check_finite(ctx%ptr, logical(check, c_bool)))
   end subroutine
 
   subroutine fsdp_context_set_from_options(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_set_from_options(ctx%ptr)
+    ierr = named('fsdp_context_set_from_options', c_context_set_from_options(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_add_unit(ctx, name, unit, ierr)
@@ -1484,13 +1504,13 @@ contains
     character(len=*), intent(in) :: name
     type(fsdp_flatparam), intent(out) :: unit
     integer, intent(out) :: ierr
-    ierr = c_context_add_unit(ctx%ptr, cstr(name), unit%ptr)
+    ierr = named('fsdp_context_add_unit', c_context_add_unit(ctx%ptr, cstr(name), unit%ptr))
   end subroutine
 
   subroutine fsdp_context_set_up(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_set_up(ctx%ptr)
+    ierr = named('fsdp_context_set_up', c_context_set_up(ctx%ptr))
   end subroutine
 
   ! ---------------------------------------------------------------- FSDPContext: a training step
@@ -1498,51 +1518,52 @@ contains
   subroutine fsdp_context_begin_forward(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_begin_forward(ctx%ptr)
+    ierr = named('fsdp_context_begin_forward', c_context_begin_forward(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_begin_backward(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_begin_backward(ctx%ptr)
+    ierr = named('fsdp_context_begin_backward', c_context_begin_backward(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_finish_backward(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_finish_backward(ctx%ptr)
+    ierr = named('fsdp_context_finish_backward', c_context_finish_backward(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_zero_grad(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_zero_grad(ctx%ptr)
+    ierr = named('fsdp_context_zero_grad', c_context_zero_grad(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_set_grad_sync(ctx, sync, ierr)
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: sync
     integer, intent(out) :: ierr
-    ierr = c_context_set_grad_sync(ctx%ptr, logical(sync, c_bool))
+    ierr = named('fsdp_context_set_grad_sync', c_context_set_grad_sync(ctx%ptr, logical(sync, c_bool)))
   end subroutine
 
   subroutine fsdp_context_set_replicate_grad_sync(ctx, sync, ierr)
     type(fsdp_context), intent(in) :: ctx
     logical, intent(in) :: sync
     integer, intent(out) :: ierr
-    ierr = c_context_set_replicate_grad_sync(ctx%ptr, logical(sync, c_bool))
+    ierr = named('fsdp_context_set_replicate_grad_sync', &
+      c_context_set_replicate_grad_sync(ctx%ptr, logical(sync, c_bool)))
   end subroutine
 
   subroutine fsdp_context_broadcast_params(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_broadcast_params(ctx%ptr)
+    ierr = named('fsdp_context_broadcast_params', c_context_broadcast_params(ctx%ptr))
   end subroutine
 
   subroutine fsdp_context_synchronize(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_synchronize(ctx%ptr)
+    ierr = named('fsdp_context_synchronize', c_context_synchronize(ctx%ptr))
   end subroutine
 
   ! ---------------------------------------------------------------- FSDPContext: checkpoints
@@ -1553,14 +1574,14 @@ contains
     integer, intent(out) :: ierr
     type(fsdp_training_state) :: s
     s = state
-    ierr = c_context_set_training_state(ctx%ptr, s)
+    ierr = named('fsdp_context_set_training_state', c_context_set_training_state(ctx%ptr, s))
   end subroutine
 
   subroutine fsdp_context_get_training_state(ctx, state, ierr)
     type(fsdp_context), intent(in) :: ctx
     type(fsdp_training_state), intent(out) :: state
     integer, intent(out) :: ierr
-    ierr = c_context_get_training_state(ctx%ptr, state)
+    ierr = named('fsdp_context_get_training_state', c_context_get_training_state(ctx%ptr, state))
   end subroutine
 
   ! Collective: a sharded HDF5 checkpoint (doc/checkpoint-format.md), loadable
@@ -1570,7 +1591,7 @@ contains
     type(fsdp_optimizer), intent(in) :: opt
     character(len=*), intent(in) :: path
     integer, intent(out) :: ierr
-    ierr = c_context_save(ctx%ptr, opt%ptr, cstr(path))
+    ierr = named('fsdp_context_save', c_context_save(ctx%ptr, opt%ptr, cstr(path)))
   end subroutine
 
   subroutine fsdp_context_load(ctx, opt, path, ierr)
@@ -1578,7 +1599,7 @@ contains
     type(fsdp_optimizer), intent(in) :: opt
     character(len=*), intent(in) :: path
     integer, intent(out) :: ierr
-    ierr = c_context_load(ctx%ptr, opt%ptr, cstr(path))
+    ierr = named('fsdp_context_load', c_context_load(ctx%ptr, opt%ptr, cstr(path)))
   end subroutine
 
   ! ---------------------------------------------------------------- FSDPContext: queries
@@ -1586,20 +1607,20 @@ contains
   subroutine fsdp_context_get_sharding_strategy(ctx, strategy, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: strategy, ierr
-    ierr = c_context_get_sharding_strategy(ctx%ptr, strategy)
+    ierr = named('fsdp_context_get_sharding_strategy', c_context_get_sharding_strategy(ctx%ptr, strategy))
   end subroutine
 
   ! The context's communicator: do not free it.
   subroutine context_get_comm_int(ctx, comm, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: comm, ierr
-    ierr = c_context_get_comm(ctx%ptr, comm)
+    ierr = named('fsdp_context_get_comm', c_context_get_comm(ctx%ptr, comm))
   end subroutine
 
   subroutine fsdp_context_get_num_units(ctx, nunits, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: nunits, ierr
-    ierr = c_context_get_num_units(ctx%ptr, nunits)
+    ierr = named('fsdp_context_get_num_units', c_context_get_num_units(ctx%ptr, nunits))
   end subroutine
 
   ! Unit i, 1 <= i <= nunits, in the order they were added.  The index is
@@ -1612,7 +1633,7 @@ contains
     integer(c_int) :: n
     character(len=96) :: msg
     unit%ptr = c_null_ptr
-    ierr = c_context_get_num_units(ctx%ptr, n)
+    ierr = named('fsdp_context_get_unit', c_context_get_num_units(ctx%ptr, n))
     if (ierr /= FSDP_SUCCESS) return
     if (i < 1 .or. i > n) then
       if (n == 0) then
@@ -1623,7 +1644,7 @@ contains
       ierr = raise(FSDP_ERR_ARG, 'fsdp_context_get_unit', trim(msg))
       return
     end if
-    ierr = c_context_get_unit(ctx%ptr, int(i - 1, c_int), unit%ptr)
+    ierr = named('fsdp_context_get_unit', c_context_get_unit(ctx%ptr, int(i - 1, c_int), unit%ptr))
   end subroutine
 
   subroutine fsdp_context_find_param(ctx, name, unit, id, ierr)
@@ -1631,27 +1652,27 @@ contains
     character(len=*), intent(in) :: name
     type(fsdp_flatparam), intent(out) :: unit
     integer, intent(out) :: id, ierr
-    ierr = c_context_find_param(ctx%ptr, cstr(name), unit%ptr, id)
+    ierr = named('fsdp_context_find_param', c_context_find_param(ctx%ptr, cstr(name), unit%ptr, id))
   end subroutine
 
   subroutine fsdp_context_get_sizes(ctx, numel, shard_numel, max_unit_numel, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer(fsdp_int64), intent(out) :: numel, shard_numel, max_unit_numel
     integer, intent(out) :: ierr
-    ierr = c_context_get_sizes(ctx%ptr, numel, shard_numel, max_unit_numel)
+    ierr = named('fsdp_context_get_sizes', c_context_get_sizes(ctx%ptr, numel, shard_numel, max_unit_numel))
   end subroutine
 
   ! On standard output, collective on the context's communicator.
   subroutine fsdp_context_view(ctx, ierr)
     type(fsdp_context), intent(in) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_view(ctx%ptr, c_null_ptr)
+    ierr = named('fsdp_context_view', c_context_view(ctx%ptr, c_null_ptr))
   end subroutine
 
   subroutine fsdp_context_destroy(ctx, ierr)
     type(fsdp_context), intent(inout) :: ctx
     integer, intent(out) :: ierr
-    ierr = c_context_destroy(ctx%ptr)
+    ierr = named('fsdp_context_destroy', c_context_destroy(ctx%ptr))
   end subroutine
 
   ! ---------------------------------------------------------------- FlatParam
@@ -1660,7 +1681,7 @@ contains
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(in) :: dtype
     integer, intent(out) :: ierr
-    ierr = c_flatparam_set_data_type(unit%ptr, int(dtype, c_int))
+    ierr = named('fsdp_flatparam_set_data_type', c_flatparam_set_data_type(unit%ptr, int(dtype, c_int)))
   end subroutine
 
   ! shape in Fortran's order: a weight w(in, out) is C's [out, in].  size(shape) = 0: a scalar.
@@ -1687,7 +1708,7 @@ contains
     do i = 1, n
       cshape(i) = shape(n + 1 - i)
     end do
-    ierr = c_flatparam_add_param(unit%ptr, cstr(name), int(n, c_int), cshape, id)
+    ierr = named('fsdp_flatparam_add_param', c_flatparam_add_param(unit%ptr, cstr(name), int(n, c_int), cshape, id))
   end subroutine
 
   subroutine fsdp_flatparam_set_trainable(unit, id, trainable, ierr)
@@ -1695,25 +1716,26 @@ contains
     integer, intent(in) :: id
     logical, intent(in) :: trainable
     integer, intent(out) :: ierr
-    ierr = c_flatparam_set_trainable(unit%ptr, int(id, c_int), logical(trainable, c_bool))
+    ierr = named('fsdp_flatparam_set_trainable', &
+      c_flatparam_set_trainable(unit%ptr, int(id, c_int), logical(trainable, c_bool)))
   end subroutine
 
   subroutine fsdp_flatparam_unshard(unit, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(out) :: ierr
-    ierr = c_flatparam_unshard(unit%ptr)
+    ierr = named('fsdp_flatparam_unshard', c_flatparam_unshard(unit%ptr))
   end subroutine
 
   subroutine fsdp_flatparam_reshard(unit, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(out) :: ierr
-    ierr = c_flatparam_reshard(unit%ptr)
+    ierr = named('fsdp_flatparam_reshard', c_flatparam_reshard(unit%ptr))
   end subroutine
 
   subroutine fsdp_flatparam_reduce_grad(unit, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(out) :: ierr
-    ierr = c_flatparam_reduce_grad(unit%ptr)
+    ierr = named('fsdp_flatparam_reduce_grad', c_flatparam_reduce_grad(unit%ptr))
   end subroutine
 
   ! The parameter's address and its Fortran shape for a view of rank `rank`:
@@ -1875,7 +1897,7 @@ contains
     type(c_ptr) :: p
     integer(c_int64_t) :: n
     values => null()
-    ierr = c_flatparam_get_shard_(unit%ptr, p, n)
+    ierr = named('fsdp_flatparam_get_shard', c_flatparam_get_shard_(unit%ptr, p, n))
     if (ierr == FSDP_SUCCESS) ierr = shard_is_fp32(unit, 'fsdp_flatparam_get_shard')
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, values, [n])
   end subroutine
@@ -1887,7 +1909,7 @@ contains
     type(c_ptr) :: p
     integer(c_int64_t) :: n
     values => null()
-    ierr = c_flatparam_get_grad_shard(unit%ptr, p, n)
+    ierr = named('fsdp_flatparam_get_grad_shard', c_flatparam_get_grad_shard(unit%ptr, p, n))
     if (ierr == FSDP_SUCCESS) ierr = shard_is_fp32(unit, 'fsdp_flatparam_get_grad_shard')
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, values, [n])
   end subroutine
@@ -1912,7 +1934,8 @@ contains
     integer, intent(in) :: id
     integer(fsdp_int64), intent(out) :: first, last, offset
     integer, intent(out) :: ierr
-    ierr = c_flatparam_get_shard_range(unit%ptr, int(id, c_int), first, last, offset)
+    ierr = named('fsdp_flatparam_get_shard_range', &
+      c_flatparam_get_shard_range(unit%ptr, int(id, c_int), first, last, offset))
   end subroutine
 
   subroutine fsdp_flatparam_get_name(unit, name, ierr)
@@ -1920,20 +1943,20 @@ contains
     character(len=*), intent(out) :: name
     integer, intent(out) :: ierr
     type(c_ptr) :: p
-    ierr = c_flatparam_get_name(unit%ptr, p)
+    ierr = named('fsdp_flatparam_get_name', c_flatparam_get_name(unit%ptr, p))
     call fstr(p, name)
   end subroutine
 
   subroutine fsdp_flatparam_get_state(unit, state, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(out) :: state, ierr
-    ierr = c_flatparam_get_state(unit%ptr, state)
+    ierr = named('fsdp_flatparam_get_state', c_flatparam_get_state(unit%ptr, state))
   end subroutine
 
   subroutine fsdp_flatparam_get_num_params(unit, nparams, ierr)
     type(fsdp_flatparam), intent(in) :: unit
     integer, intent(out) :: nparams, ierr
-    ierr = c_flatparam_get_num_params(unit%ptr, nparams)
+    ierr = named('fsdp_flatparam_get_num_params', c_flatparam_get_num_params(unit%ptr, nparams))
   end subroutine
 
   ! name, Fortran shape (allocated to the parameter's rank) and element count.
@@ -1950,7 +1973,8 @@ contains
     integer :: i
     name = ''
     numel = 0
-    ierr = c_flatparam_get_param_info(unit%ptr, int(id, c_int), pname, ndim, pshape, numel)
+    ierr = named('fsdp_flatparam_get_param_info', &
+      c_flatparam_get_param_info(unit%ptr, int(id, c_int), pname, ndim, pshape, numel))
     if (ierr /= FSDP_SUCCESS) then
       allocate (shape(0))
       return
@@ -1969,7 +1993,7 @@ contains
     type(fsdp_flatparam), intent(in) :: unit
     integer(fsdp_int64), intent(out) :: numel, padded_numel, shard_numel
     integer, intent(out) :: ierr
-    ierr = c_flatparam_get_sizes(unit%ptr, numel, padded_numel, shard_numel)
+    ierr = named('fsdp_flatparam_get_sizes', c_flatparam_get_sizes(unit%ptr, numel, padded_numel, shard_numel))
   end subroutine
 
   ! ---------------------------------------------------------------- optimizers
@@ -1978,28 +2002,28 @@ contains
     type(fsdp_context), intent(in) :: ctx
     type(fsdp_optimizer), intent(out) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_create(ctx%ptr, opt%ptr)
+    ierr = named('fsdp_optimizer_create', c_optimizer_create(ctx%ptr, opt%ptr))
   end subroutine
 
   subroutine fsdp_optimizer_set_type(opt, type, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(in) :: type
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_type(opt%ptr, int(type, c_int))
+    ierr = named('fsdp_optimizer_set_type', c_optimizer_set_type(opt%ptr, int(type, c_int)))
   end subroutine
 
   subroutine fsdp_optimizer_set_learning_rate(opt, lr, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(in) :: lr
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_learning_rate(opt%ptr, lr)
+    ierr = named('fsdp_optimizer_set_learning_rate', c_optimizer_set_learning_rate(opt%ptr, lr))
   end subroutine
 
   subroutine fsdp_optimizer_set_weight_decay(opt, weight_decay, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(in) :: weight_decay
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_weight_decay(opt%ptr, weight_decay)
+    ierr = named('fsdp_optimizer_set_weight_decay', c_optimizer_set_weight_decay(opt%ptr, weight_decay))
   end subroutine
 
   ! Parameter groups (FSDPOptimizerAddParamGroup): the parameters `pattern`
@@ -2010,7 +2034,8 @@ contains
     character(len=*), intent(in) :: pattern
     real(c_double), intent(in) :: weight_decay, lr_scale
     integer, intent(out) :: ierr
-    ierr = c_optimizer_add_param_group(opt%ptr, cstr(pattern), weight_decay, lr_scale)
+    ierr = named('fsdp_optimizer_add_param_group', &
+      c_optimizer_add_param_group(opt%ptr, cstr(pattern), weight_decay, lr_scale))
   end subroutine
 
   ! The weight decay and learning-rate scale that parameter `name` takes.
@@ -2019,7 +2044,8 @@ contains
     character(len=*), intent(in) :: name
     real(c_double), intent(out) :: weight_decay, lr_scale
     integer, intent(out) :: ierr
-    ierr = c_optimizer_get_param_settings(opt%ptr, cstr(name), weight_decay, lr_scale)
+    ierr = named('fsdp_optimizer_get_param_settings', &
+      c_optimizer_get_param_settings(opt%ptr, cstr(name), weight_decay, lr_scale))
   end subroutine
 
   subroutine fsdp_optimizer_set_momentum(opt, momentum, nesterov, ierr)
@@ -2027,54 +2053,56 @@ contains
     real(c_double), intent(in) :: momentum
     logical, intent(in) :: nesterov
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_momentum(opt%ptr, momentum, logical(nesterov, c_bool))
+    ierr = named('fsdp_optimizer_set_momentum', &
+      c_optimizer_set_momentum(opt%ptr, momentum, logical(nesterov, c_bool)))
   end subroutine
 
   subroutine fsdp_optimizer_set_betas(opt, beta1, beta2, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(in) :: beta1, beta2
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_betas(opt%ptr, beta1, beta2)
+    ierr = named('fsdp_optimizer_set_betas', c_optimizer_set_betas(opt%ptr, beta1, beta2))
   end subroutine
 
   subroutine fsdp_optimizer_set_eps(opt, eps, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(in) :: eps
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_eps(opt%ptr, eps)
+    ierr = named('fsdp_optimizer_set_eps', c_optimizer_set_eps(opt%ptr, eps))
   end subroutine
 
   subroutine fsdp_optimizer_set_schedule(opt, schedule, warmup_steps, total_steps, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(in) :: schedule, warmup_steps, total_steps
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_schedule(opt%ptr, int(schedule, c_int), int(warmup_steps, c_int64_t), &
-                                    int(total_steps, c_int64_t))
+    ierr = named('fsdp_optimizer_set_schedule', &
+      c_optimizer_set_schedule(opt%ptr, int(schedule, c_int), int(warmup_steps, c_int64_t), &
+                                    int(total_steps, c_int64_t)))
   end subroutine
 
   subroutine fsdp_optimizer_set_clip_grad_norm(opt, max_norm, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(in) :: max_norm
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_clip_grad_norm(opt%ptr, max_norm)
+    ierr = named('fsdp_optimizer_set_clip_grad_norm', c_optimizer_set_clip_grad_norm(opt%ptr, max_norm))
   end subroutine
 
   subroutine fsdp_optimizer_set_from_options(opt, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_from_options(opt%ptr)
+    ierr = named('fsdp_optimizer_set_from_options', c_optimizer_set_from_options(opt%ptr))
   end subroutine
 
   subroutine fsdp_optimizer_set_up(opt, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_set_up(opt%ptr)
+    ierr = named('fsdp_optimizer_set_up', c_optimizer_set_up(opt%ptr))
   end subroutine
 
   subroutine fsdp_optimizer_step(opt, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_step(opt%ptr)
+    ierr = named('fsdp_optimizer_step', c_optimizer_step(opt%ptr))
   end subroutine
 
   subroutine fsdp_optimizer_clip_grad_norm(opt, max_norm, total_norm, ierr)
@@ -2082,40 +2110,40 @@ contains
     real(c_double), intent(in) :: max_norm
     real(c_double), intent(out) :: total_norm
     integer, intent(out) :: ierr
-    ierr = c_optimizer_clip_grad_norm(opt%ptr, max_norm, total_norm)
+    ierr = named('fsdp_optimizer_clip_grad_norm', c_optimizer_clip_grad_norm(opt%ptr, max_norm, total_norm))
   end subroutine
 
   subroutine fsdp_optimizer_get_step(opt, step, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer(fsdp_int64), intent(out) :: step
     integer, intent(out) :: ierr
-    ierr = c_optimizer_get_step(opt%ptr, step)
+    ierr = named('fsdp_optimizer_get_step', c_optimizer_get_step(opt%ptr, step))
   end subroutine
 
   subroutine fsdp_optimizer_get_learning_rate(opt, lr, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(out) :: lr
     integer, intent(out) :: ierr
-    ierr = c_optimizer_get_learning_rate(opt%ptr, lr)
+    ierr = named('fsdp_optimizer_get_learning_rate', c_optimizer_get_learning_rate(opt%ptr, lr))
   end subroutine
 
   subroutine fsdp_optimizer_get_grad_norm(opt, norm, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     real(c_double), intent(out) :: norm
     integer, intent(out) :: ierr
-    ierr = c_optimizer_get_grad_norm(opt%ptr, norm)
+    ierr = named('fsdp_optimizer_get_grad_norm', c_optimizer_get_grad_norm(opt%ptr, norm))
   end subroutine
 
   subroutine fsdp_optimizer_view(opt, ierr)
     type(fsdp_optimizer), intent(in) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_view(opt%ptr, c_null_ptr)
+    ierr = named('fsdp_optimizer_view', c_optimizer_view(opt%ptr, c_null_ptr))
   end subroutine
 
   subroutine fsdp_optimizer_destroy(opt, ierr)
     type(fsdp_optimizer), intent(inout) :: opt
     integer, intent(out) :: ierr
-    ierr = c_optimizer_destroy(opt%ptr)
+    ierr = named('fsdp_optimizer_destroy', c_optimizer_destroy(opt%ptr))
   end subroutine
 
   ! ---------------------------------------------------------------- models (doc/nn.md)
@@ -2125,7 +2153,7 @@ contains
     character(len=*), intent(in) :: spec
     type(fsdp_model), intent(out) :: model
     integer, intent(out) :: ierr
-    ierr = c_model_create(ctx%ptr, cstr(spec), model%ptr)
+    ierr = named('fsdp_model_create', c_model_create(ctx%ptr, cstr(spec), model%ptr))
   end subroutine
 
   subroutine fsdp_model_set_wrap_policy(model, policy, min_numel, ierr)
@@ -2133,26 +2161,26 @@ contains
     integer, intent(in) :: policy
     integer(fsdp_int64), intent(in) :: min_numel
     integer, intent(out) :: ierr
-    ierr = c_model_set_wrap_policy(model%ptr, int(policy, c_int), min_numel)
+    ierr = named('fsdp_model_set_wrap_policy', c_model_set_wrap_policy(model%ptr, int(policy, c_int), min_numel))
   end subroutine
 
   subroutine fsdp_model_set_seed(model, seed, ierr)
     type(fsdp_model), intent(in) :: model
     integer(fsdp_int64), intent(in) :: seed
     integer, intent(out) :: ierr
-    ierr = c_model_set_seed(model%ptr, seed)
+    ierr = named('fsdp_model_set_seed', c_model_set_seed(model%ptr, seed))
   end subroutine
 
   subroutine fsdp_model_set_from_options(model, ierr)
     type(fsdp_model), intent(in) :: model
     integer, intent(out) :: ierr
-    ierr = c_model_set_from_options(model%ptr)
+    ierr = named('fsdp_model_set_from_options', c_model_set_from_options(model%ptr))
   end subroutine
 
   subroutine fsdp_model_set_up(model, ierr)
     type(fsdp_model), intent(in) :: model
     integer, intent(out) :: ierr
-    ierr = c_model_set_up(model%ptr)
+    ierr = named('fsdp_model_set_up', c_model_set_up(model%ptr))
   end subroutine
 
   ! A GPT's context length and vocabulary (x(ctx, n) holds token ids, the
@@ -2161,7 +2189,7 @@ contains
     type(fsdp_model), intent(in) :: model
     integer(fsdp_int64), intent(out) :: ctx, vocab
     integer, intent(out) :: ierr
-    ierr = c_model_get_tokens(model%ptr, ctx, vocab)
+    ierr = named('fsdp_model_get_tokens', c_model_get_tokens(model%ptr, ctx, vocab))
   end subroutine
 
   ! One sample's input (output .false.) or output shape, in Fortran order: a
@@ -2174,7 +2202,8 @@ contains
     integer(c_int) :: ndim
     integer(c_int64_t) :: cshape(4)
     integer :: i
-    ierr = c_model_get_sample_shape(model%ptr, logical(output, c_bool), ndim, cshape)
+    ierr = named('fsdp_model_get_sample_shape', &
+      c_model_get_sample_shape(model%ptr, logical(output, c_bool), ndim, cshape))
     if (ierr /= FSDP_SUCCESS) ndim = 0
     allocate (shape(ndim))
     do i = 1, ndim
@@ -2186,7 +2215,8 @@ contains
     type(fsdp_model), intent(in) :: model
     logical, intent(in) :: on
     integer, intent(out) :: ierr
-    ierr = c_model_set_activation_checkpointing(model%ptr, logical(on, c_bool))
+    ierr = named('fsdp_model_set_activation_checkpointing', &
+      c_model_set_activation_checkpointing(model%ptr, logical(on, c_bool)))
   end subroutine
 
   subroutine fsdp_model_get_activation_checkpointing(model, on, ierr)
@@ -2194,7 +2224,7 @@ contains
     logical, intent(out) :: on
     integer, intent(out) :: ierr
     logical(c_bool) :: c
-    ierr = c_model_get_activation_checkpointing(model%ptr, c)
+    ierr = named('fsdp_model_get_activation_checkpointing', c_model_get_activation_checkpointing(model%ptr, c))
     on = c
   end subroutine
 
@@ -2202,7 +2232,7 @@ contains
     type(fsdp_model), intent(in) :: model
     integer(fsdp_int64), intent(out) :: in, out, numel
     integer, intent(out) :: ierr
-    ierr = c_model_get_sizes(model%ptr, in, out, numel)
+    ierr = named('fsdp_model_get_sizes', c_model_get_sizes(model%ptr, in, out, numel))
   end subroutine
 
   ! Collective: y => the output (out, n) of the input x(in, n), valid until the
@@ -2218,7 +2248,7 @@ contains
     y => null()
     ierr = check_rows(model, 'fsdp_model_forward', 'x', size(x, 1, kind=c_int64_t), .true.)
     if (ierr /= FSDP_SUCCESS) return
-    ierr = c_model_forward(model%ptr, size(x, 2, kind=c_int64_t), c_loc(x), p)
+    ierr = named('fsdp_model_forward', c_model_forward(model%ptr, size(x, 2, kind=c_int64_t), c_loc(x), p))
     if (ierr == FSDP_SUCCESS) then
       model%rows = size(x, 2, kind=c_int64_t)
       call c_f_pointer(p, y, [out_of(model), model%rows])
@@ -2279,7 +2309,7 @@ contains
     ierr = check_rows(model, 'fsdp_model_loss', 'target', size(target, 1, kind=c_int64_t), .false.)
     if (ierr == FSDP_SUCCESS) ierr = check_batch(model, 'fsdp_model_loss', 'target', size(target, 2, kind=c_int64_t))
     if (ierr /= FSDP_SUCCESS) return
-    ierr = c_model_loss(model%ptr, 0_c_int, c_loc(target), scale, loss, p)
+    ierr = named('fsdp_model_loss', c_model_loss(model%ptr, 0_c_int, c_loc(target), scale, loss, p))
     if (ierr == FSDP_SUCCESS) call c_f_pointer(p, dy, shape(target, kind=c_int64_t))
   end subroutine
 
@@ -2329,7 +2359,7 @@ contains
     ierr = check_rows(model, 'fsdp_model_backward', 'dy', size(dy, 1, kind=c_int64_t), .false.)
     if (ierr == FSDP_SUCCESS) ierr = check_batch(model, 'fsdp_model_backward', 'dy', size(dy, 2, kind=c_int64_t))
     if (ierr /= FSDP_SUCCESS) return
-    ierr = c_model_backward(model%ptr, c_loc(dy))
+    ierr = named('fsdp_model_backward', c_model_backward(model%ptr, c_loc(dy)))
   end subroutine
 
   ! One training step on this rank's batch: zero the gradients, forward,
@@ -2409,13 +2439,13 @@ contains
   subroutine fsdp_model_view(model, ierr)
     type(fsdp_model), intent(in) :: model
     integer, intent(out) :: ierr
-    ierr = c_model_view(model%ptr, c_null_ptr)
+    ierr = named('fsdp_model_view', c_model_view(model%ptr, c_null_ptr))
   end subroutine
 
   subroutine fsdp_model_destroy(model, ierr)
     type(fsdp_model), intent(inout) :: model
     integer, intent(out) :: ierr
-    ierr = c_model_destroy(model%ptr)
+    ierr = named('fsdp_model_destroy', c_model_destroy(model%ptr))
   end subroutine
 
 end module fsdp

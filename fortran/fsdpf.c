@@ -224,6 +224,12 @@ FSDPF_EXTERN FSDPErrorCode fsdpf_raise(FSDPErrorCode code, const char *func, con
   return FSDPError(MPI_COMM_SELF, 0, kept_name(func, "(Fortran)"), "fsdp.F90", code, "%s", message);
 }
 
+/* The module's call that got an error from C, as a frame of its traceback. */
+FSDPF_EXTERN FSDPErrorCode fsdpf_frame(FSDPErrorCode code, const char *func)
+{
+  return FSDPErrorTraceback(0, kept_name(func, "(Fortran)"), "fsdp.F90", code);
+}
+
 /* A Fortran frame of the traceback (FSDPCallA's). */
 FSDPF_EXTERN FSDPErrorCode fsdpf_traceback(FSDPErrorCode code, int line, const char *file)
 {

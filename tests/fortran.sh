@@ -48,6 +48,8 @@ if fsdp_run 2 "$fbyom" -fsdp_sharding_strategy bogus >"$fsdp_tmp/out" 2>&1; then
 fi
 expect_grep "option -fsdp_sharding_strategy: 'bogus'" "$fsdp_tmp/out"
 expect_grep "FSDP ERROR: #[0-9] (Fortran)() at .*byom.F90:[0-9]" "$fsdp_tmp/out"
+# ... and, between the C frames and that line, the module's call that failed.
+expect_grep "FSDP ERROR: #[0-9] fsdp_context_set_from_options() at fsdp.F90" "$fsdp_tmp/out"
 
 fheat="$top_builddir/examples/fortran/heat_surrogate"
 cheat="$top_builddir/examples/heat-surrogate"

@@ -43,6 +43,8 @@ int main(int argc, char **argv)
     expect_line(out, "  -fsdp_options_left <true> (bool): ");
     expect_line(out, "  -fsdp_on_error <print> (one of print return abort): ");
     expect_line(out, "  -fsdp_simd <");
+    expect_line(out, "  -fsdp_debug_collectives <false> (bool): check at each collective call");
+    expect_line(out, "  -fsdp_collective_timeout <600> (real): ");
     expect_line(out, "  -fsdp_log_trace <> (string): write every timed span as Chrome trace events");
     expect_line(out, "  -fsdp_t_given <3> (int): an int the test gives [given: 5]\n");
     expect_line(out, "  -fsdp_t_rate <0.5> (real): a rate\n");
@@ -51,7 +53,7 @@ int main(int argc, char **argv)
     expect_line(out, "  -fsdp_t_name <anon> (string): a name\n");
     expect_line(out, "  -fsdp_t_dims <none> (int list): some dims\n");
     TEST_ASSERT(strstr(out, header) == out, "the header comes first:\n%s", out);
-    TEST_ASSERT(count_occurrences(out, "\n  -") == 13, "expected 13 options listed under the header:\n%s", out);
+    TEST_ASSERT(count_occurrences(out, "\n  -") == 15, "expected 15 options listed under the header:\n%s", out);
   } else TEST_ASSERT(out[0] == '\0', "only rank 0 prints -help; rank %d printed:\n%s", rank, out);
   free(out);
 
