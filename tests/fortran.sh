@@ -12,7 +12,12 @@
 #   digit for digit, at W = 4 (hybrid);
 # - a heat_surrogate job stopped after 10 rounds and restarted from its
 #   checkpoint ends as the uninterrupted 20-round job does;
-# - FSDPCallA prints the traceback down to the Fortran line and stops the job.
+# - FSDPCallA prints the traceback down to the Fortran line and stops the job;
+# - examples/fortran/surrogate, doc/fortran.md's complete program (the doc
+#   shows the file as it is): the layout it sets (hybrid, two emulated
+#   nodes), the loss falling, the parameter it reads back between steps is
+#   the checkpoint's (read with h5dump, without libfsdp), and the training
+#   state's step is the optimizer's.
 . "${srcdir:-.}/tests/testlib.sh"
 fbyom="$top_builddir/examples/fortran/byom"
 if [ ! -x "$fbyom" ]; then
@@ -50,6 +55,34 @@ expect_grep "option -fsdp_sharding_strategy: 'bogus'" "$fsdp_tmp/out"
 expect_grep "FSDP ERROR: #[0-9] (Fortran)() at .*byom.F90:[0-9]" "$fsdp_tmp/out"
 # ... and, between the C frames and that line, the module's call that failed.
 expect_grep "FSDP ERROR: #[0-9] fsdp_context_set_from_options() at fsdp.F90" "$fsdp_tmp/out"
+
+# doc/fortran.md's complete program, which the page shows verbatim.
+fsurr=$(cd "$top_builddir" && pwd)/examples/fortran/surrogate
+src=$srcdir/examples/fortran/surrogate.F90
+awk '/^```fortran$/ { block = ""; inside = 1; next }
+     /^```$/ && inside { if (block ~ /^! The complete program of doc\/fortran.md/) printf "%s", block; inside = 0; next }
+     inside { block = block $0 "\n" }' "$srcdir/doc/fortran.md" >"$fsdp_tmp/doc.F90"
+cmp -s "$fsdp_tmp/doc.F90" "$src" ||
+  { diff "$fsdp_tmp/doc.F90" "$src" | head; echo "FAIL: doc/fortran.md's complete program is not $src"; exit 1; }
+(cd "$fsdp_tmp" && fsdp_run 4 "$fsurr") >"$fsdp_tmp/s.out" 2>&1 ||
+  { cat "$fsdp_tmp/s.out"; echo "FAIL: examples/fortran/surrogate on 4 ranks"; exit 1; }
+cat "$fsdp_tmp/s.out"
+expect_grep "^layout: 4 ranks on 2 nodes, parameters sharded over 2 ranks and replicated 2 times$" "$fsdp_tmp/s.out"
+expect_grep "^loaded: step 20, data cursor 1280, head.weight differs from the saved by 0.00E+00$" "$fsdp_tmp/s.out"
+awk '/^step +10 / { l10 = $4 } /^step +20 / { l20 = $4; s20 = $6 }
+     END { if (!(l20 + 0 < l10 + 0)) { print "FAIL: the loss did not fall: " l10 " then " l20; exit 1 } }' "$fsdp_tmp/s.out" || exit 1
+# The checkpoint, read without libfsdp: the step the program left alone is the
+# optimizer's, and head.weight is what the program read back at step 20.
+ck="$fsdp_tmp/surrogate.h5"
+[ "$(h5dump -a /step "$ck" | sed -n 's/^ *(0): //p')" = 20 ] || { h5dump -a /step "$ck"; echo "FAIL: /step is not 20"; exit 1; }
+h5dump -m %.9e -d /params/head.weight "$ck" | sed -n '/DATA {/,/}/p' | tr ',' '\n' |
+  sed -n 's/.*): *\(.*e[-+].*\)/\1/p' >"$fsdp_tmp/head.txt"   # the values (not the checksum attribute's)
+expect_count 32 "e" "$fsdp_tmp/head.txt"
+awk -v out="$fsdp_tmp/s.out" 'BEGIN { while ((getline line < out) > 0) if (line ~ /^step +20 /) { split(line, f, " +"); want = f[6] } }
+     { sum += $1 }
+     END { d = sum - want; if (d < 0) d = -d
+           if (d > 1e-6) { printf "FAIL: head.weight sums to %.9e in the checkpoint, %s read back\n", sum, want; exit 1 }
+           printf "surrogate: the checkpoint holds the head.weight read back (sum %.9e)\n", sum }' "$fsdp_tmp/head.txt" || exit 1
 
 fheat="$top_builddir/examples/fortran/heat_surrogate"
 cheat="$top_builddir/examples/heat-surrogate"
