@@ -196,6 +196,27 @@ module fsdp
   interface fsdp_model_loss
     module procedure model_loss_mse, model_loss_ce
   end interface
+  !> One training step on this rank's batch: zero the gradients, forward, the loss, backward, the optimizer's step.
+  !! The loss is MSE for a real target(out, n) and cross-entropy for integer(fsdp_int64) labels(n) in [0, out);
+  !! the gradients of the loss (scale 1) are averaged over the ranks as backward reduce-scatters them.  The same
+  !! as fsdp_context_zero_grad, fsdp_model_forward, fsdp_model_loss, fsdp_model_backward and fsdp_optimizer_step
+  !! in turn; it stops at the first error.
+  !! @collective Collective on the model's context's communicator: every rank calls it, each with its own batch
+  !! (n may differ across ranks).
+  !! @param[in,out] model   the model, set up (it remembers the batch for its backward)
+  !! @param[in] opt         the context's optimizer, set up
+  !! @param[in] x           the inputs, x(in, n): n samples as columns; contiguous
+  !! @param[in] target      the MSE target, target(out, n) (or labels(n) of kind fsdp_int64: cross-entropy)
+  !! @param[out] loss       this rank's loss before the step (0 on an error)
+  !! @param[out] ierr       FSDP_SUCCESS or the error
+  !! @retval FSDP_ERR_ARG         x's first extent is not the model's in, target's shape is not (out, n), or a label
+  !!                              is not in [0, out)
+  !! @retval FSDP_ERR_STATE       the model or the optimizer is not set up, or a unit is not sharded
+  !! @retval FSDP_ERR_NOT_FINITE  the gradient norm is NaN or infinite (-fsdp_check_finite): no step was taken
+  !! @retval FSDP_ERR_MEM         a buffer cannot be allocated
+  !! @retval FSDP_ERR_MPI         an MPI call failed
+  !! @retval FSDP_ERR_CUDA        on a CUDA context, a CUDA call failed
+  !! @see FSDPModelForward, FSDPModelLoss, FSDPModelBackward, FSDPOptimizerStep, FSDPContextZeroGrad
   interface fsdp_model_train_step
     module procedure model_train_step_mse, model_train_step_ce
   end interface
@@ -1041,8 +1062,16 @@ contains
     ierr = c_raise(int(code, c_int), cstr('Fortran initializer'), cstr(message))
   end function
 
-  ! A program's top level: on an error, print the traceback (with this
-  ! line and file when given, as FSDPCallA does) and abort the job.
+  !> At a program's top level: on an error, print its traceback and abort the job.
+  !! Does nothing when ierr is FSDP_SUCCESS.  Otherwise adds a traceback frame with file and line (when both are
+  !! given: FSDPCallA in fsdpf.h passes the program's own) to the last error, prints the traceback and calls
+  !! MPI_Abort on MPI_COMM_WORLD with ierr as the exit code.
+  !! @collective Not collective: one rank with an error ends the whole job.
+  !! @param[in] ierr  the code a call returned
+  !! @param[in] line  optional: the program's line, for the traceback
+  !! @param[in] file  optional: the program's file, for the traceback
+  !! @errors None: it returns only when ierr is FSDP_SUCCESS.
+  !! @see FSDPErrorAbort, FSDPErrorTraceback, FSDPErrorPrintTrace
   subroutine fsdp_abort_on_error(ierr, line, file)
     integer, intent(in) :: ierr
     integer, intent(in), optional :: line
@@ -2403,7 +2432,22 @@ contains
     if (ierr == FSDP_SUCCESS) ierr = c_context_zero_grad(ctx)
   end function
 
-  ! Inference: y(out, n) = the model applied to x(in, n), copied out (collective).
+  !> Inference: y(out, n) = the model applied to x(in, n), copied into the program's array.
+  !! A forward (fsdp_model_forward) whose output is copied out, so y outlives the next forward.  Host contexts only:
+  !! on a CUDA context the output is device memory, and fsdp_model_forward gives a pointer to it.
+  !! @collective Collective on the model's context's communicator: every rank calls it, each with its own samples
+  !! (n may differ across ranks).  A rank alone waits for the others in the first all-gather.
+  !! @param[in,out] model  the model, set up
+  !! @param[in] x          the inputs, x(in, n): n samples as columns; contiguous
+  !! @param[out] y         the outputs, y(out, n)
+  !! @param[out] ierr      FSDP_SUCCESS or the error
+  !! @retval FSDP_ERR_ARG          x's first extent is not the model's in, y's is not its out, or y and x have
+  !!                               different numbers of columns
+  !! @retval FSDP_ERR_STATE        the model is not set up, or a unit is not sharded
+  !! @retval FSDP_ERR_UNSUPPORTED  the model's context runs on a GPU (-fsdp_device cuda)
+  !! @retval FSDP_ERR_MEM          the buffers for n samples cannot be allocated
+  !! @retval FSDP_ERR_MPI          an MPI call failed
+  !! @see FSDPModelForward, FSDPModelGetSizes
   subroutine fsdp_model_predict(model, x, y, ierr)
     type(fsdp_model), intent(inout) :: model
     real(c_float), intent(in), target, contiguous :: x(:, :)

@@ -3,9 +3,11 @@
 # comment (make doc: doc/Doxyfile, tools/fsdp-man), with the sections in
 # their fixed order, a collective line that says "Collective on ..." or "Not
 # collective", and an errors section; every type, enum and macro of the
-# public headers has a page; each Fortran name opens its C call's page; the
-# pages render without a troff warning.  The symbols come from the built
-# library, not from a list.
+# public headers has a page; each Fortran name opens its C call's page; every
+# public procedure of the Fortran module has a page, its C call's or its own
+# (with the same collective line and errors); the pages render without a
+# troff warning.  The symbols come from the built libraries (the module's
+# generic names, which no library exports, from the module's source).
 . "${srcdir:-.}/tests/testlib.sh"
 man3="$top_builddir/doc/api/man3"
 [ -f "$top_builddir/doc/api/stamp" ] || {
@@ -62,6 +64,40 @@ while read -r f; do
 done <"$fsdp_tmp/functions"
 nfunc=$(wc -l <"$fsdp_tmp/functions")
 
+# The Fortran module's procedures: what libfsdpf exports (gfortran's
+# __fsdp_MOD_ prefix) and the generic interfaces, which have no symbol.
+flib="$top_builddir/fortran/.libs/libfsdpf.so"
+[ -f "$flib" ] || flib="$top_builddir/fortran/.libs/libfsdpf.a"
+nmodule=0 nown=0
+if [ -f "$flib" ]; then
+  {
+    nm -g --defined-only "$flib" | awk '$2 == "T" {print $3}' | sed -n 's/^__fsdp_MOD_\(fsdp_[a-z0-9_]*\)$/\1/p'
+    sed -n 's/^  interface \(fsdp_[a-z0-9_]*\) *$/\1/p' "$srcdir/fortran/fsdp.F90"
+  } | sort -u >"$fsdp_tmp/procedures"
+  nmodule=$(wc -l <"$fsdp_tmp/procedures")
+  [ "$nmodule" -ge 100 ] || fail "only $nmodule procedures found in $flib"
+  while read -r f; do
+    p="$man3/$f.3"
+    [ -f "$p" ] || { fail "$f is a procedure of the Fortran module and has no page"; continue; }
+    grep -q '^\.so ' "$p" && continue # its C call's page (checked above)
+    nown=$((nown + 1))
+    sections=$(sed -n 's/^\.SH //p' "$p" | tr '\n' ' ')
+    for s in NAME SYNOPSIS DESCRIPTION COLLECTIVE ERRORS FORTRAN; do
+      case " $sections" in *" $s "*) ;; *) fail "$f: no $s section" ;; esac
+    done
+    grep -q "^\(integer \)\{0,1\}\(subroutine\|function\) $f(" "$p" || fail "$f: the synopsis does not declare $f"
+    coll=$(awk '/^\.SH COLLECTIVE/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./ {print; exit}' "$p")
+    case "$coll" in
+    "Collective on "* | "Not collective"*) ;;
+    *) fail "$f: the collective line is '$coll', not 'Collective on ...' or 'Not collective...'" ;;
+    esac
+    errs=$(awk '/^\.SH ERRORS/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./' "$p" | wc -l)
+    [ "$errs" -ge 1 ] || fail "$f: the ERRORS section is empty"
+  done <"$fsdp_tmp/procedures"
+else
+  echo "manpages: no Fortran module in this build; its pages not checked"
+fi
+
 # The types, enums and macros each public header defines.
 headers="$srcdir/include/fsdp.h $srcdir/include/fsdp_nn.h $srcdir/include/fsdp_cuda.h"
 {
@@ -96,6 +132,6 @@ else
 fi
 [ -f "$top_builddir/doc/api/html/index.html" ] || fail "no HTML reference (doc/api/html/index.html)"
 
-echo "manpages: $nfunc exported functions ($nfortran with a Fortran name), $ntypes types and macros," \
-  "$(ls "$man3" | wc -l) pages in all"
+echo "manpages: $nfunc exported functions ($nfortran with a Fortran name), $nmodule Fortran procedures" \
+  "($nown with a page of their own), $ntypes types and macros, $(ls "$man3" | wc -l) pages in all"
 exit $status
