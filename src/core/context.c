@@ -534,9 +534,7 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
                              "rate limiter: at most L units unsharded or being gathered at once (0: no limit)",
                              ctx->limit, 0, 1 << 20, &limit, NULL));
   ctx->limit = (int)limit;
-  FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout",
-                              "seconds a collective may take before the watchdog aborts the job (0: never)",
-                              ctx->timeout, &timeout, NULL));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout", FSDP_COLLECTIVE_TIMEOUT_HELP, ctx->timeout, &timeout, NULL));
   FSDPCall(FSDPContextSetCollectiveTimeout(ctx, timeout));
   FSDPCall(FSDPOptionsGetReal("-fsdp_signal_grace",
                               "seconds a collective may still wait after FSDPNotifySignal before the job aborts (0: "

@@ -111,6 +111,9 @@ FSDPErrorCode FSDPWatchStop_Private(FSDPWatch *watch);
    timeout or entered another.  Off, it costs a branch. */
 extern bool FSDPCollectiveChecks_Private;
 FSDPErrorCode FSDPCollectiveChecksSet_Private(bool on, double timeout);
+/* -fsdp_collective_timeout's help line: FSDPInitialize (for the door checks) and FSDPContextSetFromOptions
+   (the context's watchdog) both read the option. */
+#define FSDP_COLLECTIVE_TIMEOUT_HELP "seconds a collective may take before the watchdog aborts the job (0: never)"
 void FSDPCollectiveChecksFinalize_Private(void);
 FSDPErrorCode FSDPCollectiveEnter_Private(MPI_Comm comm, const char *func, bool teardown);
 #define FSDPCollective(comm)                                                                                           \

@@ -74,9 +74,7 @@ static FSDPErrorCode read_sys_options(void)
                                 "check at each collective call that every rank of its communicator makes the same "
                                 "call (a small all-reduce per call), and before each collective of a unit",
                                 false, &debug, NULL));
-    FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout",
-                                "seconds a collective may take before the watchdog aborts the job (0: never)", 600,
-                                &timeout, NULL));
+    FSDPCall(FSDPOptionsGetReal("-fsdp_collective_timeout", FSDP_COLLECTIVE_TIMEOUT_HELP, 600, &timeout, NULL));
     FSDPCheck(timeout >= 0, MPI_COMM_SELF, FSDP_ERR_OPTION,
               "-fsdp_collective_timeout %g: the timeout is >= 0 seconds (0 turns the watchdog off)", timeout);
     FSDPCall(FSDPCollectiveChecksSet_Private(debug, timeout > 0 ? timeout : 1e9));
