@@ -26,6 +26,22 @@ fi
 status=0
 fail() { echo "FAIL: $*"; status=1; }
 
+# check_contract NAME PAGE SECTIONS: what every function's page has (C's or
+# the Fortran module's own): the sections, a first COLLECTIVE paragraph that
+# says which it is, and a non-empty ERRORS section.
+check_contract() {
+  for s in NAME SYNOPSIS DESCRIPTION COLLECTIVE ERRORS FORTRAN; do
+    case " $3" in *" $s "*) ;; *) fail "$1: no $s section" ;; esac
+  done
+  coll=$(awk '/^\.SH COLLECTIVE/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./ {print; exit}' "$2")
+  case "$coll" in
+  "Collective on "* | "Not collective"*) ;;
+  *) fail "$1: the collective line is '$coll', not 'Collective on ...' or 'Not collective...'" ;;
+  esac
+  errs=$(awk '/^\.SH ERRORS/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./' "$2" | wc -l)
+  [ "$errs" -ge 1 ] || fail "$1: the ERRORS section is empty"
+}
+
 # The functions: their pages' sections, in order.
 order='NAME SYNOPSIS DESCRIPTION COLLECTIVE ARGUMENTS ERRORS OPTIONS FORTRAN SEE ALSO'
 nfortran=0
@@ -43,17 +59,7 @@ while read -r f; do
         if (!found) { print "FAIL: " f ": section " $i " out of order in: " $0; exit 1 }
       }
     }' || status=1
-  for s in NAME SYNOPSIS DESCRIPTION COLLECTIVE ERRORS FORTRAN; do
-    case " $sections" in *" $s "*) ;; *) fail "$f: no $s section" ;; esac
-  done
-  # The first paragraph of COLLECTIVE says which it is.
-  coll=$(awk '/^\.SH COLLECTIVE/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./ {print; exit}' "$p")
-  case "$coll" in
-  "Collective on "* | "Not collective"*) ;;
-  *) fail "$f: the collective line is '$coll', not 'Collective on ...' or 'Not collective...'" ;;
-  esac
-  errs=$(awk '/^\.SH ERRORS/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./' "$p" | wc -l)
-  [ "$errs" -ge 1 ] || fail "$f: the ERRORS section is empty"
+  check_contract "$f" "$p" "$sections"
   grep -q '(undocumented)' "$p" && fail "$f: no summary line"
   # The Fortran name, where there is one, opens this page.
   fname=$(sed -n 's/^\(integer \)\{0,1\}\(subroutine\|function\) \(fsdp_[a-z0-9_]*\)(.*/\3/p' "$p" | head -n 1)
@@ -82,17 +88,8 @@ if [ -f "$flib" ]; then
     grep -q '^\.so ' "$p" && continue # its C call's page (checked above)
     nown=$((nown + 1))
     sections=$(sed -n 's/^\.SH //p' "$p" | tr '\n' ' ')
-    for s in NAME SYNOPSIS DESCRIPTION COLLECTIVE ERRORS FORTRAN; do
-      case " $sections" in *" $s "*) ;; *) fail "$f: no $s section" ;; esac
-    done
+    check_contract "$f" "$p" "$sections"
     grep -q "^\(integer \)\{0,1\}\(subroutine\|function\) $f(" "$p" || fail "$f: the synopsis does not declare $f"
-    coll=$(awk '/^\.SH COLLECTIVE/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./ {print; exit}' "$p")
-    case "$coll" in
-    "Collective on "* | "Not collective"*) ;;
-    *) fail "$f: the collective line is '$coll', not 'Collective on ...' or 'Not collective...'" ;;
-    esac
-    errs=$(awk '/^\.SH ERRORS/ {on = 1; next} /^\.SH/ {on = 0} on && !/^\./' "$p" | wc -l)
-    [ "$errs" -ge 1 ] || fail "$f: the ERRORS section is empty"
   done <"$fsdp_tmp/procedures"
 else
   echo "manpages: no Fortran module in this build; its pages not checked"
