@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsdp.h"
@@ -17,10 +18,15 @@
 
 #define MAXROUNDS 32
 
-enum { SAVE_COLL, SAVE_INDEP, LOAD_COLL, LOAD_INDEP, MPIIO_WRITE, MPIIO_READ, NOPS };
-static const char *const op_names[NOPS] = {"FSDPContextSave, collective", "FSDPContextSave, independent",
-                                           "FSDPContextLoad, collective", "FSDPContextLoad, independent",
-                                           "MPI-IO write_at_all + sync",  "MPI-IO read_at_all"};
+/* Saves and loads in each transfer mode, then the plain MPI-IO baseline. */
+enum { SAVE_COLL, SAVE_INDEP, SAVE_POSIX, LOAD_COLL, LOAD_INDEP, LOAD_POSIX, MPIIO_WRITE, MPIIO_READ, NOPS };
+static const char *const op_names[NOPS] = {"FSDPContextSave, collective",  "FSDPContextSave, independent",
+                                           "FSDPContextSave, posix",       "FSDPContextLoad, collective",
+                                           "FSDPContextLoad, independent", "FSDPContextLoad, posix",
+                                           "MPI-IO write_at_all + sync",   "MPI-IO read_at_all"};
+static const FSDPCheckpointIO op_modes[LOAD_POSIX + 1] = {
+    FSDP_CHECKPOINT_IO_COLLECTIVE, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_CHECKPOINT_IO_POSIX,
+    FSDP_CHECKPOINT_IO_COLLECTIVE, FSDP_CHECKPOINT_IO_INDEPENDENT, FSDP_CHECKPOINT_IO_POSIX};
 
 typedef struct {
   FSDPContext ctx;
@@ -81,19 +87,12 @@ static FSDPErrorCode run_op(Bench *b, int op, double *seconds, double *extra)
   double t;
   FSDPCall(FSDPGetMemoryStats(&before));
   FSDPCall(FSDPMemoryResetPeak());
-  if (op == SAVE_COLL || op == LOAD_COLL) FSDPCall(FSDPContextSetCheckpointIO(b->ctx, FSDP_CHECKPOINT_IO_COLLECTIVE));
-  if (op == SAVE_INDEP || op == LOAD_INDEP)
-    FSDPCall(FSDPContextSetCheckpointIO(b->ctx, FSDP_CHECKPOINT_IO_INDEPENDENT));
+  if (op <= LOAD_POSIX) FSDPCall(FSDPContextSetCheckpointIO(b->ctx, op_modes[op]));
   FSDPCallMPI(MPI_Barrier(b->comm));
   t = MPI_Wtime();
-  switch (op) {
-  case SAVE_COLL:
-  case SAVE_INDEP: FSDPCall(FSDPContextSave(b->ctx, b->opt, b->path)); break;
-  case LOAD_COLL:
-  case LOAD_INDEP: FSDPCall(FSDPContextLoad(b->ctx, b->opt, b->path)); break;
-  case MPIIO_WRITE: FSDPCall(mpiio(b, true)); break;
-  case MPIIO_READ: FSDPCall(mpiio(b, false)); break;
-  }
+  if (op <= SAVE_POSIX) FSDPCall(FSDPContextSave(b->ctx, b->opt, b->path));
+  else if (op <= LOAD_POSIX) FSDPCall(FSDPContextLoad(b->ctx, b->opt, b->path));
+  else FSDPCall(mpiio(b, op == MPIIO_WRITE));
   t = MPI_Wtime() - t;
   FSDPCall(FSDPGetMemoryStats(&after));
   *extra = (double)after.total_peak - (double)before.total_current;
@@ -150,17 +149,19 @@ static FSDPErrorCode bench(void)
     }
   if (b.rank == 0) {
     FSDPShardingStrategy strategy;
+    struct stat st;
     FSDPCall(FSDPContextGetShardingStrategy(b.ctx, &strategy));
-    printf("bench-checkpoint: %s, %lld parameters, AdamW; %d ranks, %s sharding; %.1f MB of data; median of %lld "
-           "rounds\n",
-           spec, (long long)numel, b.size, FSDPShardingStrategyName(strategy), total_bytes / 1e6, (long long)rounds);
+    printf("bench-checkpoint: %s, %lld parameters, AdamW; %d ranks, %s sharding; %.3f MB of data, a %.3f MB file; "
+           "median of %lld rounds\n",
+           spec, (long long)numel, b.size, FSDPShardingStrategyName(strategy), total_bytes / 1e6,
+           stat(b.path, &st) ? 0.0 : (double)st.st_size / 1e6, (long long)rounds);
     printf("%-32s %10s %10s %12s %16s\n", "operation", "time (s)", "GB/s", "vs MPI-IO", "peak extra/rank");
   }
   {
     double med[NOPS];
     for (int op = 0; op < NOPS; op++) med[op] = median(times[op], (int)rounds);
     for (int op = 0; b.rank == 0 && op < NOPS; op++) {
-      bool writes = op == SAVE_COLL || op == SAVE_INDEP || op == MPIIO_WRITE;
+      bool writes = op <= SAVE_POSIX || op == MPIIO_WRITE;
       double base = writes ? med[MPIIO_WRITE] : med[MPIIO_READ];
       snprintf(mem, sizeof mem, "%.1f MB", extra[op] / 1e6);
       printf("%-32s %10.3f %10.3f %11.2fx %16s\n", op_names[op], med[op], total_bytes / med[op] / 1e9, med[op] / base,

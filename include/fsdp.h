@@ -1130,8 +1130,11 @@ typedef enum {
                                           aligned writes, what parallel file systems want */
   FSDP_CHECKPOINT_IO_INDEPENDENT,    /**< independent transfers: each rank reads and writes its own contiguous
                                           pieces, with no synchronization per dataset */
-  FSDP_CHECKPOINT_IO_AUTO,           /**< independent where a node of the job has more ranks than CPUs (collective
-                                          transfers there wait for descheduled ranks), else collective */
+  FSDP_CHECKPOINT_IO_AUTO,           /**< POSIX where a node of the job has more ranks than CPUs (MPI-IO's and
+                                          HDF5's collectives there wait for descheduled ranks), else collective */
+  FSDP_CHECKPOINT_IO_POSIX,          /**< no MPI-IO: rank 0 writes the file's structure alone (serial HDF5), then
+                                          each rank writes its own pieces with pwrite at their datasets' offsets; a
+                                          load opens the file on each rank alone and reads its pieces */
   FSDP_NUM_CHECKPOINT_IO             /**< the number of modes */
 } FSDPCheckpointIO;
 
@@ -1645,7 +1648,8 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrain
 /** Save a checkpoint: one HDF5 file with every parameter at its full shape as /params/\<name\> and, when opt is
     not NULL, its state as /optim/\<state\>/\<name\>.
     After SetUp.  Each rank writes only what lies in its shard (replicas
-    split it).  The file is written beside path (path.partial, after its
+    split it), through MPI-IO or, with FSDP_CHECKPOINT_IO_POSIX, with pwrite
+    into the file rank 0 made alone.  The file is written beside path (path.partial, after its
     room on disk is reserved) and renamed over it once complete, so a crash
     leaves the previous checkpoint intact; older ones move to path.1, ...
     as FSDPContextSetCheckpointKeep says.  A symbolic link at path is
@@ -1662,13 +1666,14 @@ FSDP_EXTERN FSDPErrorCode FSDPContextGetTrainingState(FSDPContext ctx, FSDPTrain
     @retval FSDP_ERR_STATE        ctx is not set up; opt is not set up, or parameters were frozen or
                                   unfrozen after its FSDPOptimizerSetUp
     @retval FSDP_ERR_IO           path is a directory, no room on the file system, or a file cannot be
-                                  created, removed, synced or renamed
+                                  created, written, removed, synced or renamed
     @retval FSDP_ERR_HDF5         an HDF5 call failed
     @retval FSDP_ERR_NOT_FINITE   a parameter or state value is NaN or infinite (-fsdp_check_finite)
     @retval FSDP_ERR_MEM          out of memory
     @retval FSDP_ERR_MPI          an MPI call failed
     @retval FSDP_ERR_CUDA         on a GPU context, a copy to the host failed
-    @retval FSDP_ERR_UNSUPPORTED  libfsdp was built without HDF5
+    @retval FSDP_ERR_UNSUPPORTED  libfsdp was built without HDF5, or POSIX transfers on a machine that is not
+                                  little-endian
     @see FSDPContextLoad, FSDPContextSetTrainingState, FSDPContextSetCheckpointKeep, FSDPContextSetCheckpointIO */
 FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *path);
 /** Load a checkpoint written at any world size, strategy and wrapping, each rank reading only its shards.
@@ -1690,7 +1695,8 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, co
                                   model or optimizer (names, shapes, types, optimizer type)
     @retval FSDP_ERR_STATE        ctx is not set up; a unit is not sharded (mid-step); opt is not set up, or
                                   parameters were frozen or unfrozen after its FSDPOptimizerSetUp
-    @retval FSDP_ERR_IO           path is a directory or cannot be opened
+    @retval FSDP_ERR_IO           path is a directory or cannot be opened, or (POSIX transfers) was replaced
+                                  while the ranks opened it
     @retval FSDP_ERR_CORRUPT      the file is not readable HDF5, or is damaged (a checksum, an attribute)
     @retval FSDP_ERR_NOT_FINITE   the file holds NaN or infinite values (-fsdp_check_finite)
     @retval FSDP_ERR_HDF5         an HDF5 call failed

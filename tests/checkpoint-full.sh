@@ -3,12 +3,13 @@
 # namespace: the machine's mounts never change) ends the job with a named
 # error on every rank, instead of hanging in HDF5's collective I/O, and the
 # previous checkpoint stays in place and loads:
-#   - W = 2 and W = 1, collective and independent transfers: the save at step
-#     4 finds no room (its checkpoint at step 2 fills most of the disk);
+#   - W = 2 and W = 1, collective, independent and POSIX transfers: the save
+#     at step 4 finds no room (its checkpoint at step 2 fills most of the disk);
 #   - a disk that fills during the save (the test hook skips the room check):
 #     every rank's write fails and names it, or HDF5 leaves ranks in its
 #     collectives and the rank whose write failed ends the job with its
-#     message after -fsdp_collective_timeout.
+#     message after -fsdp_collective_timeout; with POSIX transfers (no
+#     collective I/O) every rank returns the error.
 # As root the namespace is `unshare -m`; otherwise a user namespace
 # (`unshare -r -m`); SKIP only where the kernel allows neither.
 . "${srcdir:-.}/tests/testlib.sh"
@@ -46,7 +47,7 @@ full() {
   expect_count 0 "^2," "$fsdp_tmp/$name.csv"
 }
 
-for io in collective independent; do
+for io in collective independent posix; do
   full "w2-$io" 2 -fsdp_checkpoint_io $io
   for r in 0 1; do
     expect_grep "^\[$r\] FSDP ERROR: .*FSDPContextSave: no room for '$disk/ck.h5.partial': No space left on device" \
@@ -72,3 +73,11 @@ else
   done
   echo "a disk that fills during the save: every rank's write failed, and each names it"
 fi
+
+# POSIX transfers have no collective I/O to be left in: a write that fails
+# is agreed, and every rank returns it.
+FSDP_TEST_CHECKPOINT_UNRESERVED=1 full filling-posix 2 -fsdp_checkpoint_io posix
+for r in 0 1; do
+  expect_grep "^\[$r\] FSDP ERROR: .*No space left on device" "$fsdp_tmp/filling-posix.out"
+done
+echo "a disk that fills during a POSIX save: every rank returns the error"

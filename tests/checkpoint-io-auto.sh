@@ -1,8 +1,9 @@
 #!/bin/sh
-# -fsdp_checkpoint_io auto (the default) takes independent MPI-IO transfers
+# -fsdp_checkpoint_io auto (the default) takes POSIX transfers (no MPI-IO)
 # where a node has more ranks than CPUs (2 ranks bound to one CPU here) and
-# collective ones otherwise (1 rank), and -fsdp_view says which and why; a
-# mode given is kept, and says so.  The checkpoints saved either way resume.
+# collective MPI-IO ones otherwise (1 rank), and -fsdp_view says which and
+# why; a mode given is kept, and says so.  The checkpoints saved either way
+# resume, and a POSIX save of 2 ranks loads through MPI-IO and back.
 # (doc/overlap.md, "Checkpoint I/O on an oversubscribed node".)
 . "${srcdir:-.}/tests/testlib.sh"
 train="$(cd "$top_builddir" && pwd)/tools/fsdp-train"
@@ -29,9 +30,9 @@ run() {
 }
 
 run over 2 "$cpu"
-expect_grep "^  checkpoint I/O: independent transfers (auto: a node has more ranks than CPUs" "$fsdp_tmp/over.out"
+expect_grep "^  checkpoint I/O: posix transfers (auto: a node has more ranks than CPUs" "$fsdp_tmp/over.out"
 expect_grep "^  \[1\] waits sleep: 2 ranks on 1 CPU of this node (oversubscribed)" "$fsdp_tmp/over.out"
-echo "2 ranks on 1 CPU: independent transfers, and the checkpoint resumes"
+echo "2 ranks on 1 CPU: POSIX transfers, and the checkpoint resumes"
 
 run one 1 ""
 expect_grep "^  checkpoint I/O: collective transfers (auto: no node has more ranks than CPUs)" "$fsdp_tmp/one.out"
@@ -40,3 +41,21 @@ echo "1 rank: collective transfers"
 run given 2 "$cpu" -fsdp_checkpoint_io collective
 expect_grep "^  checkpoint I/O: collective transfers (-fsdp_checkpoint_io)" "$fsdp_tmp/given.out"
 echo "2 ranks on 1 CPU, -fsdp_checkpoint_io collective: kept"
+
+# Across modes: the POSIX save loads through MPI-IO and the MPI-IO save
+# through POSIX, and each resumed job logs the same third step.
+cross() {
+  name=$1 from=$2
+  shift 2
+  fsdp_run 2 "$train" $common -steps 3 -resume "$fsdp_tmp/$from.h5" -loss_log "$fsdp_tmp/$name.csv" "$@" \
+    >"$fsdp_tmp/$name.out" 2>&1 || { cat "$fsdp_tmp/$name.out"; echo "FAIL: $name"; exit 1; }
+}
+cross over-collective over -fsdp_checkpoint_io collective
+cross given-posix given -fsdp_checkpoint_io posix
+expect_grep "^  checkpoint I/O: posix transfers (-fsdp_checkpoint_io)" "$fsdp_tmp/given-posix.out"
+want=$(grep '^3,' "$fsdp_tmp/over.csv")
+for name in given over-collective given-posix; do
+  got=$(grep '^3,' "$fsdp_tmp/$name.csv")
+  [ "$got" = "$want" ] || { echo "FAIL: $name resumed to step 3 as '$got', the POSIX save's own resume as '$want'"; exit 1; }
+done
+echo "POSIX and MPI-IO checkpoints load either way, to the same step 3: $want"

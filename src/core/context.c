@@ -21,11 +21,16 @@ static const char *const strategy_names[] = {"full", "grad_op", "none", "hybrid"
 static const char *const strategy_aliases[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
                                                "hybrid_shard_zero2"};
 static const char *const engine_names[] = {"thread", "nonblocking", "sync", NULL};
-static const char *const checkpoint_io_names[] = {"collective", "independent", "auto", NULL};
+static const char *const checkpoint_io_names[] = {"collective", "independent", "auto", "posix", NULL};
 static const char *const prefetch_names[] = {"pre", "post", "none", NULL};
 static const char *const device_names[] = {"host", "cuda", NULL};
 static const char *const replicate_engine_names[] = {"mpi", "nccl", NULL};
 static const char *const wait_names[] = {"auto", "poll", "sleep", NULL};
+
+const char *FSDPCheckpointIOName_Private(FSDPCheckpointIO io)
+{
+  return (int)io >= 0 && io < FSDP_NUM_CHECKPOINT_IO ? checkpoint_io_names[io] : "unknown";
+}
 
 const char *FSDPShardingStrategyName(FSDPShardingStrategy strategy)
 {
@@ -557,7 +562,8 @@ FSDPErrorCode FSDPContextSetFromOptions(FSDPContext ctx)
   ctx->checkpoint_keep = (int)limit;
   FSDPCall(FSDPOptionsGetEnum("-fsdp_checkpoint_io",
                               "checkpoint transfers: collective (MPI-IO aggregates them), independent (each rank "
-                              "its own pieces), or auto (independent where a node has more ranks than CPUs)",
+                              "its own pieces through MPI-IO), posix (no MPI-IO: rank 0 makes the file, each rank "
+                              "writes its pieces), or auto (posix where a node has more ranks than CPUs)",
                               checkpoint_io_names, (int)ctx->checkpoint_io_requested, &choice, NULL));
   ctx->checkpoint_io = ctx->checkpoint_io_requested = (FSDPCheckpointIO)choice;
   {
@@ -844,8 +850,9 @@ static FSDPErrorCode lay_out(FSDPContext ctx)
    reason the thread and sync engines, which run a collective blocking when
    they poll and nonblocking when they sleep, wait alike on every rank; the
    nonblocking engine's waits are each rank's own.  Collective MPI-IO waits
-   for every rank in each transfer, spinning: where a node is oversubscribed
-   a small save or load took 4 times longer than with independent transfers
+   for every rank in each transfer, and HDF5's parallel open and close wait
+   too, spinning: where a node is oversubscribed a small save took 50 times
+   longer than with POSIX transfers, which make no MPI-IO call
    (doc/performance.md), so auto chooses those, alike on every rank. */
 static void resolve_checkpoint_io(FSDPContext ctx);
 
@@ -888,9 +895,9 @@ static void resolve_checkpoint_io(FSDPContext ctx)
   ctx->checkpoint_io = ctx->checkpoint_io_requested;
   ctx->checkpoint_io_why = NULL;
   if (ctx->checkpoint_io_requested != FSDP_CHECKPOINT_IO_AUTO) return;
-  ctx->checkpoint_io = over ? FSDP_CHECKPOINT_IO_INDEPENDENT : FSDP_CHECKPOINT_IO_COLLECTIVE;
-  ctx->checkpoint_io_why = over ? "auto: a node has more ranks than CPUs, where collective transfers wait for "
-                                  "descheduled ranks"
+  ctx->checkpoint_io = over ? FSDP_CHECKPOINT_IO_POSIX : FSDP_CHECKPOINT_IO_COLLECTIVE;
+  ctx->checkpoint_io_why = over ? "auto: a node has more ranks than CPUs, where MPI-IO's and HDF5's collectives wait "
+                                  "for descheduled ranks"
                                 : "auto: no node has more ranks than CPUs";
 }
 
@@ -1140,6 +1147,7 @@ static FSDPErrorCode start_engine(FSDPContext ctx)
                             &ctx->stream));
   CommStreamSetSignalGrace(ctx->stream, ctx->signal_grace);
   CommStreamSetSleep(ctx->stream, ctx->wait == FSDP_WAIT_SLEEP);
+  FSDPSetSleepWaits_Private(ctx->wait == FSDP_WAIT_SLEEP); /* and the library's own small collectives */
   return FSDP_SUCCESS;
 }
 

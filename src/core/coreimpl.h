@@ -153,6 +153,8 @@ struct FSDPContext_s {
 /* Settles checkpoint_io from checkpoint_io_requested: AUTO by the node load
    SetUp agreed on (before SetUp, nothing to do). */
 void FSDPContextResolveCheckpointIO_Private(FSDPContext ctx);
+/* -fsdp_checkpoint_io's name of a mode. */
+const char *FSDPCheckpointIOName_Private(FSDPCheckpointIO io);
 /* The steps taken, as a loaded checkpoint says: what the watchdog's and
    -fsdp_debug_collectives' messages count on from. */
 void FSDPContextSetStep_Private(FSDPContext ctx, int64_t step);

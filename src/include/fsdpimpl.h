@@ -105,6 +105,20 @@ FSDPErrorCode FSDPWatchStart_Private(double timeout, FSDPErrorCode code, FSDPWat
     __attribute__((format(printf, 4, 5)));
 FSDPErrorCode FSDPWatchStop_Private(FSDPWatch *watch);
 
+/* The library's own small blocking collectives (src/sys/waits.c): MPI's
+   nonblocking ones, waited for with MPI_Wait or, once
+   FSDPSetSleepWaits_Private(true) (a context set up to wait by sleeping:
+   more ranks than CPUs on its node), tested with naps in between, so that a
+   waiting rank gives its core to the rank it waits for.  Every rank of the
+   communicator must call the same one (never MPI's blocking collective in
+   its place).  They return MPI's error codes (FSDPCallMPI, MPI_RECORD). */
+void FSDPSetSleepWaits_Private(bool sleep);
+int FSDPAllreduce_Private(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+int FSDPBcast_Private(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int FSDPAllgather_Private(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                          MPI_Comm comm);
+int FSDPBarrier_Private(MPI_Comm comm);
+
 /* -fsdp_debug_collectives at the door of each collective call (src/sys/collective.c):
    FSDPCollective(comm) checks, when it is on, that every rank of comm entered
    the calling function, and returns a named error when one did not within the

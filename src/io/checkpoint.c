@@ -1,7 +1,8 @@
 /* Sharded checkpoints in one parallel HDF5 file (doc/checkpoint-format.md).
    Datasets have the parameters' full shapes; every rank writes and reads
    only the pieces that lie in its own shard, as hyperslabs, with MPI-IO
-   (collective or independent transfers), so nothing is gathered and a file
+   (collective or independent transfers) or POSIX calls into the file rank 0
+   made alone, so nothing is gathered and a file
    loads at any world size, strategy and wrapping.  One concern a file:
    format.c (what save and load share), save.c, load.c, verify.c (what a load
    checks before it believes a file), and here a context's checkpoint
@@ -43,7 +44,7 @@ FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io)
 {
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSetCheckpointIO: ctx must not be NULL");
   FSDPCheck((int)io >= 0 && io < FSDP_NUM_CHECKPOINT_IO, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "FSDPContextSetCheckpointIO: io %d is not collective, independent or auto", (int)io);
+            "FSDPContextSetCheckpointIO: io %d is not collective, independent, auto or posix", (int)io);
   ctx->checkpoint_io = ctx->checkpoint_io_requested = io;
   FSDPContextResolveCheckpointIO_Private(ctx); /* after SetUp, auto as SetUp decided it */
   return FSDP_SUCCESS;

@@ -392,18 +392,48 @@ int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc)
   return 0;
 }
 
-/* A parallel file access list: MPI-IO on comm, metadata read by one rank
-   and broadcast, written collectively; object headers with checksums. */
-hid_t CheckpointFileAccess_Private(MPI_Comm comm)
+/* The file access list of a save or a load: MPI-IO on the context's
+   communicator, metadata read by one rank and broadcast, written
+   collectively; or, for POSIX transfers, a plain file (HDF5's sec2 driver)
+   that a rank opens alone, without HDF5's advisory lock where HDF5 can turn
+   it off (1.10.7 on; the library orders the ranks' accesses itself, and file
+   systems without flock refuse it; older HDF5 needs HDF5_USE_FILE_LOCKING=FALSE
+   there).
+   Object headers with checksums either way. */
+hid_t CheckpointFileAccess_Private(FSDPContext ctx)
 {
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  herr_t s = 0;
   if (fapl < 0) return -1;
-  if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 || H5Pset_all_coll_metadata_ops(fapl, true) < 0 ||
-      H5Pset_coll_metadata_write(fapl, true) < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
+  if (ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
+#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
+    s |= H5Pset_file_locking(fapl, false, true);
+#endif
+  } else {
+    s |= H5Pset_fapl_mpio(fapl, ctx->comm, MPI_INFO_NULL);
+    s |= H5Pset_all_coll_metadata_ops(fapl, true);
+    s |= H5Pset_coll_metadata_write(fapl, true);
+  }
+  s |= H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  if (s < 0) {
     H5Pclose(fapl);
     return -1;
   }
   return fapl;
+}
+
+/* The transfer list of H5Dread and H5Dwrite: MPI-IO's collective or
+   independent mode; POSIX transfers need none. */
+hid_t CheckpointTransferList_Private(FSDPContext ctx)
+{
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5FD_mpio_xfer_t mode =
+      ctx->checkpoint_io == FSDP_CHECKPOINT_IO_COLLECTIVE ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT;
+  if (dxpl >= 0 && ctx->checkpoint_io != FSDP_CHECKPOINT_IO_POSIX && H5Pset_dxpl_mpio(dxpl, mode) < 0) {
+    H5Pclose(dxpl);
+    return -1;
+  }
+  return dxpl;
 }
 
 void CheckpointQuietBegin_Private(QuietHDF5 *q)
@@ -426,8 +456,8 @@ void CheckpointQuietEnd_Private(const QuietHDF5 *q)
 FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller)
 {
   FSDPSetting s[4];
-  FSDPCall(FSDPSettingSet_Private(&s[0], "-fsdp_checkpoint_io", "%s",
-                                  ctx->checkpoint_io == FSDP_CHECKPOINT_IO_COLLECTIVE ? "collective" : "independent"));
+  FSDPCall(
+      FSDPSettingSet_Private(&s[0], "-fsdp_checkpoint_io", "%s", FSDPCheckpointIOName_Private(ctx->checkpoint_io)));
   FSDPCall(FSDPSettingSet_Private(&s[1], "-fsdp_checkpoint_strict", "%s", ctx->checkpoint_strict ? "true" : "false"));
   FSDPCall(FSDPSettingSet_Private(&s[2], "-fsdp_checkpoint_keep", "%d", ctx->checkpoint_keep));
   FSDPCall(FSDPSettingSet_Private(&s[3], "-fsdp_check_finite", "%s", ctx->check_finite ? "true" : "false"));
@@ -439,11 +469,6 @@ FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *calle
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call)
 {
   return err == MPI_SUCCESS ? FSDP_SUCCESS : FSDPErrorMPI(line, func, __FILE__, err, call);
-}
-
-H5FD_mpio_xfer_t CheckpointTransferMode_Private(FSDPContext ctx)
-{
-  return ctx->checkpoint_io == FSDP_CHECKPOINT_IO_COLLECTIVE ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT;
 }
 
 /* Where state tensor s of a unit is staged: after the unit's shard. */

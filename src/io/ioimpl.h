@@ -141,11 +141,11 @@ int CheckpointGetAttr_Private(hid_t loc, const char *name, hid_t type, int n, vo
 int CheckpointGetString_Private(hid_t loc, const char *name, char *value, size_t len);
 int CheckpointGetStringAlloc_Private(hid_t loc, const char *name, char **value);
 int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc);
-hid_t CheckpointFileAccess_Private(MPI_Comm comm);
+hid_t CheckpointFileAccess_Private(FSDPContext ctx);
+hid_t CheckpointTransferList_Private(FSDPContext ctx);
 void CheckpointQuietBegin_Private(QuietHDF5 *q);
 void CheckpointQuietEnd_Private(const QuietHDF5 *q);
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call);
-H5FD_mpio_xfer_t CheckpointTransferMode_Private(FSDPContext ctx);
 FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller);
 /* verify.c */
 void CheckpointNameListAdd_Private(NameList *l, const char *name, const char *detail);

@@ -23,9 +23,8 @@ static FSDPErrorCode unit_load_begin(UnitLoad *L)
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->want, FSDP_MEM_OTHER, &L->want))) goto cleanup;
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->have, FSDP_MEM_OTHER, &L->have))) goto cleanup;
   CheckpointReadPieces_Private(L->unit, L->pieces);
-  L->dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (L->dxpl < 0 || H5Pset_dxpl_mpio(L->dxpl, CheckpointTransferMode_Private(L->ctx)) < 0)
-    ierr = H5ERR("cannot create a transfer property list");
+  L->dxpl = CheckpointTransferList_Private(L->ctx);
+  if (L->dxpl < 0) ierr = H5ERR("cannot create a transfer property list");
 cleanup:
   return ierr;
 }
@@ -181,6 +180,16 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     fflush(stderr);
   }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr && ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
+    /* Each rank opened the file alone: the same one, unless path was replaced in between. */
+    uint64_t id[2] = {h.file_id, ~h.file_id};
+    ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, id, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
+    if (!ierr && id[0] != ~id[1])
+      ierr = FSDPError(ctx->comm, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextLoad: '%s' was replaced while the ranks opened it (another job saving it?): they "
+                       "read different checkpoints; nothing was loaded",
+                       path);
+  }
   /* Staging for the largest unit: its shard and its state tensors. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) {
     FlatParam unit = ctx->units[u];
@@ -243,7 +252,7 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
     FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextLoad"));
     FSDPCall(FSDPLogEventBegin(ctx->ev_load));
     CheckpointQuietBegin_Private(&quiet);
-    fapl = CheckpointFileAccess_Private(ctx->comm);
+    fapl = CheckpointFileAccess_Private(ctx); /* POSIX transfers: each rank opens the file alone */
     if (fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
       struct stat st;

@@ -1,7 +1,8 @@
 /* FSDPContextSave: every rank writes its own pieces of each dataset into a
    temporary file, which rank 0 renames over the checkpoint once all of it is
    on disk (doc/checkpoint-format.md). */
-#define _GNU_SOURCE /* fallocate */
+#define _GNU_SOURCE          /* fallocate */
+#define _FILE_OFFSET_BITS 64 /* pwrite's offsets on 32-bit builds */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -32,7 +33,7 @@ static FSDPErrorCode new_file_id(FSDPContext ctx, uint64_t *id)
     }
     if (f) fclose(f);
   }
-  FSDPCallMPI(MPI_Bcast(id, 1, MPI_UINT64_T, 0, ctx->comm));
+  FSDPCallMPI(FSDPBcast_Private(id, 1, MPI_UINT64_T, 0, ctx->comm));
   return FSDP_SUCCESS;
 }
 
@@ -51,16 +52,16 @@ static FSDPErrorCode write_root(FSDPContext ctx, FSDPOptimizer opt, hid_t file, 
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   }
-  FSDPCallMPI(MPI_Bcast(when, sizeof when, MPI_CHAR, 0, ctx->comm));
+  FSDPCallMPI(FSDPBcast_Private(when, sizeof when, MPI_CHAR, 0, ctx->comm));
   FSDPCall(ShardGroupGetNode(ctx->group, &node, &nnodes));
   mine[0] = node;
   mine[1] = ctx->shard_index;
   mine[2] = ctx->replica_index;
   FSDPCall(FSDPMalloc((size_t)ctx->size * sizeof mine, FSDP_MEM_OTHER, &layout));
-  ierr = MPI_RECORD(MPI_Allgather(mine, 3, MPI_INT, layout, 3, MPI_INT, ctx->comm));
+  ierr = MPI_RECORD(FSDPAllgather_Private(mine, 3, MPI_INT, layout, 3, MPI_INT, ctx->comm));
   snprintf(layout_text, sizeof layout_text, "%d shard group%s of %d ranks on %d node%s", ctx->nreplicas,
            ctx->nreplicas == 1 ? "" : "s", ctx->factor, nnodes, nnodes == 1 ? "" : "s");
-  if (!ierr) {
+  if (!ierr && file >= 0) { /* POSIX transfers: rank 0's file only */
     int version = FORMAT_VERSION;
     s |= CheckpointPutString_Private(file, "format", FORMAT_NAME);
     s |= CheckpointPutAttr_Private(file, "format_version", H5T_NATIVE_INT, 0, &version);
@@ -124,7 +125,7 @@ static FSDPErrorCode pause_for_test(FSDPContext ctx, const char *tmp)
   const char *env = getenv("FSDP_TEST_CHECKPOINT_PAUSE");
   char marker[4300];
   if (!env || atoi(env) <= 0) return FSDP_SUCCESS;
-  FSDPCallMPI(MPI_Barrier(ctx->comm));
+  FSDPCallMPI(FSDPBarrier_Private(ctx->comm));
   if (ctx->rank == 0) {
     FILE *fp;
     snprintf(marker, sizeof marker, "%s.paused", tmp);
@@ -189,44 +190,59 @@ static void watch_failure(FSDPContext ctx, FSDPErrorCode failed, const char *tmp
                                msg, tmp, ctx->timeout);
 }
 
-/* Writes every dataset: each rank its own pieces, with one collective
-   H5Dwrite per dataset, and their checksums, combined beforehand. */
-static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *tmp, uint64_t file_id,
-                                    const Item *items, int nitems, int64_t *bytes, FSDPWatch *watch)
-{
-  const char *names[2] = {NULL, NULL};
-  uint32_t *crc = NULL;
-  Piece *pieces = NULL;
-  Source *src = NULL;
-  int maxp = 1, nstates = opt ? opt->nstates : 0;
-  hid_t dxpl = -1, dcpl = -1;
-  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS, nonfinite = FSDP_SUCCESS;
+/* What a save writes, ready on every rank before the file is touched: the
+   sources, and each dataset's checksum, combined across ranks. */
+typedef struct {
+  const Item *items;
+  int nitems;
+  const char *names[2]; /* the optimizer's state tensors */
+  uint32_t *crc;        /* each dataset's, bound to its path and the file */
+  Piece *pieces;        /* one unit's, as each dataset needs them */
+  Source *src;
+  int64_t *offsets; /* POSIX transfers: where each dataset's values start in the file (rank 0's, broadcast) */
+} Payload;
 
-  for (int s = 0; s < nstates; s++) names[s] = FSDPOptimizerStateName_Private(opt, s);
+static FSDPErrorCode payload_free(FSDPContext ctx, Payload *pl)
+{
+  FSDPErrorCode ierr = FSDPFree(&pl->crc), e; /* each freed whatever the others did */
+  if ((e = FSDPFree(&pl->offsets)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&pl->pieces)) && !ierr) ierr = e;
+  if ((e = sources_free(ctx, &pl->src)) && !ierr) ierr = e;
+  return ierr;
+}
+
+/* Collective: the sources and the checksums, from memory, with one
+   reduction for the whole file; non-finite values refused. */
+static FSDPErrorCode payload_get(FSDPContext ctx, FSDPOptimizer opt, const char *tmp, uint64_t file_id, Payload *pl)
+{
+  int maxp = 1, nstates = opt ? opt->nstates : 0, nitems = pl->nitems;
+  FSDPErrorCode ierr = FSDP_SUCCESS, nonfinite = FSDP_SUCCESS;
+
+  for (int s = 0; s < nstates; s++) pl->names[s] = FSDPOptimizerStateName_Private(opt, s);
   for (int u = 0; u < ctx->nunits; u++) maxp = ctx->units[u]->nparams > maxp ? ctx->units[u]->nparams : maxp;
   /* Agreed before the first collective: a rank whose allocation failed must not leave the others waiting. */
-  ierr = FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *crc, FSDP_MEM_OTHER, &crc);
-  if (!ierr) ierr = FSDPMalloc((size_t)maxp * sizeof *pieces, FSDP_MEM_OTHER, &pieces);
-  if (!ierr) ierr = sources_get(ctx, opt, &src);
+  ierr = FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *pl->crc, FSDP_MEM_OTHER, &pl->crc);
+  if (!ierr) ierr = FSDPCalloc((size_t)(nitems ? nitems : 1), sizeof *pl->offsets, FSDP_MEM_OTHER, &pl->offsets);
+  if (!ierr) ierr = FSDPMalloc((size_t)maxp * sizeof *pl->pieces, FSDP_MEM_OTHER, &pl->pieces);
+  if (!ierr) ierr = sources_get(ctx, opt, &pl->src);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
 
-  /* The checksums first, from memory: one reduction for the whole file. */
   for (int k = 0; k < nitems && !ierr; k++) {
-    const Item *it = &items[k];
-    const Source *s = &src[it->unit->index];
+    const Item *it = &pl->items[k];
+    const Source *s = &pl->src[it->unit->index];
     void *state = it->state >= 0 ? s->state[it->state] : NULL;
     const Piece *pc;
     const void *mem;
-    CheckpointWritePieces_Private(it->unit, pieces);
-    pc = &pieces[it->param];
+    CheckpointWritePieces_Private(it->unit, pl->pieces);
+    pc = &pl->pieces[it->param];
     mem = CheckpointPieceMemory_Private(it, pc, s->shard, state);
-    crc[k] = CheckpointPieceCRC_Private(it, pc, mem, FSDPDataTypeSize(it->unit->dtype));
+    pl->crc[k] = CheckpointPieceCRC_Private(it, pc, mem, FSDPDataTypeSize(it->unit->dtype));
     if (ctx->check_finite && !nonfinite) { /* each element is some rank's to write: each is checked once */
       double v;
       int64_t at = CheckpointFirstNonfinite_Private(it->unit->dtype, mem, pc->end - pc->begin, &v);
       char path[1200];
       if (at >= 0) {
-        CheckpointItemPath_Private(it, names, path, sizeof path);
+        CheckpointItemPath_Private(it, pl->names, path, sizeof path);
         nonfinite =
             FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
                       "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
@@ -235,59 +251,87 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
       }
     }
   }
-  if (!ierr) ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
+  if (!ierr) ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, pl->crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));
   for (int k = 0; k < nitems && !ierr; k++) { /* each values' CRC, bound to its dataset's path and this file */
     char path[1200];
-    CheckpointItemPath_Private(&items[k], names, path, sizeof path);
-    crc[k] = CheckpointBindCRC_Private(file_id, path, crc[k]);
+    CheckpointItemPath_Private(&pl->items[k], pl->names, path, sizeof path);
+    pl->crc[k] = CheckpointBindCRC_Private(file_id, path, pl->crc[k]);
   }
   if (!ierr) ierr = nonfinite;
+  return FSDPErrorAgree_Private(ctx->comm, ierr);
+}
 
-  dxpl = H5Pcreate(H5P_DATASET_XFER);
-  dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  if (!ierr && (dxpl < 0 || dcpl < 0 || H5Pset_dxpl_mpio(dxpl, CheckpointTransferMode_Private(ctx)) < 0 ||
-                H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0))
-    ierr = H5ERR("cannot create property lists");
+/* Creates every dataset with its attributes.  Through MPI-IO every rank
+   then writes its own pieces, with one collective H5Dwrite per dataset.
+   With POSIX transfers only rank 0 has the file open (the others pass
+   file < 0): its datasets are contiguous and allocated now, and their
+   offsets go to pl->offsets for write_values_posix. */
+static FSDPErrorCode write_datasets(FSDPContext ctx, hid_t file, const char *tmp, Payload *pl, int64_t *bytes,
+                                    FSDPWatch *watch)
+{
+  bool posix = ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX;
+  hid_t dxpl = -1, dcpl = -1;
+  FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS;
+
+  if (file >= 0) {
+    dxpl = CheckpointTransferList_Private(ctx);
+    dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dxpl < 0 || dcpl < 0 || H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+        (posix && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0))
+      ierr = H5ERR("cannot create property lists");
+  }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Every rank makes every call, whatever failed on it (`failed`): they are
      collective.  The ranks agree on the outcome at the end. */
-  for (int k = 0; k < nitems && !ierr; k++) {
-    const Item *it = &items[k];
+  for (int k = 0; k < pl->nitems && !ierr && file >= 0; k++) {
+    const Item *it = &pl->items[k];
     const ParamInfo *p = &it->unit->params[it->param];
-    const Source *src_unit = &src[it->unit->index];
+    const Source *src_unit = &pl->src[it->unit->index];
     void *state = it->state >= 0 ? src_unit->state[it->state] : NULL;
+    hid_t mtype = CheckpointNativeType_Private(it->unit->dtype), ftype = CheckpointFileType_Private(it->unit->dtype);
     char path[1200], reason[256];
     hid_t space, ds = -1, memspace = -1;
     herr_t status = -1;
 
-    if (it->state == 0 && (k == 0 || items[k - 1].state != 0)) failed = failed ? failed : pause_for_test(ctx, tmp);
-    CheckpointItemPath_Private(it, names, path, sizeof path);
-    CheckpointWritePieces_Private(it->unit, pieces);
+    if (!posix && it->state == 0 && (k == 0 || pl->items[k - 1].state != 0)) { /* every rank: a barrier */
+      FSDPErrorCode e = pause_for_test(ctx, tmp);
+      if (!failed) failed = e;
+    }
+    CheckpointItemPath_Private(it, pl->names, path, sizeof path);
+    CheckpointWritePieces_Private(it->unit, pl->pieces);
     space = CheckpointMakeSpace_Private(p);
-    if (space >= 0)
-      ds = H5Dcreate2(file, path, CheckpointFileType_Private(it->unit->dtype), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (space >= 0) ds = H5Dcreate2(file, path, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (ds >= 0 &&
-        (CheckpointPutAttr_Private(ds, "crc32c", H5T_NATIVE_UINT32, 0, &crc[k]) < 0 ||
+        (CheckpointPutAttr_Private(ds, "crc32c", H5T_NATIVE_UINT32, 0, &pl->crc[k]) < 0 ||
          (it->state < 0 && CheckpointPutString_Private(ds, "unit", it->unit->name) < 0)) &&
         !failed)
       failed = H5ERR("cannot write the attributes of %s", path);
-    if (ds >= 0) {
+    if (ds >= 0 && posix) { /* the ranks write the values themselves, as they are in memory */
+      haddr_t at = p->numel ? H5Dget_offset(ds) : 0;
+      status = 0;
+      if (H5Tequal(mtype, ftype) <= 0 && !failed)
+        failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
+                           "FSDPContextSave: -fsdp_checkpoint_io posix writes values as they are in memory, and "
+                           "this machine's byte order is not the file's (little-endian): use independent");
+      else if (at == HADDR_UNDEF && !failed) failed = H5ERR("%s has no place in '%s' yet", path, tmp);
+      pl->offsets[k] = (int64_t)at;
+    } else if (ds >= 0) {
       if (p->numel == 0) status = 0; /* nothing to write, on any rank */
       else {
         /* A rank whose selection failed still takes part, with nothing to write. */
-        if (CheckpointSelectPiece_Private(space, &memspace, p, &pieces[it->param]) < 0 && memspace >= 0) {
+        if (CheckpointSelectPiece_Private(space, &memspace, p, &pl->pieces[it->param]) < 0 && memspace >= 0) {
           if (!failed) failed = H5ERR("cannot select this rank's part of %s", path);
           H5Sselect_none(space);
           H5Sselect_none(memspace);
         }
         if (memspace >= 0)
-          status = H5Dwrite(ds, CheckpointNativeType_Private(it->unit->dtype), memspace, space, dxpl,
-                            CheckpointPieceMemory_Private(it, &pieces[it->param], src_unit->shard, state));
+          status = H5Dwrite(ds, mtype, memspace, space, dxpl,
+                            CheckpointPieceMemory_Private(it, &pl->pieces[it->param], src_unit->shard, state));
       }
+      *bytes += (pl->pieces[it->param].end - pl->pieces[it->param].begin) * (int64_t)FSDPDataTypeSize(it->unit->dtype);
     }
     if (status < 0 && !failed) failed = H5ERR("cannot write %s: %s", path, CheckpointH5Reason_Private(reason));
     watch_failure(ctx, failed, tmp, watch);
-    *bytes += (pieces[it->param].end - pieces[it->param].begin) * (int64_t)FSDPDataTypeSize(it->unit->dtype);
     if (memspace >= 0) H5Sclose(memspace);
     if (ds >= 0) H5Dclose(ds);
     if (space >= 0) H5Sclose(space);
@@ -296,75 +340,157 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, FSDPOptimizer opt, hid_t fi
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   if (dxpl >= 0) H5Pclose(dxpl);
   if (dcpl >= 0) H5Pclose(dcpl);
-  FSDPCall(FSDPFree(&crc));
-  FSDPCall(FSDPFree(&pieces));
-  FSDPCall(sources_free(ctx, &src));
   return ierr;
 }
 
-/* The groups, attributes and datasets of a new file at tmp.  Collective. */
+/* All of buf at offset, through interruptions and short writes. */
+static int pwrite_all(int fd, const char *buf, size_t len, off_t offset)
+{
+  while (len) {
+    ssize_t n = pwrite(fd, buf, len, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    buf += n;
+    len -= (size_t)n;
+    offset += n;
+  }
+  return 0;
+}
+
+/* POSIX transfers, once rank 0 has made and closed the file: every rank
+   writes its own pieces straight into their datasets (contiguous in the
+   file, as in memory) and syncs them.  Collective, and agreed. */
+static FSDPErrorCode write_values_posix(FSDPContext ctx, const char *tmp, Payload *pl, int64_t *bytes)
+{
+  FSDPErrorCode ierr, failed = FSDP_SUCCESS;
+  int fd = -1, err;
+
+  ierr = MPI_RECORD(FSDPBcast_Private(pl->offsets, pl->nitems, MPI_INT64_T, 0, ctx->comm));
+  ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (ierr) return ierr;
+  /* Write-only (not O_RDWR): an NFS client then never reads back pages that another node's rank shares. */
+  fd = open(tmp, O_WRONLY);
+  if (fd < 0)
+    failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextSave: cannot open '%s' to write this rank's values: %s", tmp, strerror(errno));
+  else if (H5Tequal(H5T_NATIVE_FLOAT, H5T_IEEE_F32LE) <= 0 || H5Tequal(H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE) <= 0)
+    failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
+                       "FSDPContextSave: -fsdp_checkpoint_io posix writes values as they are in memory, and this "
+                       "machine's byte order is not the file's (little-endian): use independent");
+  for (int k = 0; k < pl->nitems; k++) { /* every rank to the end: the test pause is collective */
+    const Item *it = &pl->items[k];
+    const Source *s = &pl->src[it->unit->index];
+    size_t es = FSDPDataTypeSize(it->unit->dtype);
+    const Piece *pc;
+    int64_t n;
+    char path[1200];
+
+    if (it->state == 0 && (k == 0 || pl->items[k - 1].state != 0)) { /* every rank, failed or not: a barrier */
+      FSDPErrorCode e = pause_for_test(ctx, tmp);
+      if (!failed) failed = e;
+    }
+    if (failed) continue;
+    CheckpointWritePieces_Private(it->unit, pl->pieces);
+    pc = &pl->pieces[it->param];
+    n = pc->end - pc->begin;
+    if (n <= 0) continue;
+    err = pwrite_all(fd, CheckpointPieceMemory_Private(it, pc, s->shard, it->state >= 0 ? s->state[it->state] : NULL),
+                     (size_t)n * es, (off_t)(pl->offsets[k] + pc->begin * (int64_t)es));
+    if (err) {
+      CheckpointItemPath_Private(it, pl->names, path, sizeof path);
+      failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                         "FSDPContextSave: cannot write %s into '%s': %s", path, tmp, strerror(err));
+    }
+    *bytes += n * (int64_t)es;
+  }
+  /* Each rank syncs what it wrote: on another node, rank 0's sync would not reach it. */
+  if (fd >= 0 && !failed && fsync(fd))
+    failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextSave: cannot sync '%s': %s", tmp, strerror(errno));
+  if (fd >= 0 && close(fd) && !failed)
+    failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                       "FSDPContextSave: cannot close '%s': %s", tmp, strerror(errno));
+  return FSDPErrorAgree_Private(ctx->comm, failed);
+}
+
+/* /params and /optim with its attributes and one group per state tensor. */
+static FSDPErrorCode write_groups(FSDPOptimizer opt, hid_t file, const char *tmp)
+{
+  FSDPErrorCode ierr = FSDP_SUCCESS;
+  /* Groups track creation order, so h5dump lists datasets as the model has them. */
+  hid_t g, gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  if (gcpl < 0 || H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
+      (g = H5Gcreate2(file, "params", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+    ierr = H5ERR("cannot create /params in '%s'", tmp);
+  else H5Gclose(g);
+  if (!ierr && opt) {
+    g = H5Gcreate2(file, "optim", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (g < 0) ierr = H5ERR("cannot create /optim in '%s'", tmp);
+    else {
+      ierr = write_optim_attrs(opt, g);
+      for (int s = 0; s < opt->nstates && !ierr; s++) {
+        hid_t sg = H5Gcreate2(g, FSDPOptimizerStateName_Private(opt, s), H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        if (sg < 0) ierr = H5ERR("cannot create /optim/%s in '%s'", FSDPOptimizerStateName_Private(opt, s), tmp);
+        else H5Gclose(sg);
+      }
+      H5Gclose(g);
+    }
+  }
+  if (gcpl >= 0) H5Pclose(gcpl);
+  return ierr;
+}
+
+/* The groups, attributes and datasets of a new file at tmp.  Collective.
+   Through MPI-IO every rank has the file open and makes every HDF5 call;
+   with POSIX transfers rank 0 alone makes the file, closes it, and then
+   every rank writes its values into it. */
 static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *tmp, int64_t *bytes)
 {
   Item *items = NULL;
-  int nitems;
-  hid_t fapl, file = -1, gcpl;
+  hid_t fapl, file = -1;
   char reason[256];
   FSDPWatch watch = NULL;
   FSDPErrorCode ierr = FSDP_SUCCESS, e;
   uint64_t file_id;
+  Payload pl = {0};
+  bool posix = ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX, opens = !posix || ctx->rank == 0;
 
   FSDPCall(new_file_id(ctx, &file_id));
-  FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &nitems));
-  fapl = CheckpointFileAccess_Private(ctx->comm);
-  if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-  if (file < 0)
-    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
-                     CheckpointH5Reason_Private(reason));
-  if (fapl >= 0) H5Pclose(fapl);
+  FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &pl.nitems));
+  pl.items = items;
+  if (opens) {
+    fapl = CheckpointFileAccess_Private(ctx);
+    if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (file < 0)
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
+                       CheckpointH5Reason_Private(reason));
+    if (fapl >= 0) H5Pclose(fapl);
+  }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, write_root(ctx, opt, file, file_id));
-  if (!ierr) {
-    /* Groups track creation order, so h5dump lists datasets as the model has them. */
-    hid_t g;
-    gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (gcpl < 0 || H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
-        (g = H5Gcreate2(file, "params", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
-      ierr = H5ERR("cannot create /params in '%s'", tmp);
-    else H5Gclose(g);
-    if (!ierr && opt) {
-      g = H5Gcreate2(file, "optim", H5P_DEFAULT, gcpl, H5P_DEFAULT);
-      if (g < 0) ierr = H5ERR("cannot create /optim in '%s'", tmp);
-      else {
-        ierr = write_optim_attrs(opt, g);
-        for (int s = 0; s < opt->nstates && !ierr; s++) {
-          hid_t sg = H5Gcreate2(g, FSDPOptimizerStateName_Private(opt, s), H5P_DEFAULT, gcpl, H5P_DEFAULT);
-          if (sg < 0) ierr = H5ERR("cannot create /optim/%s in '%s'", FSDPOptimizerStateName_Private(opt, s), tmp);
-          else H5Gclose(sg);
-        }
-        H5Gclose(g);
-      }
-    }
-    if (gcpl >= 0) H5Pclose(gcpl);
-    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  }
+  if (!ierr) ierr = FSDPErrorAgree_Private(ctx->comm, opens ? write_groups(opt, file, tmp) : FSDP_SUCCESS);
   if (!ierr) { /* every rank wrote the same attributes: the same checksum */
     uint32_t crc;
-    if (CheckpointMetadataDigest_Private(file, &crc) < 0 ||
-        CheckpointPutAttr_Private(file, METADATA_CRC, H5T_NATIVE_UINT32, 0, &crc) < 0)
+    if (opens && (CheckpointMetadataDigest_Private(file, &crc) < 0 ||
+                  CheckpointPutAttr_Private(file, METADATA_CRC, H5T_NATIVE_UINT32, 0, &crc) < 0))
       ierr = H5ERR("cannot write the metadata checksum of '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
-  if (!ierr) ierr = write_datasets(ctx, opt, file, tmp, file_id, items, nitems, bytes, &watch);
+  if (!ierr) ierr = payload_get(ctx, opt, tmp, file_id, &pl);
+  if (!ierr) ierr = write_datasets(ctx, file, tmp, &pl, bytes, &watch);
   if (file >= 0) {
     if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 && !ierr)
       ierr = H5ERR("cannot flush '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     watch_failure(ctx, ierr, tmp, &watch);
     if (H5Fclose(file) < 0 && !ierr) ierr = H5ERR("cannot close '%s': %s", tmp, CheckpointH5Reason_Private(reason));
     watch_failure(ctx, ierr, tmp, &watch); /* the others may still be in the close's collective work */
-    /* A rank whose data did not reach the file stops the rename on rank 0. */
-    ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   }
+  /* A rank whose data did not reach the file stops the rename on rank 0. */
+  if (file >= 0 || posix) ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
+  if (!ierr && posix) ierr = write_values_posix(ctx, tmp, &pl, bytes);
   e = FSDPWatchStop_Private(&watch);
+  if (!ierr) ierr = e;
+  e = payload_free(ctx, &pl);
   if (!ierr) ierr = e;
   FSDPCall(FSDPFree(&items));
   return ierr;
@@ -544,7 +670,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   /* Rank 0 resolves links, and every rank writes the file it chose. */
   if (ctx->rank == 0) ierr = follow_links(path, target, sizeof target);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
-  FSDPCallMPI(MPI_Bcast(target, sizeof target, MPI_CHAR, 0, ctx->comm));
+  FSDPCallMPI(FSDPBcast_Private(target, sizeof target, MPI_CHAR, 0, ctx->comm));
   temporary_path(target, tmp, sizeof tmp);
   /* Found now, not at the rename, after the whole file is written. */
   if (ctx->rank == 0 && is_directory(target))

@@ -499,7 +499,7 @@ FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
 
   for (int k = 0; k < L->nitems; k++) /* this unit's entries only, packed at the front */
     if (L->items[k].unit == L->unit) L->crc[m++] = L->crc[k];
-  ierr = MPI_RECORD(MPI_Allreduce(MPI_IN_PLACE, L->crc, m, MPI_UINT32_T, MPI_BXOR, L->ctx->shard_comm));
+  ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, L->crc, m, MPI_UINT32_T, MPI_BXOR, L->ctx->shard_comm));
   for (int k = L->nitems - 1; k >= 0; k--)
     if (L->items[k].unit == L->unit) L->crc[k] = L->crc[--m];
   for (int k = 0; k < L->nitems && !ierr; k++) {

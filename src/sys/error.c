@@ -235,14 +235,14 @@ FSDPErrorCode FSDPErrorAgree_Private(MPI_Comm comm, FSDPErrorCode code)
   FSDPCallMPI(MPI_Comm_rank(comm, &rank));
   FSDPCallMPI(MPI_Comm_size(comm, &size));
   failed = code != FSDP_SUCCESS ? rank : size;
-  FSDPCallMPI(MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, comm));
+  FSDPCallMPI(FSDPAllreduce_Private(&failed, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == size) return FSDP_SUCCESS;
   if (rank == first) {
     first_error.code = (int)code;
     first_error.world_rank = FSDPWorldRank_Private();
     memcpy(first_error.message, error_stack.message, sizeof first_error.message);
   }
-  FSDPCallMPI(MPI_Bcast(&first_error, (int)sizeof first_error, MPI_BYTE, first, comm));
+  FSDPCallMPI(FSDPBcast_Private(&first_error, (int)sizeof first_error, MPI_BYTE, first, comm));
   if (code != FSDP_SUCCESS) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, code);
   return FSDPError(comm, __LINE__, __func__, __FILE__, (FSDPErrorCode)first_error.code, "on rank %d: %s",
                    first_error.world_rank, first_error.message);

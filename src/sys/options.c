@@ -816,19 +816,19 @@ FSDPErrorCode FSDPSettingsAgree_Private(MPI_Comm comm, const char *caller, int n
     hash[k] = FSDPHashBytes_Private(FSDP_HASH_INIT, settings[k].value, strlen(settings[k].value) + 1);
     hash[n + k] = ~hash[k]; /* the minimum of ~h is ~(the maximum of h) */
   }
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, hash, 2 * n, MPI_UINT64_T, MPI_MIN, comm));
+  FSDPCallMPI(FSDPAllreduce_Private(MPI_IN_PLACE, hash, 2 * n, MPI_UINT64_T, MPI_MIN, comm));
   for (int k = 0; k < n; k++) ndiffer += hash[k] != ~hash[n + k];
   if (!ndiffer) return FSDP_SUCCESS;
   for (int k = 0; k < n; k++) memcpy(root[k], settings[k].value, FSDP_SETTING_LEN);
-  FSDPCallMPI(MPI_Bcast(root, n * FSDP_SETTING_LEN, MPI_CHAR, 0, comm));
+  FSDPCallMPI(FSDPBcast_Private(root, n * FSDP_SETTING_LEN, MPI_CHAR, 0, comm));
   for (int k = 0; k < n; k++) first[k] = strcmp(root[k], settings[k].value) ? rank : size;
-  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, first, n, MPI_INT, MPI_MIN, comm));
+  FSDPCallMPI(FSDPAllreduce_Private(MPI_IN_PLACE, first, n, MPI_INT, MPI_MIN, comm));
   for (int k = 0; k < n; k++) {
     size_t used = strlen(text);
     if (first[k] == size) continue; /* the hashes differed, the values not: cannot happen */
     nreal++;
     if (rank == first[k]) memcpy(other, settings[k].value, FSDP_SETTING_LEN);
-    FSDPCallMPI(MPI_Bcast(other, FSDP_SETTING_LEN, MPI_CHAR, first[k], comm));
+    FSDPCallMPI(FSDPBcast_Private(other, FSDP_SETTING_LEN, MPI_CHAR, first[k], comm));
     if (used + 2 * FSDP_SETTING_LEN + 96 > sizeof text) continue; /* room for the end: counted below */
     snprintf(text + used, sizeof text - used, "%s%s differs across ranks: rank 0 has %.63s, rank %d has %.63s",
              shown ? "; " : "", settings[k].name, root[k][0] ? root[k] : "(none)", first[k],
