@@ -260,16 +260,18 @@ FSDP_EXTERN FSDPErrorCode FSDPModelSetWrapPolicy(FSDPModel model, FSDPWrapPolicy
 FSDP_EXTERN FSDPErrorCode FSDPModelSetSeed(FSDPModel model, uint64_t seed);
 /** Sets the model's settings from the runtime options.
     -fsdp_wrap block|model|size:N, -fsdp_seed S, -fsdp_tf32, -fsdp_activation_checkpointing,
-    -fsdp_conv_winograd (3 x 3 convolutions may use Winograd's tiles) and -fsdp_blas_threads (OpenBLAS threads
-    per rank, applied at FSDPModelSetUp).  Call it before FSDPModelSetUp: -fsdp_wrap and -fsdp_seed, when
-    given, are refused after it.
+    -fsdp_conv_winograd (3 x 3 convolutions may use Winograd's tiles), -fsdp_attention auto|blocked|full (a
+    GPT's attention on the host, decided at FSDPModelSetUp) and -fsdp_blas_threads (OpenBLAS threads per rank, applied
+    at FSDPModelSetUp).  Call it before FSDPModelSetUp: -fsdp_wrap and -fsdp_seed, when given, are refused
+    after it.
     @collective Not collective: each rank reads its own options.
     @param[in,out] model  the model
     @retval FSDP_ERR_ARG     model is NULL
     @retval FSDP_ERR_OPTION  an option's value is malformed or out of range (-fsdp_wrap not block, model or
-                             size:N with N > 0; a negative -fsdp_seed; -fsdp_blas_threads not in [0, 1024])
+                             size:N with N > 0; a negative -fsdp_seed; -fsdp_blas_threads not in [0, 1024];
+                             -fsdp_attention not auto, blocked or full)
     @retval FSDP_ERR_STATE   -fsdp_wrap or -fsdp_seed is given and the model is set up
-    @options -fsdp_wrap, -fsdp_seed, -fsdp_tf32, -fsdp_conv_winograd, -fsdp_blas_threads,
+    @options -fsdp_wrap, -fsdp_seed, -fsdp_tf32, -fsdp_conv_winograd, -fsdp_attention, -fsdp_blas_threads,
     -fsdp_activation_checkpointing (doc/options.md).
     @see FSDPModelSetWrapPolicy, FSDPModelSetSeed, FSDPModelSetTF32, FSDPModelSetActivationCheckpointing */
 FSDP_EXTERN FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model);

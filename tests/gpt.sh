@@ -6,7 +6,9 @@
 # both prefetches, and wrapped as one unit or by size; each planned memory
 # category peaks at its FSDP formula; activation checkpointing leaves the loss log
 # bit-identical; bf16 parameters track fp32 within the mixed-precision
-# tolerance; token files (flat, llm.c's, HDF5) train as the text does;
+# tolerance; the memory-light (blocked) attention over several blocks of
+# keys follows PyTorch and the full attention; token files (flat, llm.c's,
+# HDF5) train as the text does;
 # -generate gives the same text at any W and after a resume; nanoGPT's
 # parameter groups (-no_decay 'ndim<2') match PyTorch's with them; bad input
 # is refused with a message naming the value.
@@ -94,6 +96,35 @@ train_run view 1 -model "$gpt" -steps 1 -fsdp_view -fsdp_activation_checkpointin
 expect_grep "^ *activation checkpointing: on; activations per sequence .* without, .* with (1\.[0-9][0-9]x less)" \
   "$fsdp_tmp/view.out"
 expect_grep "^ *unit embed .* embedding\$" "$fsdp_tmp/view.out"
+
+# ------------------------------------------------------------------ memory-light attention
+# ctx 160 spans three blocks of keys (64, 64, 32).  The blocked attention
+# (auto's choice there) follows PyTorch's curve, and -fsdp_attention full's
+# within 1e-6 relative; -fsdp_view gives what each keeps per sequence and
+# block; at ctx 16 (one block) auto keeps the probabilities, and
+# -fsdp_attention blocked follows PyTorch's curve there too.
+long="gpt:vocab=256,ctx=160,dim=32,heads=4,layers=2"
+"$python" "$ref" init "$long" 1 "$fsdp_tmp/init_long.h5" &&
+  "$python" "$ref" train "$long" "$fsdp_tmp/init_long.h5" "$text" 5 2 10 0.003 1.0 "$fsdp_tmp/torch_long.csv" ||
+  { echo "FAIL: the PyTorch reference at ctx 160"; exit 1; }
+train_run long_blocked 2 -model "$long" -init "$fsdp_tmp/init_long.h5" -batch 2 -steps 10 -fsdp_view
+curves_agree torch_long long_blocked 10
+expect_grep "attention: blocked, 64 keys at a time (auto: ctx is more than one block of keys); keeps heads x ctx = 640 floats per sequence and block, where full keeps heads x ctx x ctx = 102400" \
+  "$fsdp_tmp/long_blocked.out"
+train_run long_full 2 -model "$long" -init "$fsdp_tmp/init_long.h5" -batch 2 -steps 10 -fsdp_attention full -fsdp_view
+expect_grep "attention: full (-fsdp_attention); keeps heads x ctx x ctx = 102400 floats per sequence and block" "$fsdp_tmp/long_full.out"
+awk -F, 'NR == FNR { if (FNR > 1) want[$1] = $2; next } FNR == 1 { next }
+  { n++; d = ($2 - want[$1]) / want[$1]; if (d < 0) d = -d; if (d > worst) worst = d }
+  END { if (n != 10 || worst > 1e-6) { print "FAIL: blocked against full attention: " n " steps, largest relative gap " worst; exit 1 }
+        printf "blocked attention: the full attention'"'"'s loss curve within %.2g (tolerance 1e-6)\n", worst }' \
+  "$fsdp_tmp/long_full.csv" "$fsdp_tmp/long_blocked.csv" || exit 1
+expect_grep "attention: full (auto: ctx fits one block of keys)" "$fsdp_tmp/view.out"
+train_run short_blocked 2 -model "$gpt" -init "$fsdp_tmp/init0.h5" -fsdp_attention blocked
+curves_agree torch0 short_blocked 20
+# Activation checkpointing recomputes the blocked attention bit for bit.
+train_run long_ckpt 2 -model "$long" -init "$fsdp_tmp/init_long.h5" -batch 2 -steps 10 -fsdp_activation_checkpointing
+cmp "$fsdp_tmp/long_blocked.csv" "$fsdp_tmp/long_ckpt.csv" ||
+  { echo "FAIL: activation checkpointing changed the blocked attention's loss log"; exit 1; }
 
 # ------------------------------------------------------------------ bf16 parameters
 # Within the mixed-precision tolerance of fsdp-train.md (3% of the fp32 loss at

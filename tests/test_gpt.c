@@ -1,7 +1,8 @@
 /* The GPT model (gpt:...): its units and parameter names, its gradient
    through sharded units against finite differences of its loss (untied and
    tied head), activation checkpointing (bit-identical gradients, and exactly
-   the activation memory FSDPModelGetActivationBytes predicts), bf16
+   the activation memory FSDPModelGetActivationBytes predicts, with the
+   memory-light attention and the full one), bf16
    parameters, and clear errors for bad specs and tokens.  tests/gpt.sh compares its training with
    PyTorch's.
    mpitest: -n 4
@@ -24,6 +25,7 @@ static FSDPModel make_model(FSDPContext ctx, const char *spec)
   FSDPModel model;
   TEST_OK(FSDPModelCreate(ctx, spec, &model));
   TEST_OK(FSDPModelSetSeed(model, 3));
+  TEST_OK(FSDPModelSetFromOptions(model)); /* -fsdp_attention, as main sets it */
   TEST_OK(FSDPModelSetUp(model));
   return model;
 }
@@ -163,15 +165,22 @@ static size_t step_bytes(FSDPContext ctx, FSDPModel model)
   return st.peak[FSDP_MEM_OTHER] - before;
 }
 
-static void test_checkpointing(const char *spec)
+/* With the memory-light attention (the default) or, full, the t x t probabilities kept. */
+static void test_checkpointing(const char *spec, bool full)
 {
   static float plain[4096], recomputed[4096];
   FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 1);
-  FSDPModel model = make_model(ctx, spec);
+  FSDPModel model;
   size_t measured[2], predicted[2];
   int64_t n0 = 0, n1 = 0;
   bool on;
 
+  TEST_OK(FSDPModelCreate(ctx, spec, &model));
+  TEST_OK(FSDPModelSetSeed(model, 3));
+  TEST_OK(FSDPOptionsSetValue("-fsdp_attention", full ? "full" : "blocked"));
+  TEST_OK(FSDPModelSetFromOptions(model));
+  TEST_OK(FSDPOptionsClearValue("-fsdp_attention"));
+  TEST_OK(FSDPModelSetUp(model));
   for (int ckpt = 0; ckpt < 2; ckpt++) {
     TEST_OK(FSDPModelSetActivationCheckpointing(model, ckpt));
     TEST_OK(FSDPModelGetActivationCheckpointing(model, &on));
@@ -187,9 +196,12 @@ static void test_checkpointing(const char *spec)
   for (int ckpt = 0; ckpt < 2; ckpt++)
     TEST_ASSERT(measured[ckpt] == predicted[ckpt], "%s: checkpointing %d: a step took %zu bytes, predicted %zu", spec,
                 ckpt, measured[ckpt], predicted[ckpt]);
-  /* Two blocks' saved state against one: a block's is T(15C + 4) + H T^2 floats per sequence. */
-  TEST_ASSERT(predicted[0] - predicted[1] == (size_t)ROWS * (CTX * (15 * 8 + 4) + 2 * CTX * CTX) * sizeof(float),
-              "%s: checkpointing saves %zu bytes, expected one block's saved state", spec, predicted[0] - predicted[1]);
+  /* Two blocks' saved state against one: a block's is T(15C + 4) + H T floats per sequence (each query's
+     log-sum-exp per head), or with the full attention T(15C + 4) + H T^2. */
+  TEST_ASSERT(predicted[0] - predicted[1] ==
+                  (size_t)ROWS * (CTX * (15 * 8 + 4) + 2 * CTX * (full ? CTX : 1)) * sizeof(float),
+              "%s, %s attention: checkpointing saves %zu bytes, expected one block's saved state", spec,
+              full ? "full" : "blocked", predicted[0] - predicted[1]);
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
 }
@@ -268,8 +280,13 @@ int main(int argc, char **argv)
   test_units();
   test_gradients(SPEC, FSDP_FULL_SHARD);
   test_gradients(SPEC_TIED, size % 2 == 0 ? FSDP_HYBRID_SHARD : FSDP_FULL_SHARD);
-  test_checkpointing(SPEC);
-  test_checkpointing(SPEC_TIED);
+  /* The memory-light attention (auto keeps the probabilities at this ctx, one block of keys). */
+  TEST_OK(FSDPOptionsSetValue("-fsdp_attention", "blocked"));
+  test_gradients(SPEC, FSDP_FULL_SHARD);
+  TEST_OK(FSDPOptionsClearValue("-fsdp_attention"));
+  test_checkpointing(SPEC, false);
+  test_checkpointing(SPEC_TIED, false);
+  test_checkpointing(SPEC, true);
   test_errors();
   test_bf16(SPEC);
   test_bf16(SPEC_TIED);

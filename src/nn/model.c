@@ -726,6 +726,9 @@ FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow)
   return FSDP_SUCCESS;
 }
 
+/* -fsdp_attention's values, in the order of FSDPModel.attention. */
+static const char *const attention_names[] = {"auto", "blocked", "full", NULL};
+
 FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
 {
   char wrap[64];
@@ -761,6 +764,11 @@ FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
                               "3 x 3 convolutions with stride 1 between 8 channels or more per group may use "
                               "Winograd's F(2x2,3x3) (false: the direct sum)",
                               model->winograd, &model->winograd, &set));
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_attention",
+                              "a transformer's attention on the host: blocked (the online softmax over blocks of "
+                              "keys, keeping heads x ctx per sequence), full (the heads x ctx x ctx probabilities), "
+                              "or auto (blocked where ctx is more than one block of keys)",
+                              attention_names, model->attention, &model->attention, NULL));
   FSDPCall(FSDPOptionsGetInt("-fsdp_blas_threads",
                              "OpenBLAS threads per rank (0: the CPUs of the node per rank there, unless "
                              "OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says)",
@@ -967,6 +975,14 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
   model->dev = model->ctx->dev;
+  /* The memory-light attention is the host's (its GPU kernels are not written).  auto keeps the probabilities
+     where the keys fit one block: they are then no larger than the block's scratch, and recomputing them costs a
+     GEMM (7% of a step at ctx 64, doc/nn.md). */
+  for (int i = 0; i < model->nlayers; i++) {
+    Layer *l = &model->layers[i];
+    bool blocked = model->attention == 1 || (model->attention == 0 && l->seq > FSDP_ATTENTION_BLOCK);
+    if (l->ops == &LayerOps_transformer_Private) l->attn_block = !model->dev && blocked ? FSDP_ATTENTION_BLOCK : 0;
+  }
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->gpt) { /* every rank sees the same context: each says so */
@@ -1563,6 +1579,26 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
                                    m->checkpointing ? "on" : "off", m->gpt ? "sequence" : "sample", b1, b2,
                                    (double)(full[1] - full[0]) / (double)(ckpt[1] - ckpt[0]), fixed ? ", plus " : "",
                                    fixed ? b3 : "", fixed ? " of scratch whatever the batch" : ""));
+  }
+  for (int i = 0; i < m->nlayers && m->setup; i++) { /* the first block says it for all */
+    const Layer *l = &m->layers[i];
+    if (l->ops != &LayerOps_transformer_Private) continue;
+    const char *why = m->dev              ? "the blocked attention is the host's"
+                      : m->attention != 0 ? "-fsdp_attention"
+                      : l->attn_block     ? "auto: ctx is more than one block of keys"
+                                          : "auto: ctx fits one block of keys";
+    if (l->attn_block)
+      FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                     "attention: blocked, %lld keys at a time (%s); keeps heads x ctx = %lld floats "
+                                     "per sequence and block, where full keeps heads x ctx x ctx = %lld\n",
+                                     (long long)l->attn_block, why, (long long)(l->heads * l->seq),
+                                     (long long)(l->heads * l->seq * l->seq)));
+    else
+      FSDPCall(FSDPViewerASCIIPrintf(viewer,
+                                     "attention: full (%s); keeps heads x ctx x ctx = %lld floats per sequence and "
+                                     "block\n",
+                                     why, (long long)(l->heads * l->seq * l->seq)));
+    break;
   }
   if (m->setup && m->dev)
     FSDPCall(FSDPViewerASCIIPrintf(viewer, "layers on %s, GEMMs by cuBLAS in %s\n", DeviceDescribe_Private(m->dev),

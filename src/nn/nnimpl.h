@@ -72,6 +72,9 @@ typedef struct {
   FSDPActivation act;                  /* activation layers: which function */
   int64_t seq, dim, heads, vocab;      /* GPT layers: positions per row, width, attention heads, tokens */
   int64_t nblocks;                     /* GPT layers: transformer blocks in the model */
+  int64_t attn_block;                  /* transformer layers: keys per block of the memory-light attention
+                                          (transformer.c); 0: the whole t x t probabilities (a GPU,
+                                          -fsdp_attention full, or auto with ctx of one block) */
   ConvGeom conv;                       /* convolution layers; GroupNorm: cin channels, groups, size;
                                           pooling: cin = cout channels, kernel, stride; a transposed
                                           convolution: the convolution it is the adjoint of (in: its
@@ -149,6 +152,8 @@ FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
 typedef enum { FSDP_LAYER_KINDS(FSDP_LAYER_ENUM) LAYER_NUM_KINDS } LayerKind;
 #undef FSDP_LAYER_ENUM
 extern const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS];
+/* Keys per block of the transformer's memory-light attention (transformer.c). */
+#define FSDP_ATTENTION_BLOCK 64
 
 /* ------------------------------------------------------------------ the model */
 
@@ -202,6 +207,7 @@ struct FSDPModel_s {
   Device dev;    /* the context's GPU; NULL: the host */
   bool tf32;     /* fp32 GEMMs on a GPU may use TF32 tensor cores */
   bool winograd; /* 3 x 3 convolutions may take Winograd's tiles (conv.c) */
+  int attention; /* -fsdp_attention: 0 auto (blocked where ctx is more than one block), 1 blocked, 2 full */
   float *dy;     /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
   float *input;  /* GPU only: a copy of a host x, [capacity, in] */
   void *target;  /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */

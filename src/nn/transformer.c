@@ -7,8 +7,17 @@
    GEMMs over all n * seq positions at once, the attention as GEMMs per
    sequence and head.  On the host or the model's GPU (cuBLAS, and the
    softmax's kernels in layers.cu); on the host 16-bit parameters are
-   widened to fp32, and the GPU takes fp32 parameters only (model.c). */
+   widened to fp32, and the GPU takes fp32 parameters only (model.c).
+
+   On the host the attention is memory-light by default (l->attn_block
+   keys per block, FlashAttention's algorithm): forward takes the keys a
+   block at a time with a running maximum and sum per query (the online
+   softmax) and keeps only each query's log-sum-exp; backward recomputes
+   each block's probabilities from it.  What a sequence keeps is then
+   heads x t floats instead of heads x t x t.  With attn_block 0 (a GPU, or
+   -fsdp_attention full) forward keeps the probabilities themselves. */
 #include <math.h>
+#include <string.h>
 
 #include "nnimpl.h"
 
@@ -43,15 +52,20 @@ static FSDPErrorCode transformer_init(const Layer *l, int p, uint64_t seed, cons
   return FSDP_SUCCESS;
 }
 
-/* What forward keeps, per sequence, in this order; each array spans all n rows. */
+/* What forward keeps, per sequence, in this order; each array spans all n
+   rows.  att: each head's probabilities [t, t], or with the memory-light
+   attention each query's log-sum-exp of its scores [t]. */
 typedef struct {
   float *ln1, *mean1, *rstd1, *qkv, *att, *ao, *x1, *ln2, *mean2, *rstd2, *fc, *act;
 } Saved;
 
+/* Floats per sequence and head in Saved.att. */
+static int64_t att_floats(const Layer *l) { return l->attn_block ? l->seq : l->seq * l->seq; }
+
 static int64_t transformer_saved(const Layer *l)
 {
   int64_t t = l->seq, c = l->dim;
-  return t * (15 * c + 4) + l->heads * t * t;
+  return t * (15 * c + 4) + l->heads * att_floats(l);
 }
 
 static Saved saved_arrays(const Layer *l, int64_t n)
@@ -63,7 +77,7 @@ static Saved saved_arrays(const Layer *l, int64_t n)
   s.rstd1 = s.mean1 + r;
   s.qkv = s.rstd1 + r;
   s.att = s.qkv + r * 3 * c;
-  s.ao = s.att + n * l->heads * l->seq * l->seq;
+  s.ao = s.att + n * l->heads * att_floats(l);
   s.x1 = s.ao + r * c;
   s.ln2 = s.x1 + r * c;
   s.mean2 = s.ln2 + r * c;
@@ -74,11 +88,19 @@ static Saved saved_arrays(const Layer *l, int64_t n)
 }
 
 /* Backward's scratch per sequence: the MLP's hidden gradient, three of the
-   residual stream's width, the QKV gradient, and one attention matrix. */
+   residual stream's width, the QKV gradient, and (full attention) room for
+   one attention matrix. */
 static int64_t transformer_work(const Layer *l)
 {
   int64_t t = l->seq, c = l->dim;
-  return t * 10 * c + t * t;
+  return t * 10 * c + (l->attn_block ? 0 : t * t);
+}
+
+/* The memory-light attention's scratch, after the above: two blocks of
+   scores (probabilities and their gradient) and one value per query. */
+static int64_t transformer_work_fixed(const Layer *l)
+{
+  return l->attn_block ? 2 * l->attn_block * l->attn_block + l->seq : 0;
 }
 
 /* The parameters as fp32, and their gradients (NULL: frozen). */
@@ -161,6 +183,60 @@ static FSDPErrorCode softmax(FSDPModel m, int64_t t, float *att, const float *p,
   return FSDP_SUCCESS;
 }
 
+/* The memory-light attention of one sequence and head: o[t, hd] (row
+   stride c) from q, k, v [t, hd] (row stride 3c), taking the keys bk at a
+   time.  Each query keeps its scores' running maximum mx and the sum of
+   their exponentials below it; a block with a larger maximum rescales what
+   came before.  lse: each query's log-sum-exp, all backward needs to
+   recompute the probabilities.  sblk: one block of scores [bq, bk]. */
+static FSDPErrorCode blocked_attention(FSDPModel m, const Layer *l, const float *q, const float *key, const float *v,
+                                       float *o, float *lse, float *sblk)
+{
+  int64_t t = l->seq, c = l->dim, hd = c / l->heads, bs = l->attn_block;
+  float scale = (float)(1.0 / sqrt((double)hd));
+  for (int64_t i0 = 0; i0 < t; i0 += bs) {
+    int64_t bq = t - i0 < bs ? t - i0 : bs;
+    float mx[FSDP_ATTENTION_BLOCK];
+    double sum[FSDP_ATTENTION_BLOCK];
+    for (int64_t i = 0; i < bq; i++) {
+      mx[i] = -INFINITY;
+      sum[i] = 0;
+      for (int64_t d = 0; d < hd; d++) o[(i0 + i) * c + d] = 0.0f;
+    }
+    for (int64_t j0 = 0; j0 < i0 + bq; j0 += bs) { /* causal: the keys up to the block's last query */
+      int64_t bk = t - j0 < bs ? t - j0 : bs;
+      FSDPCall(FSDPModelGemm_Private(m, false, true, bq, bk, hd, scale, q + i0 * 3 * c, 3 * c, key + j0 * 3 * c, 3 * c,
+                                     0.0f, sblk, bk));
+      for (int64_t i = 0; i < bq; i++) {
+        float *row = sblk + i * bk, top = mx[i], alpha;
+        int64_t last = i0 + i - j0; /* the last key this query sees, in this block */
+        double add = 0;
+        if (last > bk - 1) last = bk - 1;
+        for (int64_t j = 0; j <= last; j++) top = row[j] > top ? row[j] : top;
+        alpha = last >= 0 ? expf(mx[i] - top) : 1.0f;
+        for (int64_t j = 0; j <= last; j++) {
+          row[j] = expf(row[j] - top);
+          add += row[j];
+        }
+        for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < bk; j++) row[j] = 0.0f;
+        if (last < 0) continue;
+        if (alpha != 1.0f)
+          for (int64_t d = 0; d < hd; d++) o[(i0 + i) * c + d] *= alpha;
+        sum[i] = sum[i] * alpha + add;
+        mx[i] = top;
+      }
+      FSDPCall(FSDPModelGemm_Private(m, false, false, bq, hd, bk, 1.0f, sblk, bk, v + j0 * 3 * c, 3 * c, 1.0f,
+                                     o + i0 * c, c));
+    }
+    for (int64_t i = 0; i < bq; i++) {
+      float inv = (float)(1.0 / sum[i]);
+      for (int64_t d = 0; d < hd; d++) o[(i0 + i) * c + d] *= inv;
+      lse[i0 + i] = mx[i] + (float)log(sum[i]);
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
 /* Forward up to what backward needs: everything but the last projection. */
 static FSDPErrorCode forward_saved(FSDPModel m, const Layer *l, int64_t n, const float *x, float *const w[NPARAMS])
 {
@@ -170,7 +246,13 @@ static FSDPErrorCode forward_saved(FSDPModel m, const Layer *l, int64_t n, const
 
   FSDPCall(layernorm_forward(m, r, c, x, w[LN1_W], w[LN1_B], s.ln1, s.mean1, s.rstd1));
   FSDPCall(FSDPModelLinearForward_Private(m, r, c, 3 * c, s.ln1, w[QKV_W], w[QKV_B], s.qkv));
-  for (int64_t b = 0; b < n; b++)
+  for (int64_t b = 0; b < n && l->attn_block; b++)
+    for (int64_t k = 0; k < h; k++) {
+      const float *q = s.qkv + b * t * 3 * c + k * hd;
+      FSDPCall(
+          blocked_attention(m, l, q, q + c, q + 2 * c, s.ao + b * t * c + k * hd, s.att + (b * h + k) * t, m->work));
+    }
+  for (int64_t b = 0; b < n && !l->attn_block; b++)
     for (int64_t k = 0; k < h; k++) {
       const float *q = s.qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       float *att = s.att + (b * h + k) * t * t;
@@ -207,12 +289,66 @@ static FSDPErrorCode transformer_forward(FSDPModel m, const Layer *l, int64_t n,
   return FSDP_SUCCESS;
 }
 
-/* dqkv from dao through each sequence's and head's attention (dp: one t x t scratch). */
+/* The memory-light attention's backward for one sequence and head: each
+   block's probabilities again from the scores and the saved log-sum-exp,
+   then dV += P^T dO, dS = P (dO V^T - D) with D the rowwise dO . O (which
+   is sum_j P dP), dQ += dS K scale, dK += dS^T Q scale (dq, dk, dv start at
+   zero).  scratch: two [bk, bk] blocks and t values. */
+static FSDPErrorCode blocked_attention_backward(FSDPModel m, const Layer *l, const float *q, const float *key,
+                                                const float *v, const float *o, const float *lse, const float *dout,
+                                                float *dq, float *dk, float *dv, float *scratch)
+{
+  int64_t t = l->seq, c = l->dim, hd = c / l->heads, bs = l->attn_block;
+  float scale = (float)(1.0 / sqrt((double)hd)), *p = scratch, *dp = p + bs * bs, *drow = dp + bs * bs;
+  for (int64_t i = 0; i < t; i++) {
+    double dot = 0;
+    for (int64_t d = 0; d < hd; d++) dot += (double)dout[i * c + d] * o[i * c + d];
+    drow[i] = (float)dot;
+  }
+  for (int64_t i0 = 0; i0 < t; i0 += bs) {
+    int64_t bq = t - i0 < bs ? t - i0 : bs;
+    for (int64_t j0 = 0; j0 < i0 + bq; j0 += bs) {
+      int64_t bk = t - j0 < bs ? t - j0 : bs;
+      FSDPCall(FSDPModelGemm_Private(m, false, true, bq, bk, hd, scale, q + i0 * 3 * c, 3 * c, key + j0 * 3 * c, 3 * c,
+                                     0.0f, p, bk));
+      for (int64_t i = 0; i < bq; i++) {
+        int64_t last = i0 + i - j0;
+        for (int64_t j = 0; j < bk; j++) p[i * bk + j] = j <= last ? expf(p[i * bk + j] - lse[i0 + i]) : 0.0f;
+      }
+      FSDPCall(FSDPModelGemm_Private(m, true, false, bk, hd, bq, 1.0f, p, bk, dout + i0 * c, c, 1.0f, dv + j0 * 3 * c,
+                                     3 * c)); /* P^T dO */
+      FSDPCall(FSDPModelGemm_Private(m, false, true, bq, bk, hd, 1.0f, dout + i0 * c, c, v + j0 * 3 * c, 3 * c, 0.0f,
+                                     dp, bk)); /* dO V^T */
+      for (int64_t i = 0; i < bq; i++)
+        for (int64_t j = 0; j < bk; j++) dp[i * bk + j] = p[i * bk + j] * (dp[i * bk + j] - drow[i0 + i]);
+      FSDPCall(FSDPModelGemm_Private(m, false, false, bq, hd, bk, scale, dp, bk, key + j0 * 3 * c, 3 * c, 1.0f,
+                                     dq + i0 * 3 * c, 3 * c)); /* dS K */
+      FSDPCall(FSDPModelGemm_Private(m, true, false, bk, hd, bq, scale, dp, bk, q + i0 * 3 * c, 3 * c, 1.0f,
+                                     dk + j0 * 3 * c, 3 * c)); /* dS^T Q */
+    }
+  }
+  return FSDP_SUCCESS;
+}
+
+/* dqkv from dao through each sequence's and head's attention (dp: one t x t
+   scratch, or the memory-light attention's). */
 static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, const Saved *s, const float *dao,
                                         float *dqkv, float *dp)
 {
   int64_t t = l->seq, c = l->dim, h = l->heads, hd = c / h;
   float scale = (float)(1.0 / sqrt((double)hd));
+  if (l->attn_block) {
+    memset(dqkv, 0, (size_t)(n * t * 3 * c) * sizeof *dqkv);
+    for (int64_t b = 0; b < n; b++)
+      for (int64_t k = 0; k < h; k++) {
+        const float *q = s->qkv + b * t * 3 * c + k * hd;
+        float *dq = dqkv + b * t * 3 * c + k * hd;
+        FSDPCall(blocked_attention_backward(m, l, q, q + c, q + 2 * c, s->ao + b * t * c + k * hd,
+                                            s->att + (b * h + k) * t, dao + b * t * c + k * hd, dq, dq + c, dq + 2 * c,
+                                            dp));
+      }
+    return FSDP_SUCCESS;
+  }
   for (int64_t b = 0; b < n; b++)
     for (int64_t k = 0; k < h; k++) {
       const float *q = s->qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
@@ -261,6 +397,7 @@ const LayerOps LayerOps_transformer_Private = {
     .init = transformer_init,
     .saved = transformer_saved,
     .work = transformer_work,
+    .work_fixed = transformer_work_fixed,
     .recompute = transformer_recompute,
     .forward = transformer_forward,
     .backward = transformer_backward,
