@@ -160,7 +160,7 @@ static void test_may_differ(void)
   /* After SetUp, auto is what SetUp decided; anything else is refused by name. */
   TEST_OK(FSDPContextSetCheckpointIO(ctx, FSDP_CHECKPOINT_IO_AUTO));
   TEST_CODE(FSDP_ERR_ARG, FSDPContextSetCheckpointIO(ctx, FSDP_NUM_CHECKPOINT_IO));
-  TEST_MESSAGE_HAS("FSDPContextSetCheckpointIO: io 3 is not collective, independent or auto");
+  TEST_MESSAGE_HAS("FSDPContextSetCheckpointIO: io 4 is not collective, independent, auto or posix");
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
