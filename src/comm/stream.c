@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine.h"
 
@@ -48,9 +47,8 @@ int CommRunBlocking(const CommOp *op)
 void CommBackoffPause(CommBackoff *b)
 {
   if (!b->sleep) return;
-  b->ns = b->ns ? b->ns * 2 : BACKOFF_FIRST_NS;
-  if (b->ns > BACKOFF_MAX_NS) b->ns = BACKOFF_MAX_NS;
-  nanosleep(&(struct timespec){0, b->ns}, NULL);
+  if (!b->ns) b->ns = BACKOFF_FIRST_NS;
+  FSDPNap_Private(&b->ns, BACKOFF_MAX_NS);
 }
 
 int CommRun(CommStream s, const CommOp *op)

@@ -113,6 +113,10 @@ FSDPErrorCode FSDPWatchStop_Private(FSDPWatch *watch);
    communicator must call the same one (never MPI's blocking collective in
    its place).  They return MPI's error codes (FSDPCallMPI, MPI_RECORD). */
 void FSDPSetSleepWaits_Private(bool sleep);
+/* A waiting loop's nap: sleep *ns nanoseconds (start it at 1000), then double
+   it up to `most`.  A rank that waits this way gives its core to the ranks it
+   waits for; the short first naps notice a collective that finishes soon. */
+void FSDPNap_Private(long *ns, long most);
 int FSDPAllreduce_Private(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 int FSDPBcast_Private(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int FSDPAllgather_Private(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,

@@ -15,7 +15,6 @@
    check on a broken duplicate, so that what is left can still be freed. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fsdpimpl.h"
 
@@ -68,8 +67,7 @@ static FSDPErrorCode wait_for_all(Inner *in, double deadline, const char *func, 
   for (;;) {
     FSDPCallMPI(MPI_Test(&in->req, &done, MPI_STATUS_IGNORE));
     if (done || FSDPTime_Private() > deadline) break;
-    nanosleep(&(struct timespec){0, nap}, NULL);
-    if (nap < 1000000) nap *= 2;
+    FSDPNap_Private(&nap, 1000000);
   }
   if (!done) snprintf(in->broken_by, sizeof in->broken_by, "%s", func);
   FSDPCheck(done, MPI_COMM_SELF, FSDP_ERR_TIMEOUT,

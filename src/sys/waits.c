@@ -14,6 +14,12 @@ static bool sleep_waits;
 
 void FSDPSetSleepWaits_Private(bool sleep) { sleep_waits = sleep; }
 
+void FSDPNap_Private(long *ns, long most)
+{
+  nanosleep(&(struct timespec){0, *ns}, NULL);
+  if (*ns < most) *ns = 2 * *ns < most ? 2 * *ns : most;
+}
+
 /* Nonblocking collectives always, whatever the wait: a blocking collective
    on one rank does not match a nonblocking one on another, and ranks decide
    how to wait each for its own node (and a rank without a context keeps
@@ -24,10 +30,7 @@ static int wait_for(MPI_Request *req)
   long ns = 1000;
   int done = 0, err;
   if (!sleep_waits) return MPI_Wait(req, MPI_STATUS_IGNORE);
-  while ((err = MPI_Test(req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) {
-    nanosleep(&(struct timespec){0, ns}, NULL);
-    if (ns < 32000) ns *= 2;
-  }
+  while ((err = MPI_Test(req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) FSDPNap_Private(&ns, 32000);
   return err;
 }
 
