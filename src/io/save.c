@@ -306,14 +306,10 @@ static FSDPErrorCode write_datasets(FSDPContext ctx, hid_t file, const char *tmp
          (it->state < 0 && CheckpointPutString_Private(ds, "unit", it->unit->name) < 0)) &&
         !failed)
       failed = H5ERR("cannot write the attributes of %s", path);
-    if (ds >= 0 && posix) { /* the ranks write the values themselves, as they are in memory */
+    if (ds >= 0 && posix) { /* the ranks write the values themselves (write_values_posix checks the byte order) */
       haddr_t at = p->numel ? H5Dget_offset(ds) : 0;
       status = 0;
-      if (H5Tequal(mtype, ftype) <= 0 && !failed)
-        failed = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_UNSUPPORTED,
-                           "FSDPContextSave: -fsdp_checkpoint_io posix writes values as they are in memory, and "
-                           "this machine's byte order is not the file's (little-endian): use independent");
-      else if (at == HADDR_UNDEF && !failed) failed = H5ERR("%s has no place in '%s' yet", path, tmp);
+      if (at == HADDR_UNDEF && !failed) failed = H5ERR("%s has no place in '%s' yet", path, tmp);
       pl->offsets[k] = (int64_t)at;
     } else if (ds >= 0) {
       if (p->numel == 0) status = 0; /* nothing to write, on any rank */
