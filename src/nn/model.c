@@ -726,7 +726,7 @@ FSDPErrorCode FSDPModelSetTF32(FSDPModel model, bool allow)
   return FSDP_SUCCESS;
 }
 
-/* -fsdp_attention's values, in the order of FSDPModel.attention. */
+/* -fsdp_attention's values, in AttentionChoice's order. */
 static const char *const attention_names[] = {"auto", "blocked", "full", NULL};
 
 FSDPErrorCode FSDPModelSetFromOptions(FSDPModel model)
@@ -977,10 +977,11 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   model->dev = model->ctx->dev;
   /* The memory-light attention is the host's (its GPU kernels are not written).  auto keeps the probabilities
      where the keys fit one block: they are then no larger than the block's scratch, and recomputing them costs a
-     GEMM (7% of a step at ctx 64, doc/nn.md). */
+     GEMM (up to 9% of a step at ctx 64, doc/nn.md). */
   for (int i = 0; i < model->nlayers; i++) {
     Layer *l = &model->layers[i];
-    bool blocked = model->attention == 1 || (model->attention == 0 && l->seq > FSDP_ATTENTION_BLOCK);
+    bool blocked =
+        model->attention == ATTENTION_BLOCKED || (model->attention == ATTENTION_AUTO && l->seq > FSDP_ATTENTION_BLOCK);
     if (l->ops == &LayerOps_transformer_Private) l->attn_block = !model->dev && blocked ? FSDP_ATTENTION_BLOCK : 0;
   }
   model->view_dtype = FSDP_FLOAT32;
@@ -1583,10 +1584,10 @@ static FSDPErrorCode model_view(FSDPViewer viewer, void *ctx)
   for (int i = 0; i < m->nlayers && m->setup; i++) { /* the first block says it for all */
     const Layer *l = &m->layers[i];
     if (l->ops != &LayerOps_transformer_Private) continue;
-    const char *why = m->dev              ? "the blocked attention is the host's"
-                      : m->attention != 0 ? "-fsdp_attention"
-                      : l->attn_block     ? "auto: ctx is more than one block of keys"
-                                          : "auto: ctx fits one block of keys";
+    const char *why = m->dev                           ? "the blocked attention is the host's"
+                      : m->attention != ATTENTION_AUTO ? "-fsdp_attention"
+                      : l->attn_block                  ? "auto: ctx is more than one block of keys"
+                                                       : "auto: ctx fits one block of keys";
     if (l->attn_block)
       FSDPCall(FSDPViewerASCIIPrintf(viewer,
                                      "attention: blocked, %lld keys at a time (%s); keeps heads x ctx = %lld floats "

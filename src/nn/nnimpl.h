@@ -152,6 +152,8 @@ FSDP_LAYER_KINDS(FSDP_LAYER_DECLARE)
 typedef enum { FSDP_LAYER_KINDS(FSDP_LAYER_ENUM) LAYER_NUM_KINDS } LayerKind;
 #undef FSDP_LAYER_ENUM
 extern const LayerOps *const LayerKinds_Private[LAYER_NUM_KINDS];
+/* -fsdp_attention: auto is blocked where ctx is more than one block of keys. */
+typedef enum { ATTENTION_AUTO, ATTENTION_BLOCKED, ATTENTION_FULL } AttentionChoice;
 /* Keys per block of the transformer's memory-light attention (transformer.c). */
 #define FSDP_ATTENTION_BLOCK 64
 
@@ -207,7 +209,7 @@ struct FSDPModel_s {
   Device dev;    /* the context's GPU; NULL: the host */
   bool tf32;     /* fp32 GEMMs on a GPU may use TF32 tensor cores */
   bool winograd; /* 3 x 3 convolutions may take Winograd's tiles (conv.c) */
-  int attention; /* -fsdp_attention: 0 auto (blocked where ctx is more than one block), 1 blocked, 2 full */
+  int attention; /* -fsdp_attention: an AttentionChoice (an int for FSDPOptionsGetEnum) */
   float *dy;     /* FSDPModelLoss's gradient, or a GPU's copy of a host dy: [capacity, out] */
   float *input;  /* GPU only: a copy of a host x, [capacity, in] */
   void *target;  /* GPU only: a copy of a host target, [capacity, out] floats or [capacity] labels */

@@ -209,17 +209,16 @@ static FSDPErrorCode blocked_attention(FSDPModel m, const Layer *l, const float 
                                      0.0f, sblk, bk));
       for (int64_t i = 0; i < bq; i++) {
         float *row = sblk + i * bk, top = mx[i], alpha;
-        int64_t last = i0 + i - j0; /* the last key this query sees, in this block */
+        /* The last key this query sees in this block: j0 <= i0, so it sees at least the first. */
+        int64_t last = i0 + i - j0 < bk - 1 ? i0 + i - j0 : bk - 1;
         double add = 0;
-        if (last > bk - 1) last = bk - 1;
         for (int64_t j = 0; j <= last; j++) top = row[j] > top ? row[j] : top;
-        alpha = last >= 0 ? expf(mx[i] - top) : 1.0f;
+        alpha = expf(mx[i] - top);
         for (int64_t j = 0; j <= last; j++) {
           row[j] = expf(row[j] - top);
           add += row[j];
         }
-        for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < bk; j++) row[j] = 0.0f;
-        if (last < 0) continue;
+        for (int64_t j = last + 1; j < bk; j++) row[j] = 0.0f;
         if (alpha != 1.0f)
           for (int64_t d = 0; d < hd; d++) o[(i0 + i) * c + d] *= alpha;
         sum[i] = sum[i] * alpha + add;
