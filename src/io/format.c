@@ -51,25 +51,88 @@ char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard
   return it->state < 0 ? (char *)shard + (size_t)pc->at * es : (char *)state + (size_t)pc->packed * es;
 }
 
-/* The first of n values that is NaN or infinite (its value in *v), or -1. */
-int64_t CheckpointFirstNonfinite_Private(FSDPDataType dtype, const void *mem, int64_t n, double *v)
+/* Loads scan every value: whole blocks of SCAN float32 values are tested
+   first, with integer operations only (no FP exception can trap) and a
+   constant count, which -O2 vectorizes; a value is looked for one at a time
+   only in the block that has it. */
+enum { SCAN = 1024, STEP = 8 * SCAN }; /* a step: 32 KB of float32, in L1 with room */
+
+static bool block_has_nonfinite32(const void *mem)
 {
-  for (int64_t i = 0; i < n; i++) {
-    double x = dtype == FSDP_FLOAT64 ? ((const double *)mem)[i] : (double)((const float *)mem)[i];
-    if (!isfinite(x)) {
-      *v = x;
-      return i;
-    }
+  uint32_t any = 0;
+  for (int i = 0; i < SCAN; i++) {
+    uint32_t w;
+    memcpy(&w, (const char *)mem + 4 * i, 4);
+    any |= (w & 0x7f800000u) == 0x7f800000u; /* exponent all ones */
   }
+  return any;
+}
+
+static bool block_has_negative32(const void *mem)
+{
+  uint32_t any = 0;
+  for (int i = 0; i < SCAN; i++) {
+    uint32_t w;
+    memcpy(&w, (const char *)mem + 4 * i, 4);
+    any |= (w >> 31) & ((w & 0x7fffffffu) - 1u < 0x7f800000u); /* sign set; not -0, not NaN */
+  }
+  return any;
+}
+
+/* The first of n values that is NaN or infinite, or -1. */
+static int64_t first_nonfinite(FSDPDataType dtype, const void *mem, int64_t n)
+{
+  int64_t i = 0;
+  while (dtype == FSDP_FLOAT32 && i + SCAN <= n && !block_has_nonfinite32((const float *)mem + i)) i += SCAN;
+  for (; i < n; i++)
+    if (!isfinite(dtype == FSDP_FLOAT64 ? ((const double *)mem)[i] : (double)((const float *)mem)[i])) return i;
   return -1;
+}
+
+/* The first of n values that is less than 0, or -1. */
+static int64_t first_negative(FSDPDataType dtype, const void *mem, int64_t n)
+{
+  int64_t i = 0;
+  while (dtype == FSDP_FLOAT32 && i + SCAN <= n && !block_has_negative32((const float *)mem + i)) i += SCAN;
+  for (; i < n; i++) /* isless is quiet: a NaN raises no FP exception */
+    if (isless(dtype == FSDP_FLOAT64 ? ((const double *)mem)[i] : (double)((const float *)mem)[i], 0)) return i;
+  return -1;
+}
+
+/* The CRC-32C of item's values from the CRC-32C `crc` of this piece's: as
+   if the bytes after it in the dataset followed (XOR with the other pieces'
+   gives the dataset's). */
+uint32_t CheckpointPlaceCRC_Private(const Item *it, const Piece *pc, uint32_t crc, size_t es)
+{
+  const ParamInfo *p = &it->unit->params[it->param];
+  if (pc->end <= pc->begin) return 0;
+  return FSDPCRC32CShift_Private(crc, (uint64_t)(p->numel - pc->end) * es);
 }
 
 uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es)
 {
-  const ParamInfo *p = &it->unit->params[it->param];
   if (pc->end <= pc->begin) return 0;
-  return FSDPCRC32CShift_Private(FSDPCRC32C_Private(0, mem, (size_t)(pc->end - pc->begin) * es),
-                                 (uint64_t)(p->numel - pc->end) * es);
+  return CheckpointPlaceCRC_Private(it, pc, FSDPCRC32C_Private(0, mem, (size_t)(pc->end - pc->begin) * es), es);
+}
+
+/* n values in memory: the CRC-32C of their bytes (crc not NULL), the first
+   non-finite one (nonfinite not NULL) and the first negative one (negative
+   not NULL), -1 for none.  One pass, 4 SCAN values at a time, each step
+   checked while it is in cache: a checkpoint's values cross memory once. */
+void CheckpointScanValues_Private(FSDPDataType dtype, const void *mem, int64_t n, uint32_t *crc, int64_t *nonfinite,
+                                  int64_t *negative)
+{
+  size_t es = FSDPDataTypeSize(dtype);
+  if (crc) *crc = 0;
+  if (nonfinite) *nonfinite = -1;
+  if (negative) *negative = -1;
+  for (int64_t i = 0; i < n; i += STEP) {
+    int64_t m = n - i < STEP ? n - i : STEP, at;
+    const char *step = (const char *)mem + (size_t)i * es;
+    if (crc) *crc = FSDPCRC32C_Private(*crc, step, (size_t)m * es);
+    if (nonfinite && *nonfinite < 0 && (at = first_nonfinite(dtype, step, m)) >= 0) *nonfinite = i + at;
+    if (negative && *negative < 0 && (at = first_negative(dtype, step, m)) >= 0) *negative = i + at;
+  }
 }
 
 /* A dataset's crc32c in format 2: the CRC-32C of its values, bound to its

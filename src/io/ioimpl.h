@@ -95,6 +95,8 @@ typedef struct {
   Piece *pieces;        /* this rank's piece of each parameter */
   uint32_t *crc, *want; /* per item: the CRC-32C of what was read, and the file's */
   int *have;            /* per item: whether the file has a checksum */
+  int64_t *nonfinite;   /* per item: its first non-finite value read, or -1 */
+  int64_t *negative;    /* per item: its first negative value read (of exp_avg_sq only), or -1 */
   hid_t dxpl;
 } UnitLoad;
 
@@ -120,8 +122,10 @@ void CheckpointWritePieces_Private(FlatParam unit, Piece *pieces);
 void CheckpointReadPieces_Private(FlatParam unit, Piece *pieces);
 char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard, void *state);
 char *CheckpointStaged_Private(const UnitLoad *L, int k);
-int64_t CheckpointFirstNonfinite_Private(FSDPDataType dtype, const void *mem, int64_t n, double *v);
+uint32_t CheckpointPlaceCRC_Private(const Item *it, const Piece *pc, uint32_t crc, size_t es);
 uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es);
+void CheckpointScanValues_Private(FSDPDataType dtype, const void *mem, int64_t n, uint32_t *crc, int64_t *nonfinite,
+                                  int64_t *negative);
 uint32_t CheckpointBindCRC_Private(uint64_t file_id, const char *path, uint32_t values);
 FSDPErrorCode CheckpointListItems_Private(FSDPContext ctx, int nstates, Item **items, int *n);
 /* format.c: HDF5 */

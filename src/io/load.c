@@ -22,6 +22,9 @@ static FSDPErrorCode unit_load_begin(UnitLoad *L)
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->crc, FSDP_MEM_OTHER, &L->crc))) goto cleanup;
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->want, FSDP_MEM_OTHER, &L->want))) goto cleanup;
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->have, FSDP_MEM_OTHER, &L->have))) goto cleanup;
+  if ((ierr = FSDPMalloc(((size_t)L->nitems + 1) * sizeof *L->nonfinite, FSDP_MEM_OTHER, &L->nonfinite))) goto cleanup;
+  if ((ierr = FSDPMalloc(((size_t)L->nitems + 1) * sizeof *L->negative, FSDP_MEM_OTHER, &L->negative))) goto cleanup;
+  for (int k = 0; k < L->nitems; k++) L->nonfinite[k] = L->negative[k] = -1;
   CheckpointReadPieces_Private(L->unit, L->pieces);
   L->dxpl = CheckpointTransferList_Private(L->ctx);
   if (L->dxpl < 0) ierr = H5ERR("cannot create a transfer property list");
@@ -38,10 +41,13 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
   if ((e = FSDPFree(&L->crc)) && !ierr) ierr = e;
   if ((e = FSDPFree(&L->want)) && !ierr) ierr = e;
   if ((e = FSDPFree(&L->have)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->nonfinite)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&L->negative)) && !ierr) ierr = e;
   return ierr;
 }
 
-/* Item k's dataset, this rank's piece of it, into staging, with its CRC.
+/* Item k's dataset, this rank's piece of it, into staging, with its CRC and
+   the first values verify.c refuses (scanned while they are in cache).
    Collective (a collective read): a rank that fails still takes part, with
    nothing to read; every handle it opened is closed on every path.  *ierr
    keeps the rank's first error: once it is set, nothing raises another. */
@@ -88,9 +94,19 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
       status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, L->dxpl,
                        convert ? convert : mem);
     if (status >= 0 && len > 0) {
-      L->crc[k] = CheckpointPieceCRC_Private(it, pc, convert ? convert : mem, fs);
-      if (convert && !*ierr)
-        *ierr = FSDPDataTypeConvert(L->unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
+      bool second_moment = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq");
+      int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
+      int64_t *negative = second_moment ? &L->negative[k] : NULL;
+      uint32_t crc;
+      if (convert) {
+        L->crc[k] = CheckpointPieceCRC_Private(it, pc, convert, fs);
+        if (!*ierr)
+          *ierr = FSDPDataTypeConvert(L->unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
+        CheckpointScanValues_Private(L->unit->dtype, mem, len, NULL, nonfinite, negative);
+      } else {
+        CheckpointScanValues_Private(L->unit->dtype, mem, len, &crc, nonfinite, negative);
+        L->crc[k] = CheckpointPlaceCRC_Private(it, pc, crc, fs);
+      }
     }
     *bytes += len * (int64_t)fs;
   }

@@ -233,22 +233,24 @@ static FSDPErrorCode payload_get(FSDPContext ctx, FSDPOptimizer opt, const char 
     void *state = it->state >= 0 ? s->state[it->state] : NULL;
     const Piece *pc;
     const void *mem;
+    uint32_t crc;
+    int64_t at = -1;
     CheckpointWritePieces_Private(it->unit, pl->pieces);
     pc = &pl->pieces[it->param];
     mem = CheckpointPieceMemory_Private(it, pc, s->shard, state);
-    pl->crc[k] = CheckpointPieceCRC_Private(it, pc, mem, FSDPDataTypeSize(it->unit->dtype));
-    if (ctx->check_finite && !nonfinite) { /* each element is some rank's to write: each is checked once */
-      double v;
-      int64_t at = CheckpointFirstNonfinite_Private(it->unit->dtype, mem, pc->end - pc->begin, &v);
+    /* Each element is some rank's to write: each is checked once. */
+    CheckpointScanValues_Private(it->unit->dtype, mem, pc->end - pc->begin, &crc,
+                                 ctx->check_finite && !nonfinite ? &at : NULL, NULL);
+    pl->crc[k] = CheckpointPlaceCRC_Private(it, pc, crc, FSDPDataTypeSize(it->unit->dtype));
+    if (at >= 0) {
       char path[1200];
-      if (at >= 0) {
-        CheckpointItemPath_Private(it, pl->names, path, sizeof path);
-        nonfinite =
-            FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
-                      "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
-                      "'%s' was not written (-fsdp_check_finite false writes them)",
-                      path, (long long)(pc->begin + at), v, tmp);
-      }
+      CheckpointItemPath_Private(it, pl->names, path, sizeof path);
+      nonfinite =
+          FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                    "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
+                    "'%s' was not written (-fsdp_check_finite false writes them)",
+                    path, (long long)(pc->begin + at),
+                    it->unit->dtype == FSDP_FLOAT64 ? ((const double *)mem)[at] : ((const float *)mem)[at], tmp);
     }
   }
   if (!ierr) ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, pl->crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));

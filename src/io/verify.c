@@ -522,46 +522,35 @@ FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
   return ierr;
 }
 
+/* Item k's first bad value, as an error message's "path[index] is value". */
+static const char *bad_value(const UnitLoad *L, int k, int64_t at, char *buf, size_t len)
+{
+  const Item *it = &L->items[k];
+  const void *v = CheckpointStaged_Private(L, k);
+  double x = FSDPDataTypeSize(L->unit->dtype) == 8 ? ((const double *)v)[at] : (double)((const float *)v)[at];
+  char dpath[1200];
+  CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
+  snprintf(buf, len, "%s[%lld] is %g", dpath, (long long)(L->pieces[it->param].begin + at), x);
+  return buf;
+}
+
 /* Values that verify can still be impossible: NaN (saved with
    -fsdp_check_finite false, or by another tool), or a negative second moment
-   of AdamW, which would drive the weights to NaN. */
+   of AdamW, which would drive the weights to NaN.  read_item found the first
+   of each (an item of another unit has no piece here, nor a value found). */
 FSDPErrorCode CheckpointVerifyFinite_Private(const UnitLoad *L)
 {
-  for (int k = 0; k < L->nitems; k++) {
-    const Item *it = &L->items[k];
-    const Piece *pc;
-    const char *v;
-    size_t es = FSDPDataTypeSize(L->unit->dtype);
-    char dpath[1200];
-    /* Only this unit's items have pieces here: an item of another unit indexes past them. */
-    if (it->unit != L->unit || !L->load[k] || it->state < 0 || strcmp(L->names[it->state], "exp_avg_sq")) continue;
-    pc = &L->pieces[it->param];
-    v = CheckpointStaged_Private(L, k);
-    for (int64_t i = 0; i < pc->end - pc->begin; i++) {
-      double x = es == 8 ? ((const double *)(const void *)v)[i] : (double)((const float *)(const void *)v)[i];
-      if (!(x < 0)) continue;
-      CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
-      FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
-                "FSDPContextLoad: '%s' is damaged: %s[%lld] is %g: AdamW's second moment is never negative; unit "
-                "'%s' and those after it were not loaded",
-                L->path, dpath, (long long)(pc->begin + i), x, L->unit->name);
-    }
-  }
-  for (int k = 0; k < L->nitems && L->ctx->check_finite; k++) {
-    const Item *it = &L->items[k];
-    const Piece *pc = &L->pieces[it->param];
-    int64_t at;
-    double v;
-    char dpath[1200];
-    if (it->unit != L->unit || !L->load[k] || pc->end <= pc->begin) continue;
-    at = CheckpointFirstNonfinite_Private(L->unit->dtype, CheckpointStaged_Private(L, k), pc->end - pc->begin, &v);
-    if (at < 0) continue;
-    CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
-    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_NOT_FINITE,
-              "FSDPContextLoad: '%s': %s[%lld] is %g: the file holds non-finite values; unit '%s' and those after "
-              "it were not loaded (-fsdp_check_finite false loads them)",
-              L->path, dpath, (long long)(pc->begin + at), v, L->unit->name);
-  }
+  char what[1300];
+  for (int k = 0; k < L->nitems; k++)
+    FSDPCheck(L->negative[k] < 0, MPI_COMM_SELF, FSDP_ERR_CORRUPT,
+              "FSDPContextLoad: '%s' is damaged: %s: AdamW's second moment is never negative; unit '%s' and those "
+              "after it were not loaded",
+              L->path, bad_value(L, k, L->negative[k], what, sizeof what), L->unit->name);
+  for (int k = 0; k < L->nitems; k++)
+    FSDPCheck(L->nonfinite[k] < 0, MPI_COMM_SELF, FSDP_ERR_NOT_FINITE,
+              "FSDPContextLoad: '%s': %s: the file holds non-finite values; unit '%s' and those after it were not "
+              "loaded (-fsdp_check_finite false loads them)",
+              L->path, bad_value(L, k, L->nonfinite[k], what, sizeof what), L->unit->name);
   return FSDP_SUCCESS;
 }
 #endif

@@ -1,0 +1,161 @@
+/* What a save and a load compute over every value, on datasets long enough
+   for their fast paths (the CRC's interleaved lanes, the blocks of the
+   non-finite and negative scans), each rank's piece starting at an odd
+   place (W = 3 over 3 units): rank 0 recomputes every dataset's CRC-32C
+   with the bitwise code of formattest.h; a NaN, infinities and a negative
+   second moment placed past the first blocks, each under a valid checksum,
+   are refused with their index; -0, the smallest negative and denormal
+   values are not.
+   mpitest: -n 3 */
+#include "fsdp_config.h"
+
+#ifndef FSDP_HAVE_HDF5
+int main(void) { return 77; } /* built without HDF5: no checkpoints */
+#else
+#include <math.h>
+
+#include <hdf5.h>
+
+#include "checkpointtest.h"
+
+#define SPEC "mlp:in=3,hidden=200,depth=2,out=2"
+#define WEIGHT "/params/blocks.1.fc.weight" /* 200 x 200 */
+#define SECOND "/optim/exp_avg_sq/blocks.1.fc.weight"
+
+/* Rank 0: each dataset's crc32c attribute is the bitwise CRC of its values,
+   bound to its path and the file; the longest dataset's length. */
+static herr_t check_crc(hid_t f, const char *name, const H5O_info_t *info, void *arg)
+{
+  char path[512];
+  hid_t ds, space, type, a;
+  size_t bytes;
+  unsigned char *v;
+  uint32_t want;
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  snprintf(path, sizeof path, "/%s", name);
+  ds = H5Dopen2(f, path, H5P_DEFAULT);
+  space = H5Dget_space(ds);
+  type = H5Dget_type(ds);
+  bytes = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(type);
+  v = malloc(bytes + 1);
+  TEST_ASSERT(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot read %s", path);
+  a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
+  TEST_ASSERT(a >= 0 && H5Aread(a, H5T_NATIVE_UINT32, &want) >= 0, "%s has no crc32c", path);
+  TEST_ASSERT(bound_crc(file_id(f), path, v, bytes) == want, "%s: the bitwise CRC is 0x%08x, the file says 0x%08x",
+              path, bound_crc(file_id(f), path, v, bytes), want);
+  if (bytes > *(size_t *)arg) *(size_t *)arg = bytes;
+  free(v);
+  H5Aclose(a);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(ds);
+  return 0;
+}
+
+/* A copy of good.h5 whose dataset `name` has `value` at index `at`, with a valid checksum. */
+static void forge(const char *copy, const char *name, int64_t at, float value)
+{
+  copy_file(file("good.h5"), copy);
+  if (rank == 0) {
+    hid_t f = H5Fopen(copy, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space, a;
+    hssize_t n;
+    float *v;
+    uint32_t crc;
+    TEST_ASSERT(ds >= 0, "no %s in %s", name, copy);
+    space = H5Dget_space(ds);
+    n = H5Sget_simple_extent_npoints(space);
+    v = malloc((size_t)n * sizeof *v);
+    TEST_ASSERT(at < n && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot read %s", name);
+    v[at] = value;
+    TEST_ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot write %s", name);
+    crc = bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v);
+    a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
+    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Refused with `code`, every rank naming the value ("path[at] is value"):
+   the rank that read it, and the others relaying its error. */
+static void expect_refused(FSDPContext ctx, FSDPOptimizer opt, const char *path, FSDPErrorCode code, const char *text)
+{
+  TEST_CODE(code, FSDPContextLoad(ctx, opt, path));
+  TEST_MESSAGE_HAS(text);
+}
+
+int main(int argc, char **argv)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt;
+  size_t longest = 0;
+  float *want, *got;
+  int64_t total;
+
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  make_scratch_dir("fsdp-test-scan");
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+
+  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
+  TEST_OK(FSDPModelSetUp(model));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  train(ctx, model, opt);
+  train(ctx, model, opt);
+  TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));
+  want = shards(ctx);
+  total = shard_total(ctx);
+
+  if (rank == 0) {
+    hid_t f = H5Fopen(file("good.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    TEST_ASSERT(f >= 0 && H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, check_crc, &longest) >= 0, "cannot visit good.h5");
+    H5Fclose(f);
+    /* Each rank's third is longer than the CRC's three lanes of 4 KB and than 8 blocks of the scans. */
+    TEST_ASSERT(longest / 3 > 3 * 4096 && longest / 3 > 8 * 1024 * sizeof(float),
+                "the longest dataset has %zu bytes: too short for the fast paths", longest);
+  }
+  train(ctx, model, opt);
+  TEST_OK(FSDPContextLoad(ctx, opt, file("good.h5")));
+  got = shards(ctx);
+  TEST_ASSERT(!memcmp(want, got, (size_t)total * sizeof *got), "the load did not give back the saved shards");
+  free(got);
+
+  /* Past the first blocks, not on a block's edge; the last value too. */
+  forge(file("nan.h5"), WEIGHT, 23456, NAN);
+  expect_refused(ctx, opt, file("nan.h5"), FSDP_ERR_NOT_FINITE, WEIGHT "[23456] is nan");
+  forge(file("inf.h5"), WEIGHT, 200 * 200 - 1, -INFINITY);
+  expect_refused(ctx, opt, file("inf.h5"), FSDP_ERR_NOT_FINITE, WEIGHT "[39999] is -inf");
+  forge(file("negative.h5"), SECOND, 31000, -1e-30f);
+  expect_refused(ctx, opt, file("negative.h5"), FSDP_ERR_CORRUPT, SECOND "[31000] is -1e-30: AdamW's second moment");
+  forge(file("denormal.h5"), SECOND, 12345, -1e-45f); /* the smallest negative float */
+  expect_refused(ctx, opt, file("denormal.h5"), FSDP_ERR_CORRUPT, SECOND "[12345] is -1.4013e-45");
+  forge(file("minus-inf.h5"), SECOND, 35000, -INFINITY); /* negative, before it is non-finite */
+  expect_refused(ctx, opt, file("minus-inf.h5"), FSDP_ERR_CORRUPT, SECOND "[35000] is -inf: AdamW's second moment");
+  forge(file("nan-moment.h5"), SECOND, 30000, NAN); /* not negative: non-finite */
+  expect_refused(ctx, opt, file("nan-moment.h5"), FSDP_ERR_NOT_FINITE, SECOND "[30000] is nan");
+  got = shards(ctx);
+  TEST_ASSERT(!memcmp(want, got, (size_t)total * sizeof *got), "a refused load changed the shards");
+  free(got);
+  forge(file("zero.h5"), SECOND, 20000, -0.0f); /* -0 is not less than 0 */
+  TEST_OK(FSDPContextLoad(ctx, opt, file("zero.h5")));
+  TEST_OK(FSDPContextSetCheckFinite(ctx, false)); /* the second moment's sign is still checked */
+  TEST_OK(FSDPContextLoad(ctx, opt, file("nan.h5")));
+  expect_refused(ctx, opt, file("negative.h5"), FSDP_ERR_CORRUPT, SECOND "[31000] is -1e-30");
+
+  free(want);
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0 && !getenv("KEEP")) remove_tree(dir);
+  TEST_OK(FSDPFinalize());
+  return 0;
+}
+#endif
