@@ -3,7 +3,8 @@
    forward and backward against a plain double-precision reference, and, for
    each path, the same bits as the generic path, for the kernels and for a
    few AdamW and SGD steps of a model (the optimizers' updates, the gradient
-   norm of clipping); a level the
+   norm of clipping) and of a GPT with the full and with the blocked
+   attention (the softmax kernels); a level the
    CPU lacks is refused.
    mpitest: -n 1 */
 #include <math.h>
@@ -14,12 +15,16 @@
 
 #define SPEC "mlp:in=13,hidden=70,depth=3,out=3,act=gelu,norm=layernorm"
 enum { NG = 4099, LN = 7, MAXH = 600, ROWS = 5, IN = 13, OUT = 3, MAXP = 1 << 15 };
+/* ctx 40 fits one block of keys: the full attention; ctx 80 takes two (the second partial): the blocked one. */
+static const char *const gpt_specs[2] = {"gpt:vocab=32,ctx=40,dim=16,heads=2,layers=1",
+                                         "gpt:vocab=32,ctx=80,dim=16,heads=2,layers=1"};
+enum { GPT_ROWS = 2, GPT_MAXP = 8192 };
 
 typedef struct {
   float gelu[NG], dgelu[NG];
   float y[LN * MAXH], mean[LN], rstd[LN], dx[LN * MAXH], dw[MAXH], db[MAXH];
-  float adamw[MAXP], sgd[MAXP];
-  int64_t nparams;
+  float adamw[MAXP], sgd[MAXP], gpt[2][GPT_MAXP];
+  int64_t nparams, gpt_nparams[2];
 } Out;
 
 static float gx[NG], gdy[NG], lx[LN * MAXH], lw[MAXH], lb[MAXH], ldy[LN * MAXH];
@@ -109,6 +114,25 @@ static void check_layernorm(FSDPSimd level, int64_t h, Out *o)
               FSDPSimdName(level), (long long)h, worst);
 }
 
+/* This rank's shards, one after another. */
+static int64_t copy_shards(FSDPContext ctx, float *params, int64_t max)
+{
+  int nunits;
+  int64_t total = 0;
+  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
+  for (int u = 0; u < nunits; u++) {
+    FlatParam unit;
+    float *p;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
+    TEST_OK(FlatParamGetShard(unit, (void **)&p, &n));
+    TEST_ASSERT(total + n <= max, "the model is too large for the test");
+    memcpy(params + total, p, (size_t)n * sizeof *p);
+    total += n;
+  }
+  return total;
+}
+
 /* Three steps of an optimizer on a model: its update runs on the chosen path. */
 static void train(FSDPOptimizerType type, float *params, int64_t *nparams)
 {
@@ -116,7 +140,6 @@ static void train(FSDPOptimizerType type, float *params, int64_t *nparams)
   FSDPModel model;
   FSDPOptimizer opt;
   float x[ROWS * IN], t[ROWS * OUT], dy[ROWS * OUT], *y;
-  int nunits;
 
   TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
   TEST_OK(FSDPModelSetSeed(model, 5));
@@ -140,18 +163,39 @@ static void train(FSDPOptimizerType type, float *params, int64_t *nparams)
     TEST_OK(FSDPModelBackward(model, dy));
     TEST_OK(FSDPOptimizerStep(opt));
   }
-  TEST_OK(FSDPContextGetNumUnits(ctx, &nunits));
-  *nparams = 0;
-  for (int u = 0; u < nunits; u++) {
-    FlatParam unit;
-    float *p;
-    int64_t n;
-    TEST_OK(FSDPContextGetUnit(ctx, u, &unit));
-    TEST_OK(FlatParamGetShard(unit, (void **)&p, &n));
-    TEST_ASSERT(*nparams + n <= MAXP, "the model is too large for the test");
-    memcpy(params + *nparams, p, (size_t)n * sizeof *p);
-    *nparams += n;
+  *nparams = copy_shards(ctx, params, MAXP);
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+/* Three AdamW steps of a GPT on fixed tokens: its attention's softmax runs on the chosen path. */
+static void train_gpt(const char *spec, int64_t ctxlen, float *params, int64_t *nparams)
+{
+  FSDPContext ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  FSDPModel model;
+  FSDPOptimizer opt;
+  float tokens[GPT_ROWS * 80], *y, *dy;
+  int64_t labels[GPT_ROWS * 80];
+  TEST_OK(FSDPModelCreate(ctx, spec, &model));
+  TEST_OK(FSDPModelSetSeed(model, 5));
+  TEST_OK(FSDPModelSetUp(model));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetLearningRate(opt, 1e-2));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  for (int step = 0; step < 3; step++) {
+    double loss;
+    for (int64_t i = 0; i < GPT_ROWS * ctxlen; i++) {
+      tokens[i] = (float)((i * 7 + 3 * step) % 32);
+      labels[i] = (i * 5 + step + 1) % 32;
+    }
+    TEST_OK(FSDPContextZeroGrad(ctx));
+    TEST_OK(FSDPModelForward(model, GPT_ROWS, tokens, &y));
+    TEST_OK(FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, 1.0, &loss, &dy));
+    TEST_OK(FSDPModelBackward(model, dy));
+    TEST_OK(FSDPOptimizerStep(opt));
   }
+  *nparams = copy_shards(ctx, params, GPT_MAXP);
   TEST_OK(FSDPOptimizerDestroy(&opt));
   TEST_OK(FSDPModelDestroy(&model));
   TEST_OK(FSDPContextDestroy(&ctx));
@@ -165,6 +209,8 @@ static void run_level(FSDPSimd level, Out *o)
   check_gelu(level, o);
   train(FSDP_OPTIMIZER_ADAMW, o->adamw, &o->nparams);
   train(FSDP_OPTIMIZER_SGD, o->sgd, &o->nparams);
+  train_gpt(gpt_specs[0], 40, o->gpt[0], &o->gpt_nparams[0]);
+  train_gpt(gpt_specs[1], 80, o->gpt[1], &o->gpt_nparams[1]);
 }
 
 int main(int argc, char **argv)
@@ -188,6 +234,11 @@ int main(int argc, char **argv)
                   "%s: three AdamW steps end with other parameters than the generic path's", name);
       TEST_ASSERT(!memcmp(o->sgd, ref.sgd, (size_t)ref.nparams * sizeof(float)),
                   "%s: three SGD steps (momentum, nesterov, weight decay, clipping) end with other parameters", name);
+      for (int g = 0; g < 2; g++)
+        TEST_ASSERT(o->gpt_nparams[g] == ref.gpt_nparams[g] &&
+                        !memcmp(o->gpt[g], ref.gpt[g], (size_t)ref.gpt_nparams[g] * sizeof(float)),
+                    "%s: three AdamW steps of %s end with other parameters than the generic path's", name,
+                    gpt_specs[g]);
     }
     for (int w = 0; w < NWIDTHS; w++) {
       int64_t h = widths[w];
@@ -201,7 +252,7 @@ int main(int argc, char **argv)
                       !memcmp(o->mean, g.mean, sizeof g.mean) && !memcmp(o->rstd, g.rstd, sizeof g.rstd),
                   "%s: LayerNorm with h = %lld is not the generic path's, bit for bit", name, (long long)h);
     }
-    printf("%s: GELU, LayerNorm (h = 1 to 600), AdamW and SGD give the generic path's bits\n", name);
+    printf("%s: GELU, LayerNorm (h = 1 to 600), AdamW, SGD and the GPTs give the generic path's bits\n", name);
   }
   if (best < FSDP_SIMD_AVX512) {
     TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPSetSimd((FSDPSimd)(best + 1)));

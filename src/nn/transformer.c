@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "nnimpl.h"
+#include "simd.h"
 
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MLP_W, MLP_B, NPARAMS };
 static const char *const param_names[NPARAMS] = {
@@ -143,33 +144,54 @@ static FSDPErrorCode gelu(FSDPModel m, bool backward, int64_t count, const float
 }
 
 /* Causal softmax of each row of s[t, t] in place, scores beyond the diagonal zeroed. */
-static void causal_softmax(int64_t t, float *s)
+FSDP_INLINE void causal_softmax_body(int64_t t, float *restrict s)
 {
   for (int64_t i = 0; i < t; i++) {
     float *row = s + i * t, mx = row[0];
-    double sum = 0;
+    double sum;
+    FSDP_PRAGMA(omp simd reduction(max : mx))
     for (int64_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-    for (int64_t j = 0; j <= i; j++) {
-      row[j] = expf(row[j] - mx);
-      sum += row[j];
-    }
+    FSDP_SIMD_LOOP
+    for (int64_t j = 0; j <= i; j++) row[j] = fsdp_expf(row[j] - mx);
+#define P(j) (double)row[j]
+    sum = FSDP_LANE_SUM(i + 1, P);
+#undef P
+    FSDP_SIMD_LOOP
     for (int64_t j = 0; j <= i; j++) row[j] = (float)(row[j] / sum);
     for (int64_t j = i + 1; j < t; j++) row[j] = 0.0f;
   }
 }
+FSDP_SIMD_KERNEL(causal_softmax, (int64_t t, float *restrict s), (t, s))
 
 /* dS = P (dP - sum_j P dP) in place of dp[t, t], row by row (the backward of causal_softmax). */
-static void causal_softmax_backward(int64_t t, const float *att, float *dp)
+FSDP_INLINE void causal_softmax_backward_body(int64_t t, const float *restrict att, float *restrict dp)
 {
   for (int64_t i = 0; i < t; i++) {
     const float *pi = att + i * t;
     float *di = dp + i * t;
-    double dot = 0;
-    for (int64_t j = 0; j <= i; j++) dot += (double)pi[j] * di[j];
+    double dot;
+#define PD(j) (double)pi[j] * di[j]
+    dot = FSDP_LANE_SUM(i + 1, PD);
+#undef PD
+    FSDP_SIMD_LOOP
     for (int64_t j = 0; j <= i; j++) di[j] = (float)(pi[j] * (di[j] - dot));
     for (int64_t j = i + 1; j < t; j++) di[j] = 0.0f;
   }
 }
+FSDP_SIMD_KERNEL(causal_softmax_backward, (int64_t t, const float *restrict att, float *restrict dp), (t, att, dp))
+
+/* row[j] = e^(row[j] - top) for j <= last, 0 after, in a row of n; *sum (not NULL): their sum. */
+FSDP_INLINE void exp_row_body(int64_t n, int64_t last, float top, float *restrict row, double *restrict sum)
+{
+  FSDP_SIMD_LOOP
+  for (int64_t j = 0; j <= last; j++) row[j] = fsdp_expf(row[j] - top);
+#define P(j) (double)row[j]
+  if (sum) *sum = FSDP_LANE_SUM(last + 1, P);
+#undef P
+  for (int64_t j = last + 1; j < n; j++) row[j] = 0.0f;
+}
+FSDP_SIMD_KERNEL(exp_row, (int64_t n, int64_t last, float top, float *restrict row, double *restrict sum),
+                 (n, last, top, row, sum))
 
 /* One sequence's and head's attention probabilities: the causal softmax of
    the scores att[t, t] in place, or (dp) its backward in place of dp. */
@@ -211,14 +233,10 @@ static FSDPErrorCode blocked_attention(FSDPModel m, const Layer *l, const float 
         float *row = sblk + i * bk, top = mx[i], alpha;
         /* The last key this query sees in this block: j0 <= i0, so it sees at least the first. */
         int64_t last = i0 + i - j0 < bk - 1 ? i0 + i - j0 : bk - 1;
-        double add = 0;
+        double add;
         for (int64_t j = 0; j <= last; j++) top = row[j] > top ? row[j] : top;
         alpha = expf(mx[i] - top);
-        for (int64_t j = 0; j <= last; j++) {
-          row[j] = expf(row[j] - top);
-          add += row[j];
-        }
-        for (int64_t j = last + 1; j < bk; j++) row[j] = 0.0f;
+        exp_row(bk, last, top, row, &add);
         if (alpha != 1.0f)
           for (int64_t d = 0; d < hd; d++) o[(i0 + i) * c + d] *= alpha;
         sum[i] = sum[i] * alpha + add;
@@ -311,8 +329,8 @@ static FSDPErrorCode blocked_attention_backward(FSDPModel m, const Layer *l, con
       FSDPCall(FSDPModelGemm_Private(m, false, true, bq, bk, hd, scale, q + i0 * 3 * c, 3 * c, key + j0 * 3 * c, 3 * c,
                                      0.0f, p, bk));
       for (int64_t i = 0; i < bq; i++) {
-        int64_t last = i0 + i - j0;
-        for (int64_t j = 0; j < bk; j++) p[i * bk + j] = j <= last ? expf(p[i * bk + j] - lse[i0 + i]) : 0.0f;
+        int64_t last = i0 + i - j0 < bk - 1 ? i0 + i - j0 : bk - 1;
+        exp_row(bk, last, lse[i0 + i], p + i * bk, NULL);
       }
       FSDPCall(FSDPModelGemm_Private(m, true, false, bk, hd, bq, 1.0f, p, bk, dout + i0 * c, c, 1.0f, dv + j0 * 3 * c,
                                      3 * c)); /* P^T dO */
