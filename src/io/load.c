@@ -98,11 +98,11 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
       int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
       int64_t *negative = second_moment ? &L->negative[k] : NULL;
       uint32_t crc;
-      if (convert) {
+      if (convert) { /* the CRC of the file's values, the checks of the unit's: three passes */
         L->crc[k] = CheckpointPieceCRC_Private(it, pc, convert, fs);
         if (!*ierr)
           *ierr = FSDPDataTypeConvert(L->unit->dtype, mem, fs == 8 ? FSDP_FLOAT64 : FSDP_FLOAT32, convert, len);
-        CheckpointScanValues_Private(L->unit->dtype, mem, len, NULL, nonfinite, negative);
+        if (!*ierr) CheckpointScanValues_Private(L->unit->dtype, mem, len, NULL, nonfinite, negative);
       } else {
         CheckpointScanValues_Private(L->unit->dtype, mem, len, &crc, nonfinite, negative);
         L->crc[k] = CheckpointPlaceCRC_Private(it, pc, crc, fs);

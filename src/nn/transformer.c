@@ -180,7 +180,8 @@ FSDP_INLINE void causal_softmax_backward_body(int64_t t, const float *restrict a
 }
 FSDP_SIMD_KERNEL(causal_softmax_backward, (int64_t t, const float *restrict att, float *restrict dp), (t, att, dp))
 
-/* row[j] = e^(row[j] - top) for j <= last, 0 after, in a row of n; *sum (not NULL): their sum. */
+/* row[j] = e^(row[j] - top) for j <= last (0 <= last < n: a query sees a
+   block's first key), 0 after, in a row of n; *sum (not NULL): their sum. */
 FSDP_INLINE void exp_row_body(int64_t n, int64_t last, float top, float *restrict row, double *restrict sum)
 {
   FSDP_SIMD_LOOP
