@@ -45,6 +45,36 @@ static inline void copy_file(const char *from, const char *to)
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Rank 0 writes `value` into dataset `name` of the file at `path`, at index
+   `at` (every value if at < 0), and gives it a valid checksum again; everyone
+   waits.  A forgery only the values' own checks can refuse. */
+static inline void forge_value(const char *path, const char *name, int64_t at, float value)
+{
+  if (rank == 0) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space, a;
+    hssize_t n;
+    float *v;
+    uint32_t crc;
+    TEST_ASSERT(ds >= 0, "no %s in %s", name, path);
+    space = H5Dget_space(ds);
+    n = H5Sget_simple_extent_npoints(space);
+    v = malloc((size_t)n * sizeof *v);
+    TEST_ASSERT(at < n && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot read %s", name);
+    for (hssize_t i = 0; i < n; i++)
+      if (at < 0 || i == at) v[i] = value;
+    TEST_ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot write %s", name);
+    crc = bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v);
+    a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
+    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* This rank's shards, one after another. */
 static inline float *shards(FSDPContext ctx)
 {

@@ -12,6 +12,15 @@
 
 /* Bitwise CRC-32C, independent of the library's table and SSE4.2 code:
    crc of the bytes so far (0 for none), extended by p[0..n). */
+/* Links are visited with the API of the HDF5 at hand (H5Ovisit's changed in 1.12). */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t LinkInfo;
+#define VISIT H5Lvisit2
+#else
+typedef H5L_info_t LinkInfo;
+#define VISIT H5Lvisit
+#endif
+
 static inline uint32_t crc32c_extend(uint32_t crc, const void *buf, size_t n)
 {
   const unsigned char *p = buf;

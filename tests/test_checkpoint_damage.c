@@ -69,15 +69,6 @@ static unsigned char *read_bytes(const char *path, size_t *n)
   return b;
 }
 
-/* Links are visited with the API of the HDF5 at hand (H5Ovisit's changed in 1.12). */
-#if H5_VERSION_GE(1, 12, 0)
-typedef H5L_info2_t LinkInfo;
-#define VISIT H5Lvisit2
-#else
-typedef H5L_info_t LinkInfo;
-#define VISIT H5Lvisit
-#endif
-
 /* Marks the bytes that hold the datasets' values. */
 typedef struct {
   char *is_data;

@@ -94,32 +94,6 @@ static void copy_dataset(const char *from, const char *to, const char *name)
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* Rank 0 forges a dataset: new values, and the crc32c that format 2 binds to them. */
-static void forge_dataset(const char *path, const char *name, float value)
-{
-  if (rank == 0) {
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space, a;
-    hssize_t n;
-    float *v;
-    uint32_t crc;
-    TEST_ASSERT(ds >= 0, "no %s in %s", name, path);
-    space = H5Dget_space(ds);
-    n = H5Sget_simple_extent_npoints(space);
-    v = malloc((size_t)n * sizeof *v);
-    for (hssize_t i = 0; i < n; i++) v[i] = value;
-    TEST_ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot write %s", name);
-    crc = bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v);
-    a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
-    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
-    H5Aclose(a);
-    H5Sclose(space);
-    H5Dclose(ds);
-    H5Fclose(f);
-    free(v);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 /* Load must fail with `code` and a message containing `text`, on every
    rank, and leave the shards, the optimizer's step and the training state
    as they were. */
@@ -395,7 +369,7 @@ int main(int argc, char **argv)
   copy_dataset(file("good.h5"), file("later.h5"), "/params/head.bias");
   expect_failure(ctx, opt, file("later.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/head.bias");
   copy_file(file("good.h5"), file("negative.h5")); /* forged with a valid checksum: still impossible */
-  forge_dataset(file("negative.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", -1.0f);
+  forge_value(file("negative.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", -1, -1.0f);
   expect_failure(ctx, opt, file("negative.h5"), FSDP_ERR_CORRUPT,
                  "/optim/exp_avg_sq/blocks.0.fc.bias[0] is -1: AdamW's second moment is never negative");
   copy_file(file("good.h5"), file("nocrc.h5")); /* the metadata checksum deleted, the step edited in both places */
