@@ -51,10 +51,9 @@ static inline void copy_file(const char *from, const char *to)
 static inline void forge_value(const char *path, const char *name, int64_t at, float value)
 {
   if (rank == 0) {
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space, a;
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), ds = H5Dopen2(f, name, H5P_DEFAULT), space;
     hssize_t n;
     float *v;
-    uint32_t crc;
     TEST_ASSERT(ds >= 0, "no %s in %s", name, path);
     space = H5Dget_space(ds);
     n = H5Sget_simple_extent_npoints(space);
@@ -63,10 +62,7 @@ static inline void forge_value(const char *path, const char *name, int64_t at, f
     for (hssize_t i = 0; i < n; i++)
       if (at < 0 || i == at) v[i] = value;
     TEST_ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0, "cannot write %s", name);
-    crc = bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v);
-    a = H5Aopen(ds, "crc32c", H5P_DEFAULT);
-    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
-    H5Aclose(a);
+    put_crc(ds, name, bound_crc(file_id(f), name, (const unsigned char *)v, (size_t)n * sizeof *v));
     H5Sclose(space);
     H5Dclose(ds);
     H5Fclose(f);
@@ -109,6 +105,18 @@ static inline void train(FSDPContext ctx, FSDPModel model, FSDPOptimizer opt)
   TEST_OK(FSDPModelForward(model, 1, x, &y));
   TEST_OK(FSDPModelBackward(model, dy));
   TEST_OK(FSDPOptimizerStep(opt));
+}
+
+/* A FULL_SHARD context over every rank, the model `spec` (in=3, out=2, for
+   train) with AdamW, set up and trained `steps` steps. */
+static inline void trained_job(const char *spec, int steps, FSDPContext *ctx, FSDPModel *model, FSDPOptimizer *opt)
+{
+  *ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
+  TEST_OK(FSDPModelCreate(*ctx, spec, model));
+  TEST_OK(FSDPModelSetUp(*model));
+  TEST_OK(FSDPOptimizerCreate(*ctx, opt));
+  TEST_OK(FSDPOptimizerSetUp(*opt));
+  for (int s = 0; s < steps; s++) train(*ctx, *model, *opt);
 }
 
 /* Rank 0 makes the scratch directory TMPDIR/<prefix>-XXXXXX; every rank learns its name. */

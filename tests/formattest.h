@@ -44,6 +44,14 @@ static inline uint32_t bound_crc(uint64_t file_id, const char *path, const unsig
   return crc32c_extend(crc32c_extend(crc32c_extend(0, id, 8), path, strlen(path) + 1), v, 4);
 }
 
+/* Sets the crc32c attribute of dataset `obj` (called `name` in messages). */
+static inline void put_crc(hid_t obj, const char *name, uint32_t crc)
+{
+  hid_t a = H5Aopen(obj, "crc32c", H5P_DEFAULT);
+  TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
+  H5Aclose(a);
+}
+
 static inline uint64_t file_id(hid_t file)
 {
   uint64_t id = 0;

@@ -170,22 +170,18 @@ typedef enum { DELETE, SET_INT, SET_STRING, CHANGE } EditKind;
    no file_id, and (before the metadata checksum) no metadata_crc32c. */
 static herr_t unbind_crc(hid_t f, const char *name, const LinkInfo *info, void *arg)
 {
-  hid_t o = H5Oopen(f, name, H5P_DEFAULT), type, space, a;
+  hid_t o = H5Oopen(f, name, H5P_DEFAULT), type, space;
   (void)info;
   (void)arg;
   if (H5Iget_type(o) == H5I_DATASET) {
     size_t bytes;
     unsigned char *buf;
-    uint32_t crc;
     type = H5Dget_type(o);
     space = H5Dget_space(o);
     bytes = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(type);
     buf = malloc(bytes + 1);
     TEST_ASSERT(H5Dread(o, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0, "cannot read %s", name);
-    crc = crc32c_extend(0, buf, bytes);
-    a = H5Aopen(o, "crc32c", H5P_DEFAULT);
-    TEST_ASSERT(a >= 0 && H5Awrite(a, H5T_NATIVE_UINT32, &crc) >= 0, "cannot set the crc32c of %s", name);
-    H5Aclose(a);
+    put_crc(o, name, crc32c_extend(0, buf, bytes));
     free(buf);
     H5Sclose(space);
     H5Tclose(type);
@@ -383,13 +379,7 @@ int main(int argc, char **argv)
   make_scratch_dir("fsdp-test-damage");
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the test's own HDF5 calls */
 
-  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
-  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
-  TEST_OK(FSDPModelSetUp(model));
-  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
-  TEST_OK(FSDPOptimizerSetUp(opt));
-  train(ctx, model, opt);
-  train(ctx, model, opt);
+  trained_job(SPEC, 2, &ctx, &model, &opt);
   want.ts = (FSDPTrainingState){2, 5, {7, 8, 9, 10}};
   TEST_OK(FSDPContextSetTrainingState(ctx, &want.ts));
   TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));

@@ -264,12 +264,7 @@ int main(int argc, char **argv)
   TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
   make_scratch_dir("fsdp-test-ckerr");
 
-  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
-  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
-  TEST_OK(FSDPModelSetUp(model));
-  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
-  TEST_OK(FSDPOptimizerSetUp(opt));
-  train(ctx, model, opt);
+  trained_job(SPEC, 1, &ctx, &model, &opt);
   TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));
   good = shards(ctx);
   total = shard_total(ctx);

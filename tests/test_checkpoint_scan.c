@@ -110,13 +110,7 @@ int main(int argc, char **argv)
   make_scratch_dir("fsdp-test-scan");
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 
-  ctx = test_context(MPI_COMM_WORLD, FSDP_FULL_SHARD, 0);
-  TEST_OK(FSDPModelCreate(ctx, SPEC, &model));
-  TEST_OK(FSDPModelSetUp(model));
-  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
-  TEST_OK(FSDPOptimizerSetUp(opt));
-  train(ctx, model, opt);
-  train(ctx, model, opt);
+  trained_job(SPEC, 2, &ctx, &model, &opt);
   TEST_OK(FSDPContextSave(ctx, opt, file("good.h5")));
   want = shards(ctx);
   total = shard_total(ctx);
