@@ -54,8 +54,9 @@ char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard
 /* Saves and loads check every value.  A float32 is tested on its bits: the
    same test, with integer operations only, for a whole block of SCAN values
    (a constant count and an OR of integers, which GCC 12 vectorizes at -O2)
-   and then, in a block that has one, value by value. */
-/* A step: 192 KB of float32, in L2; 16 groups of the CRC's three lanes, or 15 and one on one stream. */
+   and then, in a block that has one, value by value.  A step of the scan:
+   192 KB of float32, in L2; 16 groups of the CRC's three lanes, or 15 and
+   one on one stream. */
 enum { SCAN = 1024, STEP = 48 * SCAN };
 
 static inline uint32_t bits32(const void *mem, int64_t i)
@@ -112,6 +113,12 @@ static int64_t first_negative(FSDPDataType dtype, const void *mem, int64_t n)
   for (; i < n; i++)
     if (negative32(bits32(mem, i))) return i;
   return -1;
+}
+
+/* Value i of n in memory, for an error message. */
+double CheckpointValue_Private(FSDPDataType dtype, const void *mem, int64_t i)
+{
+  return dtype == FSDP_FLOAT64 ? ((const double *)mem)[i] : (double)((const float *)mem)[i];
 }
 
 /* The CRC-32C of item's values from the CRC-32C `crc` of this piece's: as

@@ -122,6 +122,7 @@ void CheckpointWritePieces_Private(FlatParam unit, Piece *pieces);
 void CheckpointReadPieces_Private(FlatParam unit, Piece *pieces);
 char *CheckpointPieceMemory_Private(const Item *it, const Piece *pc, void *shard, void *state);
 char *CheckpointStaged_Private(const UnitLoad *L, int k);
+double CheckpointValue_Private(FSDPDataType dtype, const void *mem, int64_t i);
 uint32_t CheckpointPlaceCRC_Private(const Item *it, const Piece *pc, uint32_t crc, size_t es);
 uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es);
 void CheckpointScanValues_Private(FSDPDataType dtype, const void *mem, int64_t n, uint32_t *crc, int64_t *nonfinite,

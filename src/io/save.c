@@ -245,12 +245,10 @@ static FSDPErrorCode payload_get(FSDPContext ctx, FSDPOptimizer opt, const char 
     if (at >= 0) {
       char path[1200];
       CheckpointItemPath_Private(it, pl->names, path, sizeof path);
-      nonfinite =
-          FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
-                    "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
-                    "'%s' was not written (-fsdp_check_finite false writes them)",
-                    path, (long long)(pc->begin + at),
-                    it->unit->dtype == FSDP_FLOAT64 ? ((const double *)mem)[at] : ((const float *)mem)[at], tmp);
+      nonfinite = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_NOT_FINITE,
+                            "FSDPContextSave: %s[%lld] is %g: non-finite parameters or optimizer state are not saved; "
+                            "'%s' was not written (-fsdp_check_finite false writes them)",
+                            path, (long long)(pc->begin + at), CheckpointValue_Private(it->unit->dtype, mem, at), tmp);
     }
   }
   if (!ierr) ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, pl->crc, nitems, MPI_UINT32_T, MPI_BXOR, ctx->comm));

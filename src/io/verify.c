@@ -526,11 +526,10 @@ FSDPErrorCode CheckpointVerifyChecksums_Private(UnitLoad *L)
 static const char *bad_value(const UnitLoad *L, int k, int64_t at, char *buf, size_t len)
 {
   const Item *it = &L->items[k];
-  const void *v = CheckpointStaged_Private(L, k);
-  double x = FSDPDataTypeSize(L->unit->dtype) == 8 ? ((const double *)v)[at] : (double)((const float *)v)[at];
   char dpath[1200];
   CheckpointItemPath_Private(it, L->names, dpath, sizeof dpath);
-  snprintf(buf, len, "%s[%lld] is %g", dpath, (long long)(L->pieces[it->param].begin + at), x);
+  snprintf(buf, len, "%s[%lld] is %g", dpath, (long long)(L->pieces[it->param].begin + at),
+           CheckpointValue_Private(L->unit->dtype, CheckpointStaged_Private(L, k), at));
   return buf;
 }
 
