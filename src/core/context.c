@@ -755,66 +755,114 @@ static FSDPErrorCode initialize(FSDPContext ctx)
   return FSDP_SUCCESS;
 }
 
+/* The memory plan's sizes for a layout: the one formula (doc/overlap.md)
+   with which SetUp allocates, the memory check refuses a plan before any of
+   it is allocated, -fsdp_view explains it, and FSDPPlan predicts layouts no
+   context has.  The units are the context's, laid out or not; the layout
+   may be another one's (its F, strategy, parameter type, limit, views). */
+void FSDPMemorySizes_Private(FSDPContext ctx, const MemoryLayout *lay, MemorySizes *s)
+{
+  int64_t f = lay->factor;
+  bool keeps = lay->strategy == FSDP_SHARD_GRAD_OP || lay->strategy == FSDP_HYBRID_SHARD_ZERO2;
+  bool direct = f == 1 && lay->param_dtype == FSDP_FLOAT32;
+
+  memset(s, 0, sizeof *s);
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t es = FSDPDataTypeSize(u->dtype);
+    /* Parameters in param_dtype (the paper's K_low max(psi_i)); gradients
+       are computed and accumulated in the master type. */
+    size_t ps = lay->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(lay->param_dtype);
+    int64_t padded;
+    size_t p, g, sh;
+    if (u->numel > (INT64_MAX - f) / 8) continue; /* too large to address: FlatParamSetUp_Private says so */
+    padded = (u->numel + f - 1) / f * f;          /* as FlatParamSetUp_Private pads */
+    p = (size_t)padded * ps;
+    g = (size_t)padded * es;
+    sh = (size_t)(padded / f) * es;
+    s->shards += sh;
+    s->all_p += p;
+    s->max_p = p > s->max_p ? p : s->max_p;
+    s->max_g = g > s->max_g ? g : s->max_g;
+    s->max_shard = sh > s->max_shard ? sh : s->max_shard;
+  }
+  /* The unit computing its gradient, and the one whose reduction is in flight. */
+  s->ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
+  /* SHARD_GRAD_OP's units keep their parameters from forward to backward,
+     each in a buffer of its own, unless it is a view (kept anyway). */
+  s->own = f > 1 && keeps && !lay->views ? s->all_p : 0;
+  /* L buffers for parameters, unless every unit keeps its own, the shards
+     are the units (F = 1), or the units are views of the shards. */
+  if (!direct && !s->own && !lay->views) s->nparams = lay->limit > 0 ? lay->limit : 2;
+  if (s->nparams > ctx->nunits) s->nparams = ctx->nunits;
+  s->bytes[FSDP_MEM_PARAMS] = s->bytes[FSDP_MEM_GRADS] = s->shards;
+  /* A view per unit in the shard group: each rank's share of them, sum(psi_i)/F. */
+  s->bytes[FSDP_MEM_UNSHARDED] =
+      (size_t)s->ngrads * s->max_g + (size_t)s->nparams * s->max_p + s->own + (lay->views ? s->shards : 0);
+  /* One shard in the master type: room for a 16-bit one too. */
+  s->bytes[FSDP_MEM_COMM_STAGING] = s->max_shard;
+}
+
+/* Whether start_shm will make the shard group's units views, as far as the
+   settings tell; it also needs the group to be one node's ranks, all of them. */
+bool FSDPMemoryViewsWanted_Private(FSDPContext ctx, FSDPDeviceType device, int factor, FSDPDataType param_dtype)
+{
+  bool fp32 = ctx->reduce_dtype == FSDP_FLOAT32 && param_dtype == FSDP_FLOAT32;
+  for (int i = 0; i < ctx->nunits; i++)
+    if (ctx->units[i]->dtype != FSDP_FLOAT32) fp32 = false;
+  return device == FSDP_DEVICE_HOST && factor > 1 && ctx->shm_reduce && ctx->shm_views && ctx->nunits > 0 && fp32;
+}
+
+static MemoryLayout layout_of(FSDPContext ctx, bool views)
+{
+  MemoryLayout lay = {.factor = ctx->factor,
+                      .strategy = ctx->strategy,
+                      .param_dtype = ctx->param_dtype,
+                      .limit = ctx->limit,
+                      .views = views};
+  return lay;
+}
+
 /* The memory plan: every buffer a step needs, allocated at SetUp
    (doc/overlap.md).  The gradient buffers and the staging first; the
    parameter buffers once start_shm has placed the views, which need none. */
-static void unit_sizes(FSDPContext ctx, size_t *max_pbytes, size_t *max_gbytes, size_t *max_shard, size_t *shards)
-{
-  *max_pbytes = *max_gbytes = *max_shard = *shards = 0;
-  for (int i = 0; i < ctx->nunits; i++) {
-    FlatParam u = ctx->units[i];
-    size_t es = FSDPDataTypeSize(u->dtype), ps = FSDPDataTypeSize(u->pdtype);
-    /* Parameters in param_dtype (the paper's K_low max(psi_i)); gradients
-       are computed and accumulated in the master type. */
-    if ((size_t)u->padded * ps > *max_pbytes) *max_pbytes = (size_t)u->padded * ps;
-    if ((size_t)u->padded * es > *max_gbytes) *max_gbytes = (size_t)u->padded * es;
-    if ((size_t)u->shard_numel * es > *max_shard) *max_shard = (size_t)u->shard_numel * es;
-    *shards += (size_t)u->shard_numel * es;
-  }
-}
-
 static FSDPErrorCode plan_memory(FSDPContext ctx)
 {
-  size_t max_pbytes, max_gbytes, max_shard, shards;
-  int ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
+  MemoryLayout lay = layout_of(ctx, false);
+  MemorySizes s;
   FSDPMemoryPlan *plan = &ctx->plan;
 
-  unit_sizes(ctx, &max_pbytes, &max_gbytes, &max_shard, &shards);
+  FSDPMemorySizes_Private(ctx, &lay, &s);
   memset(plan, 0, sizeof *plan);
-  /* The unit computing its gradient, and the one whose reduction is in flight. */
-  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ctx->dev, ngrads, ctx->nunits, max_gbytes, FSDP_MEM_UNSHARDED));
-  /* One shard in the master type: room for a 16-bit one too. */
-  if (max_shard) FSDPCall(DeviceAlloc_Private(ctx->dev, max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
-  plan->bytes[FSDP_MEM_PARAMS] = shards;
-  plan->bytes[FSDP_MEM_GRADS] = shards;
-  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)ngrads * max_gbytes;
-  plan->bytes[FSDP_MEM_COMM_STAGING] = max_shard;
-  plan->gradient_buffers = ngrads;
+  FSDPCall(BufferPoolCreate_Private(&ctx->grads_pool, ctx->dev, s.ngrads, ctx->nunits, s.max_g, FSDP_MEM_UNSHARDED));
+  if (s.max_shard) FSDPCall(DeviceAlloc_Private(ctx->dev, s.max_shard, FSDP_MEM_COMM_STAGING, &ctx->staging));
+  plan->bytes[FSDP_MEM_PARAMS] = s.bytes[FSDP_MEM_PARAMS];
+  plan->bytes[FSDP_MEM_GRADS] = s.bytes[FSDP_MEM_GRADS];
+  plan->bytes[FSDP_MEM_UNSHARDED] = (size_t)s.ngrads * s.max_g;
+  plan->bytes[FSDP_MEM_COMM_STAGING] = s.bytes[FSDP_MEM_COMM_STAGING];
+  plan->gradient_buffers = s.ngrads;
   return FSDP_SUCCESS;
 }
 
 static FSDPErrorCode plan_params(FSDPContext ctx)
 {
-  size_t max_pbytes, max_gbytes, max_shard, shards, own = 0;
-  int nparams = 0;
-  bool views = has_views(ctx);
+  MemoryLayout lay = layout_of(ctx, has_views(ctx));
+  MemorySizes s;
+  size_t own = 0;
   FSDPMemoryPlan *plan = &ctx->plan;
 
-  unit_sizes(ctx, &max_pbytes, &max_gbytes, &max_shard, &shards);
+  FSDPMemorySizes_Private(ctx, &lay, &s);
   for (int i = 0; i < ctx->nunits; i++) {
     FSDPCall(FlatParamTakeOwn_Private(ctx->units[i]));
     if (ctx->units[i]->own) own += (size_t)ctx->units[i]->padded * FSDPDataTypeSize(ctx->units[i]->pdtype);
   }
-  /* L buffers for parameters, unless every unit keeps its own (SHARD_GRAD_OP),
-     the shards are the units, or the units are views of the shards. */
-  if (!ctx->direct && !own && !views) nparams = ctx->limit > 0 ? ctx->limit : 2;
-  if (nparams > ctx->nunits) nparams = ctx->nunits;
-  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, nparams, ctx->nunits, max_pbytes, FSDP_MEM_UNSHARDED));
-  /* A view per unit in the shard group: each rank's share of them, sum(psi_i)/F. */
-  plan->bytes[FSDP_MEM_UNSHARDED] += (size_t)nparams * max_pbytes + own + (views ? shards : 0);
+  FSDPCheck(own == s.own, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
+            "the memory plan counted %zu bytes of units' own buffers, but %zu were allocated", s.own, own);
+  FSDPCall(BufferPoolCreate_Private(&ctx->params_pool, ctx->dev, s.nparams, ctx->nunits, s.max_p, FSDP_MEM_UNSHARDED));
+  plan->bytes[FSDP_MEM_UNSHARDED] = s.bytes[FSDP_MEM_UNSHARDED];
   plan->total = 0;
   for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) plan->total += plan->bytes[k];
-  plan->unsharded_buffers = nparams;
+  plan->unsharded_buffers = s.nparams;
   return FSDP_SUCCESS;
 }
 
@@ -904,52 +952,23 @@ static void resolve_checkpoint_io(FSDPContext ctx)
 /* ------------------------------------------------------------------ the memory check */
 
 /* What lay_out, start_shm and plan_params will allocate, computed before
-   anything is: the units' padding, the buffers, and whether the shard group
-   gets views (start_shm's conditions; collective on the shard group when
-   they may hold, which every rank of it agrees on). */
+   anything is, and whether the shard group gets views (start_shm's
+   conditions; collective on the shard group when they may hold, which every
+   rank of it agrees on). */
 static FSDPErrorCode estimate_plan(FSDPContext ctx, size_t bytes[FSDP_MEM_NUM_CATEGORIES])
 {
-  size_t shards = 0, max_p = 0, max_g = 0, max_shard = 0, own = 0;
-  int64_t f = ctx->factor;
-  int nparams = 0, ngrads = ctx->nunits < 2 ? ctx->nunits : 2;
-  bool fp32 = ctx->reduce_dtype == FSDP_FLOAT32, views, direct = ctx->factor == 1 && ctx->param_dtype == FSDP_FLOAT32;
-  bool keeps = ctx->strategy == FSDP_SHARD_GRAD_OP || ctx->strategy == FSDP_HYBRID_SHARD_ZERO2;
-
-  for (int i = 0; i < FSDP_MEM_NUM_CATEGORIES; i++) bytes[i] = 0;
-  for (int i = 0; i < ctx->nunits; i++) {
-    FlatParam u = ctx->units[i];
-    size_t es = FSDPDataTypeSize(u->dtype);
-    size_t ps = ctx->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(ctx->param_dtype);
-    int64_t padded;
-    size_t p, g, sh;
-    if (u->numel > (INT64_MAX - f) / 8) continue; /* too large to address: FlatParamSetUp_Private says so */
-    padded = (u->numel + f - 1) / f * f;
-    p = (size_t)padded * ps;
-    g = (size_t)padded * es;
-    sh = (size_t)(padded / f) * es;
-    shards += sh;
-    max_p = p > max_p ? p : max_p;
-    max_g = g > max_g ? g : max_g;
-    max_shard = sh > max_shard ? sh : max_shard;
-    own += p;
-    if (u->dtype != FSDP_FLOAT32) fp32 = false;
-  }
-  views = ctx->device == FSDP_DEVICE_HOST && ctx->factor > 1 && ctx->shm_reduce && ctx->shm_views && ngrads > 0 &&
-          fp32 && ctx->param_dtype == FSDP_FLOAT32;
-  if (views) { /* only where the shard group shares a node, as CommShmCreate finds */
+  MemoryLayout lay = layout_of(ctx, FSDPMemoryViewsWanted_Private(ctx, ctx->device, ctx->factor, ctx->param_dtype));
+  MemorySizes s;
+  if (lay.views) { /* only where the shard group shares a node, as CommShmCreate finds */
     MPI_Comm node;
     int node_size;
     FSDPCallMPI(MPI_Comm_split_type(ctx->shard_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     FSDPCallMPI(MPI_Comm_size(node, &node_size));
     FSDPCallMPI(MPI_Comm_free(&node));
-    views = node_size == ctx->factor;
+    lay.views = node_size == ctx->factor;
   }
-  if (!(ctx->factor > 1 && keeps) || views) own = 0;
-  if (!direct && !own && !views) nparams = ctx->limit > 0 ? ctx->limit : 2;
-  if (nparams > ctx->nunits) nparams = ctx->nunits;
-  bytes[FSDP_MEM_PARAMS] = bytes[FSDP_MEM_GRADS] = shards;
-  bytes[FSDP_MEM_UNSHARDED] = (size_t)ngrads * max_g + (size_t)nparams * max_p + own + (views ? shards : 0);
-  bytes[FSDP_MEM_COMM_STAGING] = max_shard;
+  FSDPMemorySizes_Private(ctx, &lay, &s);
+  for (int i = 0; i < FSDP_MEM_NUM_CATEGORIES; i++) bytes[i] = s.bytes[i];
   return FSDP_SUCCESS;
 }
 
@@ -1493,20 +1512,17 @@ static const char *device_engine(FSDPContext ctx, bool shard)
 static FSDPErrorCode view_context(FSDPViewer v, void *arg)
 {
   FSDPContext ctx = arg;
-  int64_t numel = 0, shard_bytes = 0, max_bytes = 0, max_gbytes = 0, all_bytes = 0;
+  int64_t numel = 0;
+  size_t shard_bytes, max_bytes, max_gbytes, all_bytes;
   int nparams = 0;
   char a[32], b[32], c[32], d[32], e[64];
   const char *low = ctx->param_dtype != FSDP_FLOAT32 ? FSDPDataTypeNames_Private[ctx->param_dtype] : NULL;
+  MemoryLayout lay;
+  MemorySizes ms;
 
   for (int i = 0; i < ctx->nunits; i++) {
-    FlatParam u = ctx->units[i];
-    int64_t es = (int64_t)FSDPDataTypeSize(u->dtype), ps = (int64_t)FSDPDataTypeSize(u->pdtype);
-    numel += u->numel;
-    nparams += u->nparams;
-    shard_bytes += u->shard_numel * es;
-    if (u->padded * ps > max_bytes) max_bytes = u->padded * ps;
-    if (u->padded * es > max_gbytes) max_gbytes = u->padded * es;
-    all_bytes += u->padded * ps;
+    numel += ctx->units[i]->numel;
+    nparams += ctx->units[i]->nparams;
   }
   FSDPCall(FSDPViewerASCIIPrintf(v, "FSDPContext: %d unit%s, %d parameter tensor%s, %lld elements\n", ctx->nunits,
                                  ctx->nunits == 1 ? "" : "s", nparams, nparams == 1 ? "" : "s", (long long)numel));
@@ -1516,6 +1532,12 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPopTab(v));
     return FSDP_SUCCESS;
   }
+  lay = layout_of(ctx, has_views(ctx));
+  FSDPMemorySizes_Private(ctx, &lay, &ms);
+  shard_bytes = ms.shards;
+  max_bytes = ms.max_p;
+  max_gbytes = ms.max_g;
+  all_bytes = ms.all_p;
   FSDPCall(
       FSDPViewerASCIIPrintf(v, "sharding strategy %s: W = %d ranks, F = %d per shard group, %d replica%s; device %s\n",
                             strategy_names[ctx->strategy], ctx->size, ctx->factor, ctx->nreplicas,
@@ -1605,7 +1627,7 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
                                      limit ? "" : "-fsdp_memory_limit none"));
     }
     FSDPFormatBytes(a, sizeof a, (double)shard_bytes);
-    FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (int64_t)L * max_bytes)));
+    FSDPFormatBytes(c, sizeof c, (double)(shard_bytes + (ctx->factor > 1 && !L ? all_bytes : (size_t)L * max_bytes)));
     if (has_views(ctx))
       FSDPCall(FSDPViewerASCIIPrintf(v,
                                      "  parameters at peak: sum(psi_i)/F + sum(psi_i)/F = %s + %s (the shards, "

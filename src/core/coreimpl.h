@@ -183,6 +183,28 @@ FSDPErrorCode BufferPoolCreate_Private(BufferPool *pool, Device dev, int n, int 
 FSDPErrorCode BufferPoolDestroy_Private(BufferPool *pool);
 /* Lays the unit out for F shards and allocates this rank's. */
 FSDPErrorCode FlatParamSetUp_Private(FlatParam unit, int factor);
+/* A layout whose memory plan FSDPMemorySizes_Private computes: the
+   context's own, or one FSDPPlan considers. */
+typedef struct {
+  int factor;                    /* F: the ranks each unit is sharded over */
+  FSDPShardingStrategy strategy; /* whether units keep their parameters from forward to backward */
+  FSDPDataType param_dtype;      /* of the unsharded parameters */
+  int limit;                     /* -fsdp_limit_all_gathers: parameter buffers (0: 2) */
+  bool views;                    /* the shard group reads its units in place in node shared memory */
+} MemoryLayout;
+
+/* The memory plan per rank, and the sizes it is made of. */
+typedef struct {
+  size_t bytes[FSDP_MEM_NUM_CATEGORIES]; /* as FSDPMemoryPlan: shards, unsharded buffers, staging */
+  size_t shards;                         /* sum(psi_i)/F, in the master type */
+  size_t all_p;                          /* sum(psi_i), in the parameters' type */
+  size_t max_p, max_g, max_shard;        /* the largest unit's parameters, gradient and shard */
+  size_t own;                            /* SHARD_GRAD_OP's units' own buffers */
+  int nparams, ngrads;                   /* parameter and gradient buffers of the largest unit's size */
+} MemorySizes;
+
+void FSDPMemorySizes_Private(FSDPContext ctx, const MemoryLayout *lay, MemorySizes *s);
+bool FSDPMemoryViewsWanted_Private(FSDPContext ctx, FSDPDeviceType device, int factor, FSDPDataType param_dtype);
 /* Initialization at SetUp: the unit materialized on this rank, or shard by shard. */
 FSDPErrorCode FlatParamInitUnit_Private(FlatParam unit, FSDPUnitInitFn init, void *user);
 FSDPErrorCode FlatParamInitShard_Private(FlatParam unit, FSDPShardInitFn init, void *user);
