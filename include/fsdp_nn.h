@@ -472,6 +472,209 @@ FSDP_EXTERN FSDPErrorCode FSDPModelView(FSDPModel model, FSDPViewer viewer);
     @see FSDPModelCreate, FSDPContextDestroy */
 FSDP_EXTERN FSDPErrorCode FSDPModelDestroy(FSDPModel *model);
 
+/* ------------------------------------------------------------------ FSDPPlan: the layout chosen before the job */
+
+/** A planner: for a model, a job's shape (nodes, ranks per node), a global batch and a memory budget per rank, it
+    predicts each candidate layout's memory per rank by category (with the code that builds the memory plan), the
+    bytes its collectives move per step, and its step time from the machine's rates (given, or measured by
+    FSDPPlanProbe); then it chooses the fastest layout that fits (doc/fsdp-plan.md).  Create it with
+    FSDPPlanCreate, set it, FSDPPlanSetUp, read the candidates and the choice, FSDPPlanDestroy.
+    @see FSDPPlanCreate, FSDPPlanSetUp, FSDPPlanGetChoice */
+typedef struct FSDPPlan_s *FSDPPlan;
+
+/** One layout FSDPPlan considered, and what it predicts for each rank.
+    Memory is per rank and at its peak (rank 0, whose shards hold no padding): FSDP_MEM_PARAMS, FSDP_MEM_GRADS,
+    FSDP_MEM_UNSHARDED and FSDP_MEM_COMM_STAGING are the memory plan's (what FSDPContextGetMemoryPlan and
+    -fsdp_view report for these settings), FSDP_MEM_OPTIM_STATE the optimizer's state, and FSDP_MEM_OTHER the
+    model's activations for one micro-batch (FSDPModelGetActivationBytes).
+    @see FSDPPlanGetCandidate */
+typedef struct {
+  FSDPShardingStrategy strategy;         /**< the sharding strategy */
+  int factor;                            /**< F: the ranks each unit is sharded over */
+  int replicas;                          /**< W / F */
+  FSDPWrapPolicy wrap;                   /**< FSDP_WRAP_BLOCK or FSDP_WRAP_MODEL */
+  int nunits;                            /**< units under that wrapping */
+  int64_t batch;                         /**< rows of one micro-batch, all ranks together (fsdp-train's -batch) */
+  int grad_accum;                        /**< micro-batches per step */
+  bool activation_checkpointing;         /**< activations recomputed in backward */
+  size_t bytes[FSDP_MEM_NUM_CATEGORIES]; /**< per rank, by category (above) */
+  size_t total;                          /**< the sum of bytes[] */
+  double shard_bytes;                    /**< bytes a rank sends per step in its shard group (all-gathers,
+                                               reduce-scatters) */
+  double replicate_bytes;                /**< bytes a rank sends per step to its replicas (all-reduce) */
+  double inter_node_bytes;               /**< of those, the bytes that cross between nodes */
+  double compute_seconds;                /**< predicted compute of a step; < 0 when no rates are known */
+  double comm_seconds;                   /**< predicted communication of a step; < 0 when no rates are known */
+  double seconds;                        /**< predicted step time: their sum; < 0 when no rates are known */
+  bool fits;                             /**< total is within the memory budget */
+} FSDPPlanCandidate;
+
+/** Creates a planner for jobs like the one on comm.
+    Its defaults: the job's shape is comm's (its nodes, and its ranks on the busiest node) or, where the
+    environment has them, the Slurm allocation's (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE); the memory budget
+    per rank is this node's physical memory shared by the ranks per node; the optimizer is AdamW; no model, no
+    batch and no rates (set them, or FSDPPlanProbe).
+    @collective Collective on comm: its ranks find their nodes (MPI_Comm_split_type).
+    @param[in] comm   the communicator FSDPPlanProbe measures and FSDPPlanView prints on
+    @param[out] plan  the new planner; NULL on error
+    @retval FSDP_ERR_ARG  plan is NULL or comm is MPI_COMM_NULL
+    @retval FSDP_ERR_MEM  out of memory
+    @retval FSDP_ERR_MPI  an MPI call failed
+    @see FSDPPlanSetModel, FSDPPlanSetUp, FSDPPlanDestroy */
+FSDP_EXTERN FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan);
+/** Sets the model to plan for: a spec as FSDPModelCreate takes.
+    The -fsdp_* options that change the memory plan (-fsdp_param_dtype, -fsdp_reduce_dtype,
+    -fsdp_limit_all_gathers, -fsdp_shm_reduce, -fsdp_shm_views, -fsdp_attention) are read at FSDPPlanSetUp, as a
+    job would read them.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner
+    @param[in] spec      the model (FSDPModelCreate); it is parsed here
+    @retval FSDP_ERR_ARG          plan or spec is NULL, or spec is malformed
+    @retval FSDP_ERR_IO           a file: spec's model file cannot be read
+    @retval FSDP_ERR_UNSUPPORTED  an fno: spec in a libfsdp built without FFTW
+    @retval FSDP_ERR_MEM          out of memory
+    @see FSDPModelCreate, FSDPPlanSetUp */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec);
+/** Sets the job's shape: nodes and ranks per node (W = nodes x ranks_per_node).
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan        the planner
+    @param[in] nodes           nodes, > 0
+    @param[in] ranks_per_node  ranks on each node, > 0
+    @retval FSDP_ERR_ARG  plan is NULL, or nodes or ranks_per_node is not positive
+    @see FSDPPlanCreate */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node);
+/** Sets the global batch of one optimizer step: rows of all ranks and micro-batches together.
+    Candidates split it into grad_accum micro-batches (1, 2, 4 and 8, where they divide it evenly over W ranks).
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner
+    @param[in] batch     rows per step, > 0
+    @retval FSDP_ERR_ARG  plan is NULL or batch is not positive
+    @see FSDPPlanSetUp */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetBatch(FSDPPlan plan, int64_t batch);
+/** Sets the memory budget of each rank; 0: none.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner
+    @param[in] bytes     the most a rank may hold
+    @retval FSDP_ERR_ARG  plan is NULL
+    @see FSDPPlanCreate, FSDPContextSetMemoryLimit */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetMemoryBudget(FSDPPlan plan, size_t bytes);
+/** Sets the optimizer whose state the ranks keep (default AdamW: two moments per parameter).
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner
+    @param[in] type      the optimizer
+    @param[in] momentum  SGD's momentum (0: no state)
+    @retval FSDP_ERR_ARG  plan is NULL, type is not an FSDPOptimizerType, or momentum is negative
+    @see FSDPOptimizerCreate */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetOptimizer(FSDPPlan plan, FSDPOptimizerType type, double momentum);
+/** Sets the machine's rates; 0 leaves a rate as it was.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan   the planner
+    @param[in] flops      floating-point operations per second of one rank (fp32 GEMMs)
+    @param[in] intra      bytes per second a rank sends to another of its node
+    @param[in] inter      bytes per second a rank sends to another node
+    @param[in] latency    seconds of one small message
+    @retval FSDP_ERR_ARG  plan is NULL, or a rate is negative or not finite
+    @see FSDPPlanProbe, FSDPPlanGetRates */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetRates(FSDPPlan plan, double flops, double intra, double inter, double latency);
+/** Gets the machine's rates (0: unknown).
+    @collective Not collective: each rank may call it alone.
+    @param[in] plan      the planner
+    @param[out] flops    floating-point operations per second of one rank; may be NULL
+    @param[out] intra    bytes per second within a node; may be NULL
+    @param[out] inter    bytes per second between nodes; may be NULL
+    @param[out] latency  seconds of one small message; may be NULL
+    @retval FSDP_ERR_ARG  plan is NULL
+    @see FSDPPlanSetRates, FSDPPlanProbe */
+FSDP_EXTERN FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double *intra, double *inter, double *latency);
+/** Sets the planner from the runtime options: -fsdp_plan_model SPEC, -fsdp_plan_nodes N,
+    -fsdp_plan_ranks_per_node R, -fsdp_plan_batch B, -fsdp_plan_memory auto|none|bytes (12G),
+    -fsdp_plan_optimizer adamw|sgd, -fsdp_plan_momentum X, and the rates -fsdp_plan_flops, -fsdp_plan_intra_bw,
+    -fsdp_plan_inter_bw (bytes per second) and -fsdp_plan_latency (seconds).  fsdp-plan's -model, -nodes, ...
+    are these.
+    @collective Not collective: each rank reads its own options.
+    @param[in,out] plan  the planner
+    @retval FSDP_ERR_ARG     plan is NULL, or -fsdp_plan_model is malformed
+    @retval FSDP_ERR_OPTION  an option's value is malformed or out of range
+    @retval FSDP_ERR_IO      -fsdp_plan_model's model file cannot be read
+    @options -fsdp_plan_model, -fsdp_plan_nodes, -fsdp_plan_ranks_per_node, -fsdp_plan_batch, -fsdp_plan_memory,
+    -fsdp_plan_optimizer, -fsdp_plan_momentum, -fsdp_plan_flops, -fsdp_plan_intra_bw, -fsdp_plan_inter_bw,
+    -fsdp_plan_latency (doc/fsdp-plan.md).
+    @see FSDPPlanSetModel, FSDPPlanSetJob, FSDPPlanSetRates */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
+/** Measures the machine's rates on the planner's communicator, in well under a second: every rank runs fp32
+    GEMMs at once (the slowest rank's rate counts), rank 0 and a rank of its node exchange messages (intra-node
+    bandwidth and latency), and rank 0 and the first rank of another node do (inter-node bandwidth).  A rate
+    the job cannot measure (one rank per node, one node) stays as it was.
+    @collective Collective on the planner's communicator.
+    @param[in,out] plan  the planner
+    @retval FSDP_ERR_ARG  plan is NULL
+    @retval FSDP_ERR_MEM  out of memory
+    @retval FSDP_ERR_MPI  an MPI call failed
+    @see FSDPPlanSetRates, FSDPPlanGetRates */
+FSDP_EXTERN FSDPErrorCode FSDPPlanProbe(FSDPPlan plan);
+/** Predicts every candidate: the strategies full, grad_op, none, hybrid and hybrid_zero2 (F from 2 to the ranks
+    per node that divide them, below W), block and model wrapping, 1, 2, 4 or 8 micro-batches, and activation
+    checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first (with no
+    rates: fewest bytes moved), then the rest, smallest first.
+    @collective Not collective: each rank may call it alone (it builds the model's units on MPI_COMM_SELF).
+    @param[in,out] plan  the planner, with a model and a batch
+    @retval FSDP_ERR_ARG          plan is NULL; no model or no batch was set, or the batch does not divide
+                                  evenly over W ranks
+    @retval FSDP_ERR_OPTION       an -fsdp_* option the memory plan reads is malformed
+    @retval FSDP_ERR_UNSUPPORTED  a configuration the model refuses
+    @retval FSDP_ERR_MEM          out of memory
+    @see FSDPPlanGetCandidate, FSDPPlanGetChoice */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan);
+/** Gets the number of candidates, after FSDPPlanSetUp.
+    @collective Not collective: each rank may call it alone.
+    @param[in] plan  the planner, set up
+    @param[out] n    the number of candidates
+    @retval FSDP_ERR_ARG    plan or n is NULL
+    @retval FSDP_ERR_STATE  the planner is not set up
+    @see FSDPPlanGetCandidate */
+FSDP_EXTERN FSDPErrorCode FSDPPlanGetNumCandidates(FSDPPlan plan, int *n);
+/** Gets candidate i, in rank order (0: the best).
+    @collective Not collective: each rank may call it alone.
+    @param[in] plan        the planner, set up
+    @param[in] i           0 <= i < FSDPPlanGetNumCandidates
+    @param[out] candidate  its layout and predictions
+    @retval FSDP_ERR_ARG    plan or candidate is NULL, or i is out of range
+    @retval FSDP_ERR_STATE  the planner is not set up
+    @see FSDPPlanCandidate, FSDPPlanGetChoice */
+FSDP_EXTERN FSDPErrorCode FSDPPlanGetCandidate(FSDPPlan plan, int i, FSDPPlanCandidate *candidate);
+/** Gets the chosen candidate and its options line: "-fsdp_sharding_strategy S [-fsdp_sharding_factor F]
+    -fsdp_wrap W -fsdp_activation_checkpointing B -batch B -grad_accum K", to paste into a batch script or an
+    -options_file (-batch and -grad_accum are fsdp-train's).
+    When nothing fits the budget, the error names the smallest memory per rank any candidate reaches, its layout
+    and the category that dominates it.
+    @collective Not collective: each rank may call it alone.
+    @param[in] plan      the planner, set up
+    @param[out] index    the chosen candidate (0); may be NULL
+    @param[out] options  its options line; may be NULL
+    @param[in] len       the size of options
+    @retval FSDP_ERR_ARG    plan is NULL, or options is not NULL and len is 0
+    @retval FSDP_ERR_STATE  the planner is not set up
+    @retval FSDP_ERR_MEM    no candidate fits the memory budget
+    @see FSDPPlanGetCandidate, FSDPPlanView */
+FSDP_EXTERN FSDPErrorCode FSDPPlanGetChoice(FSDPPlan plan, int *index, char *options, size_t len);
+/** Prints the planner: the job, the rates, every candidate (memory by category, bytes moved, predicted times,
+    whether it fits) and the choice, or the refusal.
+    @collective Collective on the viewer's communicator.
+    @param[in] plan    the planner, set up
+    @param[in] viewer  an ASCII viewer, or NULL: stdout on the planner's communicator
+    @retval FSDP_ERR_ARG    plan is NULL
+    @retval FSDP_ERR_STATE  the planner is not set up
+    @retval FSDP_ERR_MPI    an MPI call failed
+    @retval FSDP_ERR_IO     writing failed
+    @see FSDPPlanGetChoice, FSDPViewerASCIIOpen */
+FSDP_EXTERN FSDPErrorCode FSDPPlanView(FSDPPlan plan, FSDPViewer viewer);
+/** Destroys the planner and sets *plan to NULL.
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner; *plan may be NULL (nothing to do)
+    @retval FSDP_ERR_ARG  plan is NULL
+    @see FSDPPlanCreate */
+FSDP_EXTERN FSDPErrorCode FSDPPlanDestroy(FSDPPlan *plan);
+
 #ifdef __cplusplus
 }
 #endif

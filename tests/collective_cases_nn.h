@@ -30,6 +30,19 @@ static float *nn_scratch(int which)
 
 /* ------------------------------------------------------------------ the calls of the optimizer and the layers */
 #define NN_CASES(X)                                                                                                    \
+  X(FSDPPlanSetModel, KIT_PLANNER, (void)0, return FSDPPlanSetModel(k->planner, "mlp:in=4,hidden=8,depth=3,out=2");)   \
+  X(FSDPPlanSetJob, KIT_PLANNER, (void)0, return FSDPPlanSetJob(k->planner, 2, 4);)                                    \
+  X(FSDPPlanSetBatch, KIT_PLANNER, (void)0, return FSDPPlanSetBatch(k->planner, 16);)                                  \
+  X(FSDPPlanSetMemoryBudget, KIT_PLANNER, (void)0, return FSDPPlanSetMemoryBudget(k->planner, 1 << 20);)               \
+  X(FSDPPlanSetOptimizer, KIT_PLANNER, (void)0, return FSDPPlanSetOptimizer(k->planner, FSDP_OPTIMIZER_SGD, 0.9);)     \
+  X(FSDPPlanSetRates, KIT_PLANNER, (void)0, return FSDPPlanSetRates(k->planner, 1e10, 1e9, 1e8, 1e-6);)                \
+  X(FSDPPlanGetRates, KIT_PLANNER, (void)0, return FSDPPlanGetRates(k->planner, &k->d, &k->e, NULL, NULL);)            \
+  X(FSDPPlanSetFromOptions, KIT_PLANNER, (void)0, return FSDPPlanSetFromOptions(k->planner);)                          \
+  X(FSDPPlanSetUp, KIT_PLANNER, (void)0, return FSDPPlanSetUp(k->planner);)                                            \
+  X(FSDPPlanGetNumCandidates, KIT_PLANNER, (void)0, return FSDPPlanGetNumCandidates(k->planner, &k->n);)               \
+  X(FSDPPlanGetCandidate, KIT_PLANNER, (void)0, return FSDPPlanGetCandidate(k->planner, 0, &k->cand);)                 \
+  X(FSDPPlanGetChoice, KIT_PLANNER, (void)0, return FSDPPlanGetChoice(k->planner, &k->i, k->buf, sizeof k->buf);)      \
+  X(FSDPPlanDestroy, KIT_PLANNER, (void)0, return FSDPPlanDestroy(&k->planner);)                                       \
   X(FSDPOptimizerTypeName, 0, (void)0, k->s = FSDPOptimizerTypeName(FSDP_OPTIMIZER_SGD); return FSDP_SUCCESS;)         \
   X(FSDPLRScheduleName, 0, (void)0, k->s = FSDPLRScheduleName(FSDP_LR_COSINE); return FSDP_SUCCESS;)                   \
   X(FSDPOptimizerCreate, KIT_CTX, (void)0, return FSDPOptimizerCreate(k->ctx, &k->opt);)                               \

@@ -29,6 +29,7 @@ enum {
   KIT_MODEL_UP = 1 << 5, /* k->model set up (implies KIT_MODEL) */
   KIT_VIEWER = 1 << 6,   /* k->viewer: an ASCII viewer on k->comm writing to /dev/null */
   KIT_OPT_NEW = 1 << 7,  /* k->opt: an optimizer of k->ctx (set up), created but not set up */
+  KIT_PLANNER = 1 << 8,  /* k->planner: an FSDPPlan on k->comm for the kit's MLP, 1 node x 2 ranks, batch 4, set up */
 };
 
 typedef struct {
@@ -57,6 +58,8 @@ typedef struct {
   FSDPMemoryStats mem;
   FSDPDataType dt, dt2;
   FSDPLogEvent event;
+  FSDPPlan planner;
+  FSDPPlanCandidate cand;
 } Kit;
 
 /* The kit's unit initializer: 0.01, 0.02, ... in each parameter. */

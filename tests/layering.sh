@@ -1,6 +1,6 @@
 #!/bin/sh
 # Layers point one way (doc/hacking.md):
-#   tools -> io -> optim, nn -> core -> comm -> device, topo -> sys -> include
+#   tools -> io, plan -> optim, nn -> core -> comm -> device, topo -> sys -> include
 # A file in src/F may use its own folder and the layers below F, nothing
 # beside or above it.  Two checks, both on the real tree:
 #   - #include "..." lines of every source and private header, resolved as
@@ -18,7 +18,7 @@ command -v nm >/dev/null 2>&1 || { echo "SKIP: nm (binutils) is not installed"; 
 rank_of() {
   case $1 in
   include) echo 0 ;; sys) echo 1 ;; device | topo) echo 2 ;; comm) echo 3 ;; core) echo 4 ;;
-  nn | optim) echo 5 ;; io) echo 6 ;; *) echo "" ;;
+  nn | optim) echo 5 ;; io | plan) echo 6 ;; *) echo "" ;;
   esac
 }
 

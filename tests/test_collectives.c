@@ -59,7 +59,10 @@
   X(FSDPModelForward, KIT_MODEL_UP, (void)0, return FSDPModelForward(k->model, 2, k->x, &k->f);)                       \
   X(FSDPModelBackward, KIT_MODEL_UP, FSDPCall(FSDPModelForward(k->model, 2, k->x, &k->f)),                             \
     return FSDPModelBackward(k->model, k->y);)                                                                         \
-  X(FSDPModelView, KIT_MODEL_UP | KIT_VIEWER, (void)0, return FSDPModelView(k->model, k->viewer);)
+  X(FSDPModelView, KIT_MODEL_UP | KIT_VIEWER, (void)0, return FSDPModelView(k->model, k->viewer);)                     \
+  X(FSDPPlanCreate, 0, (void)0, return FSDPPlanCreate(k->comm, &k->planner);)                                          \
+  X(FSDPPlanProbe, KIT_PLANNER, (void)0, return FSDPPlanProbe(k->planner);)                                            \
+  X(FSDPPlanView, KIT_PLANNER | KIT_VIEWER, (void)0, return FSDPPlanView(k->planner, k->viewer);)
 
 /* Calls this program cannot make on one rank, and why. */
 static const char *const exempt[][2] = {
@@ -146,6 +149,14 @@ static void build(Kit *k, unsigned needs, const char *dir, int index)
   MPI_Barrier(k->comm);
   if (needs & KIT_MODEL_UP) TEST_OK(FSDPModelSetUp(k->model));
   MPI_Barrier(k->comm);
+  if (needs & KIT_PLANNER) {
+    TEST_OK(FSDPPlanCreate(k->comm, &k->planner));
+    TEST_OK(FSDPPlanSetModel(k->planner, MODEL_SPEC));
+    TEST_OK(FSDPPlanSetJob(k->planner, 1, 2));
+    TEST_OK(FSDPPlanSetBatch(k->planner, 4));
+    TEST_OK(FSDPPlanSetUp(k->planner));
+  }
+  MPI_Barrier(k->comm);
   if (needs & KIT_VIEWER) TEST_OK(FSDPViewerASCIIOpen(k->comm, "/dev/null", &k->viewer));
 }
 
@@ -153,6 +164,7 @@ static void build(Kit *k, unsigned needs, const char *dir, int index)
 static void destroy(Kit *k)
 {
   (void)FSDPViewerDestroy(&k->viewer);
+  (void)FSDPPlanDestroy(&k->planner);
   (void)FSDPModelDestroy(&k->model);
   (void)FSDPContextDestroy(&k->mctx);
   (void)FSDPOptimizerDestroy(&k->opt);

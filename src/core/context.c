@@ -344,31 +344,13 @@ FSDPErrorCode FSDPContextSetMemoryLimit(FSDPContext ctx, int64_t bytes)
 /* -fsdp_memory_limit: auto, none (or 0), or bytes with an optional K, M, G or T (KiB ... TiB) suffix. */
 static FSDPErrorCode parse_memory_limit(const char *text, int64_t *bytes)
 {
-  static const char units[] = "KMGT";
-  char *end;
-  double v, scale = 1;
-  bool ok;
-  fenv_t fpenv; /* strtod raises overflow on 1e999: a message, not a flag in the caller's program */
-
   if (!strcasecmp(text, "auto")) *bytes = FSDP_MEMORY_LIMIT_AUTO;
   else if (!strcasecmp(text, "none")) *bytes = 0;
-  else {
-    FSDPFPEnter_Private(&fpenv);
-    v = strtod(text, &end);
-    if (end != text && *end && strchr(units, toupper((unsigned char)*end))) {
-      for (const char *u = units; *u != toupper((unsigned char)*end); u++) scale *= 1024;
-      scale *= 1024;
-      end++;
-      if (!strcasecmp(end, "iB")) end += 2;
-    }
-    ok = end != text && !*end && v >= 0 && v * scale < 9.2e18;
-    if (ok) *bytes = (int64_t)(v * scale);
-    FSDPFPLeave_Private(&fpenv);
-    FSDPCheck(ok, MPI_COMM_SELF, FSDP_ERR_OPTION,
+  else
+    FSDPCheck(FSDPParseBytes_Private(text, bytes), MPI_COMM_SELF, FSDP_ERR_OPTION,
               "-fsdp_memory_limit '%s': expected auto, none, or a number of bytes with an optional K, M, G or T "
               "suffix (KiB, MiB, GiB, TiB: 12G is 12 GiB)",
               text);
-  }
   return FSDP_SUCCESS;
 }
 

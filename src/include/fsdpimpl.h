@@ -85,6 +85,9 @@ FSDPErrorCode FSDPTraceWrite_Private(MPI_Comm comm);
 FSDPErrorCode FSDPViewerApply_Private(const char *caller, FSDPViewer viewer, MPI_Comm comm,
                                       FSDPErrorCode (*view)(FSDPViewer, void *), void *ctx);
 
+/* A number of bytes with an optional K, M, G or T suffix (KiB ... TiB: 12G is 12 GiB); false when text is not one. */
+bool FSDPParseBytes_Private(const char *text, int64_t *bytes);
+
 /* The characters an error message holds (and its terminator): a message
    built from lists (names, paths) must fit its end in, as the checkpoint
    code's lists of names do. */

@@ -957,6 +957,48 @@ static FSDPErrorCode setup_layers(FSDPModel m)
   return FSDP_SUCCESS;
 }
 
+/* The memory-light attention is the host's (its GPU kernels are not written).  auto keeps the probabilities
+   where the keys fit one block: they are then no larger than the block's scratch, and recomputing them costs a
+   GEMM (up to 9% of a step at ctx 64, doc/nn.md). */
+static void choose_attention(FSDPModel model, bool on_device)
+{
+  for (int i = 0; i < model->nlayers; i++) {
+    Layer *l = &model->layers[i];
+    bool blocked =
+        model->attention == ATTENTION_BLOCKED || (model->attention == ATTENTION_AUTO && l->seq > FSDP_ATTENTION_BLOCK);
+    if (l->ops == &LayerOps_transformer_Private) l->attn_block = !on_device && blocked ? FSDP_ATTENTION_BLOCK : 0;
+  }
+}
+
+FSDPErrorCode FSDPModelLayOut_Private(FSDPModel model, bool on_device)
+{
+  CHECK_MODEL(model);
+  FSDPCheck(!model->setup && model->nunits == 0, MPI_COMM_SELF, FSDP_ERR_STATE,
+            "model '%s' is already set up or laid out", model->spec);
+  FSDPCall(build_units(model));
+  mark_droppable(model);
+  FSDPCall(setup_layers(model));
+  choose_attention(model, on_device);
+  return FSDP_SUCCESS;
+}
+
+double FSDPModelForwardFlops_Private(FSDPModel model)
+{
+  double flops = 0;
+  for (int i = 0; i < model->nlayers; i++) {
+    const Layer *l = &model->layers[i];
+    double uses = 1; /* how often a row applies each weight */
+    if (l->seq > 0) uses = (double)l->seq;
+    else if (!strcmp(l->ops->type, "conv") || !strcmp(l->ops->type, "convtranspose"))
+      uses = (double)ConvOutPoints(&l->conv);
+    if (l->nparams > 0 && strcmp(l->ops->type, "embedding")) flops += 2.0 * (double)layer_numel(l) * uses;
+    if (l->tie >= 0) flops += 2.0 * (double)l->vocab * (double)l->dim * uses; /* the embedding's weight, again */
+    /* Attention's two products, q k^T and p v: 2 t^2 C multiply-adds per row, as nanoGPT counts them. */
+    if (l->ops == &LayerOps_transformer_Private) flops += 4.0 * (double)l->seq * (double)l->seq * (double)l->dim;
+  }
+  return flops;
+}
+
 FSDPErrorCode FSDPModelSetUp(FSDPModel model)
 {
   CHECK_MODEL(model);
@@ -975,15 +1017,7 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
   FSDPCall(FSDPContextSetShardInit(model->ctx, init_shard, model));
   FSDPCall(FSDPContextSetUp(model->ctx));
   model->dev = model->ctx->dev;
-  /* The memory-light attention is the host's (its GPU kernels are not written).  auto keeps the probabilities
-     where the keys fit one block: they are then no larger than the block's scratch, and recomputing them costs a
-     GEMM (up to 9% of a step at ctx 64, doc/nn.md). */
-  for (int i = 0; i < model->nlayers; i++) {
-    Layer *l = &model->layers[i];
-    bool blocked =
-        model->attention == ATTENTION_BLOCKED || (model->attention == ATTENTION_AUTO && l->seq > FSDP_ATTENTION_BLOCK);
-    if (l->ops == &LayerOps_transformer_Private) l->attn_block = !model->dev && blocked ? FSDP_ATTENTION_BLOCK : 0;
-  }
+  choose_attention(model, model->dev != NULL);
   model->view_dtype = FSDP_FLOAT32;
   if (model->nunits > 0) FSDPCall(FlatParamGetViewDataType(model->units[0], &model->view_dtype));
   if (model->gpt) { /* every rank sees the same context: each says so */

@@ -258,6 +258,16 @@ FSDPErrorCode FSDPModelLinearForward_Private(FSDPModel m, int64_t n, int64_t in,
 FSDPErrorCode FSDPModelLinearBackward_Private(FSDPModel m, int64_t n, int64_t in, int64_t out, const float *x,
                                               const float *w, const float *dy, float *dx, float *dw, float *db);
 
+/* For FSDPPlan, a model that is never set up: its units by its wrapping
+   policy, its layers' state and its attention, as FSDPModelSetUp makes them
+   (on a GPU or not), with nothing allocated for its context. */
+FSDPErrorCode FSDPModelLayOut_Private(FSDPModel model, bool on_device);
+/* Floating-point operations of one row's forward: two per weight each time
+   the row applies it (dense layers, convolutions, a GPT's layers at each
+   position), and attention's two products; FFTs, norms, activations and
+   pooling are left out. */
+double FSDPModelForwardFlops_Private(FSDPModel model);
+
 /* A normalization's weight (p 0: ones) and bias (p 1: zeros), as PyTorch initializes them. */
 FSDPErrorCode FSDPInitNormAffine_Private(const Layer *l, int p, uint64_t seed, const char *name, int64_t begin,
                                          int64_t end, float *values);

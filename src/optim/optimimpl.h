@@ -57,6 +57,8 @@ struct FSDPOptimizer_s {
 /* The names of state tensor s of an optimizer of this type, as
    torch.optim's state_dict calls them. */
 const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s);
+/* State tensors per parameter shard: AdamW's two moments, SGD's momentum buffer (when it has momentum). */
+int FSDPOptimizerStateCount_Private(FSDPOptimizerType type, double momentum);
 /* The optimizer's parameter groups as text in memory of its own (*text, to
    be freed): "PATTERN: weight decay W, lr xS; ..." ("" when it has none), the
    numbers as short as reads back exactly; what a checkpoint records, and a

@@ -30,6 +30,11 @@ const char *FSDPLRScheduleName(FSDPLRSchedule schedule)
   return schedule_names[schedule];
 }
 
+int FSDPOptimizerStateCount_Private(FSDPOptimizerType type, double momentum)
+{
+  return type == FSDP_OPTIMIZER_ADAMW ? 2 : momentum > 0 ? 1 : 0;
+}
+
 const char *FSDPOptimizerStateName_Private(FSDPOptimizer opt, int s)
 {
   static const char *const adamw[] = {"exp_avg", "exp_avg_sq"};
@@ -487,7 +492,7 @@ FSDPErrorCode FSDPOptimizerSetUp(FSDPOptimizer opt)
   FSDPCall(agree_on_settings(opt));
   FSDPCall(agree_on_frozen(opt));
   FSDPCall(check_groups(opt));
-  opt->nstates = opt->type == FSDP_OPTIMIZER_ADAMW ? 2 : opt->momentum > 0 ? 1 : 0;
+  opt->nstates = FSDPOptimizerStateCount_Private(opt->type, opt->momentum);
   FSDPCall(
       FSDPCalloc((size_t)ctx->nunits > 0 ? (size_t)ctx->nunits : 1, sizeof *opt->units, FSDP_MEM_OTHER, &opt->units));
   opt->nunits = ctx->nunits;

@@ -841,3 +841,25 @@ FSDPErrorCode FSDPSettingsAgree_Private(MPI_Comm comm, const char *caller, int n
             nreal > shown ? " (and more)" : "");
   return FSDP_SUCCESS;
 }
+
+bool FSDPParseBytes_Private(const char *text, int64_t *bytes)
+{
+  static const char units[] = "KMGT";
+  char *end;
+  double v, scale = 1;
+  bool ok;
+  fenv_t fpenv; /* strtod raises overflow on 1e999: a message, not a flag in the caller's program */
+
+  FSDPFPEnter_Private(&fpenv);
+  v = strtod(text, &end);
+  if (end != text && *end && strchr(units, toupper((unsigned char)*end))) {
+    for (const char *u = units; *u != toupper((unsigned char)*end); u++) scale *= 1024;
+    scale *= 1024;
+    end++;
+    if (!strcasecmp(end, "iB")) end += 2;
+  }
+  ok = end != text && !*end && v >= 0 && v * scale < 9.2e18;
+  if (ok) *bytes = (int64_t)(v * scale);
+  FSDPFPLeave_Private(&fpenv);
+  return ok;
+}

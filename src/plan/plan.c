@@ -1,0 +1,736 @@
+/* FSDPPlan: the layout chosen before the job runs (doc/fsdp-plan.md).  For
+   each candidate (strategy, F, wrapping, micro-batches, activation
+   checkpointing) it builds the model's units on MPI_COMM_SELF, as
+   FSDPModelSetUp would, without setting anything up, and asks the memory
+   plan's own formula (FSDPMemorySizes_Private) what SetUp would allocate;
+   the optimizer's state and the activations come from the optimizer's and
+   the model's own rules.  Step times are a model on top: the GEMMs' flops
+   at the measured rate, plus the bytes of the paper's collectives at the
+   link rates. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "../nn/nnimpl.h"
+#include "../optim/optimimpl.h"
+
+#define MAX_ACCUM 8
+
+struct FSDPPlan_s {
+  MPI_Comm comm;
+  char *spec;
+  int nodes, ranks_per_node;
+  const char *shape_from; /* where nodes and ranks_per_node came from */
+  int64_t batch;
+  size_t budget;
+  char budget_from[160];
+  FSDPOptimizerType opt_type;
+  double momentum;
+  double flops, intra, inter, latency; /* 0: unknown */
+  const char *rates_from;
+  bool setup;
+  int64_t numel;    /* the model's parameters */
+  double row_flops; /* one row's forward */
+  FSDPPlanCandidate *cand;
+  int ncand;
+};
+
+#define CHECK_PLAN(p) FSDPCheck(p, MPI_COMM_SELF, FSDP_ERR_ARG, "%s: plan must not be NULL", __func__)
+#define CHECK_PLAN_SETUP(p)                                                                                            \
+  do {                                                                                                                 \
+    CHECK_PLAN(p);                                                                                                     \
+    FSDPCheck((p)->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "%s: the planner is not set up: call FSDPPlanSetUp first",    \
+              __func__);                                                                                               \
+  } while (0)
+
+static const char *const strategy_option[] = {"full", "grad_op", "none", "hybrid", "hybrid_zero2"};
+
+/* The first whole number of a Slurm variable ("4(x2)" and "4,2" give 4); 0 when unset or not a number. */
+static int slurm_int(const char *name)
+{
+  const char *v = getenv(name);
+  char *end;
+  long n;
+  if (!v || !*v) return 0;
+  n = strtol(v, &end, 10);
+  return end != v && n > 0 && n < 1 << 24 ? (int)n : 0;
+}
+
+/* The job's shape: Slurm's allocation when the planner runs alone inside one, else comm's. */
+static FSDPErrorCode find_shape(FSDPPlan plan)
+{
+  MPI_Comm node;
+  int size, node_rank, node_size, counts[2];
+  int slurm_nodes = slurm_int("SLURM_JOB_NUM_NODES");
+  int slurm_ranks = slurm_int("SLURM_NTASKS_PER_NODE");
+  if (!slurm_ranks) slurm_ranks = slurm_int("SLURM_TASKS_PER_NODE");
+
+  FSDPCallMPI(MPI_Comm_size(plan->comm, &size));
+  FSDPCallMPI(MPI_Comm_split_type(plan->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  FSDPCallMPI(MPI_Comm_rank(node, &node_rank));
+  FSDPCallMPI(MPI_Comm_size(node, &node_size));
+  FSDPCallMPI(MPI_Comm_free(&node));
+  counts[0] = node_rank == 0;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, counts, 1, MPI_INT, MPI_SUM, plan->comm));
+  counts[1] = node_size;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &counts[1], 1, MPI_INT, MPI_MAX, plan->comm));
+  if (size == 1 && slurm_nodes && slurm_ranks) {
+    plan->nodes = slurm_nodes;
+    plan->ranks_per_node = slurm_ranks;
+    plan->shape_from = "the Slurm allocation (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE)";
+  } else {
+    plan->nodes = counts[0];
+    plan->ranks_per_node = counts[1];
+    plan->shape_from = "the planner's communicator";
+  }
+  return FSDP_SUCCESS;
+}
+
+static void default_budget(FSDPPlan plan)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  char a[32];
+  plan->budget = 0;
+  snprintf(plan->budget_from, sizeof plan->budget_from, "none (this node's memory is unknown)");
+  if (pages <= 0 || page <= 0) return;
+  plan->budget = (size_t)pages * (size_t)page / (size_t)plan->ranks_per_node;
+  FSDPFormatBytes(a, sizeof a, (double)pages * (double)page);
+  snprintf(plan->budget_from, sizeof plan->budget_from, "this node's %s of physical memory shared by %d rank%s", a,
+           plan->ranks_per_node, plan->ranks_per_node == 1 ? "" : "s");
+}
+
+FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan)
+{
+  FSDPPlan p;
+  FSDPErrorCode ierr;
+  FSDPCheck(plan, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanCreate: plan must not be NULL");
+  *plan = NULL;
+  FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
+  FSDPCollective(comm);
+  FSDPCall(FSDPCalloc(1, sizeof *p, FSDP_MEM_OTHER, &p));
+  p->comm = comm;
+  p->opt_type = FSDP_OPTIMIZER_ADAMW;
+  p->rates_from = "none";
+  if ((ierr = find_shape(p))) {
+    (void)FSDPFree(&p);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  default_budget(p);
+  *plan = p;
+  return FSDP_SUCCESS;
+}
+
+/* A model on a context of one rank that is never set up: its units, its sizes, its activations. */
+static FSDPErrorCode open_model(const char *spec, FSDPContext *ctx, FSDPModel *model)
+{
+  FSDPErrorCode ierr;
+  *model = NULL;
+  FSDPCall(FSDPContextCreate(MPI_COMM_SELF, ctx));
+  ierr = FSDPModelCreate(*ctx, spec, model);
+  if (ierr) {
+    (void)FSDPContextDestroy(ctx);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode close_model(FSDPContext *ctx, FSDPModel *model)
+{
+  FSDPErrorCode ierr = FSDPModelDestroy(model), e = FSDPContextDestroy(ctx);
+  return ierr ? ierr : e;
+}
+
+FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  CHECK_PLAN(plan);
+  FSDPCheck(spec, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetModel: spec must not be NULL");
+  FSDPCall(open_model(spec, &ctx, &model)); /* parsed now: a bad spec is this call's error */
+  FSDPCall(close_model(&ctx, &model));
+  FSDPCall(FSDPFree(&plan->spec));
+  FSDPCall(FSDPMalloc(strlen(spec) + 1, FSDP_MEM_OTHER, &plan->spec));
+  memcpy(plan->spec, spec, strlen(spec) + 1);
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
+{
+  CHECK_PLAN(plan);
+  FSDPCheck(nodes > 0 && ranks_per_node > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetJob: %d nodes of %d ranks: both must be positive", nodes, ranks_per_node);
+  FSDPCheck((int64_t)nodes * ranks_per_node <= 1 << 24, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetJob: %d nodes of %d ranks is more ranks than MPI numbers", nodes, ranks_per_node);
+  if (plan->ranks_per_node != ranks_per_node && !strncmp(plan->budget_from, "this node", 9)) {
+    plan->ranks_per_node = ranks_per_node;
+    default_budget(plan); /* the node's memory, shared by the new number of ranks */
+  }
+  plan->nodes = nodes;
+  plan->ranks_per_node = ranks_per_node;
+  plan->shape_from = "FSDPPlanSetJob";
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetBatch(FSDPPlan plan, int64_t batch)
+{
+  CHECK_PLAN(plan);
+  FSDPCheck(batch > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetBatch: the batch is %lld rows; it must be positive",
+            (long long)batch);
+  plan->batch = batch;
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetMemoryBudget(FSDPPlan plan, size_t bytes)
+{
+  CHECK_PLAN(plan);
+  plan->budget = bytes;
+  snprintf(plan->budget_from, sizeof plan->budget_from, "%s", bytes ? "given" : "none");
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetOptimizer(FSDPPlan plan, FSDPOptimizerType type, double momentum)
+{
+  CHECK_PLAN(plan);
+  FSDPCheck(type == FSDP_OPTIMIZER_SGD || type == FSDP_OPTIMIZER_ADAMW, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetOptimizer: %d is not an FSDPOptimizerType", (int)type);
+  FSDPCheck(momentum >= 0 && isfinite(momentum), MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetOptimizer: momentum %g must be a finite number >= 0", momentum);
+  plan->opt_type = type;
+  plan->momentum = momentum;
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetRates(FSDPPlan plan, double flops, double intra, double inter, double latency)
+{
+  const double r[4] = {flops, intra, inter, latency};
+  static const char *const names[4] = {"flops", "intra", "inter", "latency"};
+  CHECK_PLAN(plan);
+  for (int i = 0; i < 4; i++)
+    FSDPCheck(r[i] >= 0 && isfinite(r[i]), MPI_COMM_SELF, FSDP_ERR_ARG,
+              "FSDPPlanSetRates: %s is %g; a rate is a finite number >= 0 (0 leaves it as it was)", names[i], r[i]);
+  if (flops > 0) plan->flops = flops;
+  if (intra > 0) plan->intra = intra;
+  if (inter > 0) plan->inter = inter;
+  if (latency > 0) plan->latency = latency;
+  if (flops > 0 || intra > 0 || inter > 0 || latency > 0) plan->rates_from = "given";
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double *intra, double *inter, double *latency)
+{
+  CHECK_PLAN(plan);
+  if (flops) *flops = plan->flops;
+  if (intra) *intra = plan->intra;
+  if (inter) *inter = plan->inter;
+  if (latency) *latency = plan->latency;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
+{
+  static const char *const optimizers[] = {"sgd", "adamw", NULL};
+  char text[4096];
+  int64_t nodes, ranks, batch;
+  double momentum, r[4];
+  int type;
+  bool set, any;
+
+  CHECK_PLAN(plan);
+  FSDPCall(
+      FSDPOptionsGetString("-fsdp_plan_model", "FSDPPlan: the model, as -model spec", "", text, sizeof text, &set));
+  if (set) FSDPCall(FSDPPlanSetModel(plan, text));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_plan_nodes", "FSDPPlan: nodes of the job", plan->nodes, 1, 1 << 24, &nodes, &set));
+  any = set;
+  FSDPCall(FSDPOptionsGetInt("-fsdp_plan_ranks_per_node", "FSDPPlan: ranks per node", plan->ranks_per_node, 1, 1 << 24,
+                             &ranks, &set));
+  if (any || set) FSDPCall(FSDPPlanSetJob(plan, (int)nodes, (int)ranks));
+  FSDPCall(FSDPOptionsGetInt("-fsdp_plan_batch", "FSDPPlan: rows per optimizer step, all ranks together", plan->batch,
+                             1, INT64_MAX, &batch, &set));
+  if (set) FSDPCall(FSDPPlanSetBatch(plan, batch));
+  FSDPCall(FSDPOptionsGetString("-fsdp_plan_memory",
+                                "FSDPPlan: memory budget per rank: auto (this node's memory shared by its ranks), "
+                                "none, or bytes (12G)",
+                                "auto", text, sizeof text, &set));
+  if (set && !strcasecmp(text, "none")) FSDPCall(FSDPPlanSetMemoryBudget(plan, 0));
+  else if (set && !strcasecmp(text, "auto")) default_budget(plan);
+  else if (set) {
+    int64_t bytes;
+    FSDPCheck(FSDPParseBytes_Private(text, &bytes), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_plan_memory '%s': expected auto, none, or a number of bytes with an optional K, M, G or T "
+              "suffix (12G is 12 GiB)",
+              text);
+    FSDPCall(FSDPPlanSetMemoryBudget(plan, (size_t)bytes));
+  }
+  FSDPCall(FSDPOptionsGetEnum("-fsdp_plan_optimizer", "FSDPPlan: the optimizer whose state the ranks keep", optimizers,
+                              (int)plan->opt_type, &type, &set));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_plan_momentum", "FSDPPlan: sgd's momentum (0: no state)", plan->momentum,
+                              &momentum, &any));
+  if (set || any) FSDPCall(FSDPPlanSetOptimizer(plan, (FSDPOptimizerType)type, momentum));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_plan_flops", "FSDPPlan: fp32 FLOP/s of one rank", 0, &r[0], NULL));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_plan_intra_bw", "FSDPPlan: bytes/s a rank sends within its node", 0, &r[1], NULL));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_plan_inter_bw", "FSDPPlan: bytes/s a rank sends to another node", 0, &r[2], NULL));
+  FSDPCall(FSDPOptionsGetReal("-fsdp_plan_latency", "FSDPPlan: seconds of one small message", 0, &r[3], NULL));
+  for (int i = 0; i < 4; i++)
+    FSDPCheck(r[i] >= 0 && isfinite(r[i]), MPI_COMM_SELF, FSDP_ERR_OPTION,
+              "-fsdp_plan_%s %g: a rate is a finite number >= 0",
+              (const char *[]){"flops", "intra_bw", "inter_bw", "latency"}[i], r[i]);
+  FSDPCall(FSDPPlanSetRates(plan, r[0], r[1], r[2], r[3]));
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the probe */
+
+#define PROBE_GEMM 256
+#define PROBE_SECONDS 0.1
+#define PROBE_BYTES (4 << 20)
+
+/* fp32 GEMMs for about PROBE_SECONDS: flops per second. */
+static FSDPErrorCode probe_gemm(double *rate)
+{
+  const int64_t n = PROBE_GEMM;
+  float *a;
+  double t0, t, count = 0;
+  FSDPCall(FSDPMalloc((size_t)(3 * n * n) * sizeof(float), FSDP_MEM_OTHER, &a));
+  for (int64_t i = 0; i < 3 * n * n; i++) a[i] = (float)(i % 7) * 0.125f;
+  FSDPGemm_Private(false, false, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm */
+  t0 = FSDPTime_Private();
+  do {
+    FSDPGemm_Private(false, false, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
+    count++;
+    t = FSDPTime_Private() - t0;
+  } while (t < PROBE_SECONDS && count < 1e6);
+  *rate = 2.0 * (double)n * (double)n * (double)n * count / t;
+  FSDPCall(FSDPFree(&a));
+  return FSDP_SUCCESS;
+}
+
+/* Rank 0 and peer exchange `bytes` reps times; every rank calls it, the
+   others wait.  Seconds of one way, on rank 0 (0 elsewhere). */
+static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, int reps, double *one_way)
+{
+  int rank;
+  double t0;
+  *one_way = 0;
+  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
+  FSDPCallMPI(MPI_Barrier(comm));
+  if (peer <= 0 || (rank != 0 && rank != peer)) return FSDP_SUCCESS;
+  t0 = FSDPTime_Private();
+  for (int r = 0; r < reps; r++) {
+    if (rank == 0) {
+      FSDPCallMPI(MPI_Send(buf, bytes, MPI_BYTE, peer, 0, comm));
+      FSDPCallMPI(MPI_Recv(buf, bytes, MPI_BYTE, peer, 0, comm, MPI_STATUS_IGNORE));
+    } else {
+      FSDPCallMPI(MPI_Recv(buf, bytes, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE));
+      FSDPCallMPI(MPI_Send(buf, bytes, MPI_BYTE, 0, 0, comm));
+    }
+  }
+  if (rank == 0) *one_way = (FSDPTime_Private() - t0) / (2.0 * reps);
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
+{
+  MPI_Comm comm, node;
+  int rank, size, node_rank, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
+  double gemm, rates[4] = {0, 0, 0, 0}, t;
+  char *buf = NULL;
+  FSDPErrorCode ierr;
+
+  CHECK_PLAN(plan);
+  FSDPCollective(plan->comm);
+  FSDPCallMPI(MPI_Comm_dup(plan->comm, &comm)); /* its messages never match the program's */
+  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  /* Every rank's node, as the rank of its node's first rank in comm. */
+  FSDPCallMPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  FSDPCallMPI(MPI_Comm_rank(node, &node_rank));
+  mine[0] = rank;
+  FSDPCallMPI(MPI_Bcast(mine, 1, MPI_INT, 0, node));
+  FSDPCallMPI(MPI_Comm_free(&node));
+  ierr = FSDPMalloc((size_t)size * sizeof *leader, FSDP_MEM_OTHER, &leader);
+  if (!ierr) ierr = FSDPMalloc(PROBE_BYTES, FSDP_MEM_COMM_STAGING, &buf);
+  ierr = FSDPErrorAgree_Private(comm, ierr);
+  if (!ierr) {
+    memset(buf, 1, PROBE_BYTES);
+    ierr = MPI_Allgather(mine, 1, MPI_INT, leader, 1, MPI_INT, comm) == MPI_SUCCESS
+               ? FSDP_SUCCESS
+               : FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allgather failed");
+  }
+  for (int r = 1; !ierr && r < size; r++) {
+    if (leader[r] == leader[0] && intra_peer < 0) intra_peer = r;
+    if (leader[r] != leader[0] && inter_peer < 0) inter_peer = r;
+  }
+  /* Every rank multiplies at once, as in a step: the slowest sets the pace. */
+  if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
+  if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+  if (!ierr) rates[0] = gemm;
+  if (!ierr) ierr = ping_pong(comm, intra_peer > 0 ? intra_peer : inter_peer, buf, 8, 50, &rates[3]);
+  if (!ierr) ierr = ping_pong(comm, intra_peer, buf, PROBE_BYTES, 5, &t);
+  if (!ierr && t > 0) rates[1] = PROBE_BYTES / t;
+  if (!ierr) ierr = ping_pong(comm, inter_peer, buf, PROBE_BYTES, 5, &t);
+  if (!ierr && t > 0) rates[2] = PROBE_BYTES / t;
+  if (!ierr) ierr = MPI_Bcast(&rates[1], 3, MPI_DOUBLE, 0, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+  {
+    FSDPErrorCode e = FSDPFree(&buf);
+    if (!ierr) ierr = e;
+    e = FSDPFree(&leader);
+    if (!ierr) ierr = e;
+  }
+  MPI_Comm_free(&comm);
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  FSDPCall(FSDPPlanSetRates(plan, rates[0], rates[1], rates[2], rates[3]));
+  plan->rates_from = "measured by FSDPPlanProbe";
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ the candidates */
+
+/* The collectives of one step on a rank (the paper's volumes, a ring's
+   sends), their number, and which cross nodes. */
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate *c, double *collectives)
+{
+  int64_t f = c->factor, r = c->replicas;
+  bool keeps = c->strategy == FSDP_SHARD_GRAD_OP || c->strategy == FSDP_HYBRID_SHARD_ZERO2;
+  size_t rs = FSDPDataTypeSize(ctx->reduce_dtype);
+  double k = c->grad_accum, shard = 0, replicate = 0, n = 0;
+  for (int i = 0; i < ctx->nunits; i++) {
+    FlatParam u = ctx->units[i];
+    size_t es = FSDPDataTypeSize(u->dtype);
+    size_t ps = ctx->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(ctx->param_dtype);
+    double padded = (double)((u->numel + f - 1) / f * f), ag = 1;
+    if (f > 1) {
+      /* Forward gathers every unit; backward again, unless the unit was kept
+         from forward (SHARD_GRAD_OP) or is the last forward ran (still there). */
+      if (!keeps && i + 1 < ctx->nunits) ag = 2;
+      shard += k * (ag * (double)(f - 1) / (double)f * padded * (double)ps +
+                    (double)(f - 1) / (double)f * padded * (double)rs);
+      n += k * (ag + 1);
+    }
+    /* Across replicas once per step: the micro-batches before the last keep their sums (fsdp-train's no_sync). */
+    if (r > 1) {
+      replicate += 2.0 * (double)(r - 1) / (double)r * padded / (double)f * (double)rs;
+      n += 1;
+    }
+  }
+  c->shard_bytes = shard;
+  c->replicate_bytes = replicate;
+  /* A shard group wider than a node crosses nodes; so do replicas, wherever there are nodes. */
+  c->inter_node_bytes = (c->factor > plan->ranks_per_node ? shard : 0) + (plan->nodes > 1 ? replicate : 0);
+  *collectives = n;
+}
+
+static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives)
+{
+  double rows = (double)c->batch / (double)(c->factor * c->replicas) * c->grad_accum;
+  double intra_bytes = c->shard_bytes + c->replicate_bytes - c->inter_node_bytes;
+  bool known =
+      plan->flops > 0 && (intra_bytes <= 0 || plan->intra > 0) && (c->inter_node_bytes <= 0 || plan->inter > 0);
+  c->compute_seconds = c->comm_seconds = c->seconds = -1;
+  if (!known) return;
+  /* Forward, and backward's two GEMMs per forward one; checkpointing runs forward again. */
+  c->compute_seconds = rows * plan->row_flops * (c->activation_checkpointing ? 4 : 3) / plan->flops;
+  c->comm_seconds = (intra_bytes > 0 ? intra_bytes / plan->intra : 0) +
+                    (c->inter_node_bytes > 0 ? c->inter_node_bytes / plan->inter : 0) + collectives * plan->latency;
+  c->seconds = c->compute_seconds + c->comm_seconds;
+}
+
+static FSDPErrorCode grow(FSDPPlan plan, int *capacity)
+{
+  if (plan->ncand < *capacity) return FSDP_SUCCESS;
+  FSDPCall(FSDPGrowArray_Private(&plan->cand, sizeof *plan->cand, plan->ncand + 1, capacity, FSDP_MEM_OTHER));
+  return FSDP_SUCCESS;
+}
+
+/* Every candidate of one wrapping. */
+static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capacity)
+{
+  FSDPContext ctx = NULL;
+  FSDPModel model = NULL;
+  FSDPErrorCode ierr;
+  int w = plan->nodes * plan->ranks_per_node;
+  int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
+
+  FSDPCall(open_model(plan->spec, &ctx, &model));
+  ierr = FSDPContextSetFromOptions(ctx);
+  if (!ierr) ierr = FSDPModelSetFromOptions(model);
+  if (!ierr) ierr = FSDPModelSetWrapPolicy(model, wrap, 0);
+  if (!ierr) ierr = FSDPModelLayOut_Private(model, ctx->device != FSDP_DEVICE_HOST);
+  if (!ierr) ierr = FSDPModelGetSizes(model, NULL, NULL, &plan->numel);
+  if (!ierr) plan->row_flops = FSDPModelForwardFlops_Private(model);
+  for (int s = 0; !ierr && s <= FSDP_HYBRID_SHARD_ZERO2; s++) {
+    bool hybrid = s == FSDP_HYBRID_SHARD || s == FSDP_HYBRID_SHARD_ZERO2;
+    for (int f = hybrid ? 2 : 1; !ierr && f <= (hybrid ? plan->ranks_per_node : 1); f++) {
+      int factor = s == FSDP_NO_SHARD ? 1 : hybrid ? f : w;
+      MemoryLayout lay = {
+          .factor = factor, .strategy = (FSDPShardingStrategy)s, .param_dtype = ctx->param_dtype, .limit = ctx->limit};
+      MemorySizes ms;
+      size_t state = 0;
+      if (hybrid && (plan->ranks_per_node % f || f >= w)) continue;
+      /* Views need the shard group within one node (CommShmCreate): groups of consecutive ranks that divide it. */
+      lay.views = FSDPMemoryViewsWanted_Private(ctx, ctx->device, factor, ctx->param_dtype) &&
+                  plan->ranks_per_node % factor == 0;
+      FSDPMemorySizes_Private(ctx, &lay, &ms);
+      /* Rank 0's optimizer state: every trainable element of its shards (its shards hold no padding). */
+      for (int i = 0; i < ctx->nunits; i++) {
+        FlatParam u = ctx->units[i];
+        int64_t shard = (u->numel + factor - 1) / factor;
+        state += (size_t)(shard < u->numel ? shard : u->numel) * FSDPDataTypeSize(u->dtype);
+      }
+      for (int k = 1; !ierr && k <= MAX_ACCUM; k *= 2) {
+        if (plan->batch % ((int64_t)k * w)) continue;
+        for (int ckpt = 0; !ierr && ckpt < 2; ckpt++) {
+          FSDPPlanCandidate *c;
+          double collectives;
+          size_t act;
+          if ((ierr = FSDPModelGetActivationBytes(model, plan->batch / ((int64_t)k * w), ckpt, &act))) break;
+          if ((ierr = grow(plan, capacity))) break;
+          c = &plan->cand[plan->ncand++];
+          memset(c, 0, sizeof *c);
+          c->strategy = (FSDPShardingStrategy)s;
+          c->factor = factor;
+          c->replicas = w / factor;
+          c->wrap = wrap;
+          c->nunits = ctx->nunits;
+          c->batch = plan->batch / k;
+          c->grad_accum = k;
+          c->activation_checkpointing = ckpt;
+          for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->bytes[m] = ms.bytes[m];
+          c->bytes[FSDP_MEM_OPTIM_STATE] = (size_t)nstates * state;
+          c->bytes[FSDP_MEM_OTHER] = act;
+          for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
+          c->fits = !plan->budget || c->total <= plan->budget;
+          count_bytes(ctx, plan, c, &collectives);
+          predict_time(plan, c, collectives);
+        }
+      }
+    }
+  }
+  {
+    FSDPErrorCode e = close_model(&ctx, &model);
+    if (!ierr) ierr = e;
+  }
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
+/* Those that fit first, fastest first (no rates: fewest bytes), then smallest; ties keep the order made. */
+static int rank_order(const void *pa, const void *pb)
+{
+  const FSDPPlanCandidate *a = pa, *b = pb;
+  double ta, tb;
+  if (a->fits != b->fits) return a->fits ? -1 : 1;
+  if (a->fits) {
+    ta = a->seconds >= 0 ? a->seconds : a->shard_bytes + a->replicate_bytes;
+    tb = b->seconds >= 0 ? b->seconds : b->shard_bytes + b->replicate_bytes;
+    if (ta != tb) return ta < tb ? -1 : 1;
+    /* Without rates, what costs no bytes may still cost compute: forward again. */
+    if (a->activation_checkpointing != b->activation_checkpointing) return a->activation_checkpointing ? 1 : -1;
+    /* Alike: fewer micro-batches, whose larger GEMMs run faster than this model counts. */
+    if (a->grad_accum != b->grad_accum) return a->grad_accum < b->grad_accum ? -1 : 1;
+  }
+  if (a->total != b->total) return a->total < b->total ? -1 : 1;
+  return a < b ? -1 : a > b;
+}
+
+FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan)
+{
+  int capacity = 0, w;
+  CHECK_PLAN(plan);
+  w = plan->nodes * plan->ranks_per_node;
+  FSDPCheck(plan->spec, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetUp: no model: call FSDPPlanSetModel first");
+  FSDPCheck(plan->batch > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetUp: no batch: call FSDPPlanSetBatch first");
+  FSDPCheck(plan->batch % w == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetUp: the batch of %lld rows does not divide evenly over W = %d ranks (%d nodes x %d)",
+            (long long)plan->batch, w, plan->nodes, plan->ranks_per_node);
+  FSDPCall(FSDPFree(&plan->cand));
+  plan->ncand = 0;
+  plan->setup = false;
+  FSDPCall(add_wrapping(plan, FSDP_WRAP_BLOCK, &capacity));
+  FSDPCall(add_wrapping(plan, FSDP_WRAP_MODEL, &capacity));
+  qsort(plan->cand, (size_t)plan->ncand, sizeof *plan->cand, rank_order);
+  plan->setup = true;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanGetNumCandidates(FSDPPlan plan, int *n)
+{
+  CHECK_PLAN_SETUP(plan);
+  FSDPCheck(n, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanGetNumCandidates: n must not be NULL");
+  *n = plan->ncand;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanGetCandidate(FSDPPlan plan, int i, FSDPPlanCandidate *candidate)
+{
+  CHECK_PLAN_SETUP(plan);
+  FSDPCheck(candidate, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanGetCandidate: candidate must not be NULL");
+  FSDPCheck(i >= 0 && i < plan->ncand, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanGetCandidate: candidate %d does not exist: there are %d (0 to %d)", i, plan->ncand,
+            plan->ncand - 1);
+  *candidate = plan->cand[i];
+  return FSDP_SUCCESS;
+}
+
+static const char *category_name(int m) { return m == FSDP_MEM_OTHER ? "activations" : FSDPMemCategoryName(m); }
+
+static int dominant(const FSDPPlanCandidate *c)
+{
+  int most = 0;
+  for (int m = 1; m < FSDP_MEM_NUM_CATEGORIES; m++)
+    if (c->bytes[m] > c->bytes[most]) most = m;
+  return most;
+}
+
+static void describe(const FSDPPlanCandidate *c, char *text, size_t len)
+{
+  static const char *const wraps[] = {"block", "model", "size"};
+  snprintf(text, len, "strategy %s, F = %d, %s wrapping, %d micro-batch%s of %lld rows, checkpointing %s",
+           strategy_option[c->strategy], c->factor, wraps[c->wrap], c->grad_accum, c->grad_accum == 1 ? "" : "es",
+           (long long)c->batch, c->activation_checkpointing ? "on" : "off");
+}
+
+static void options_line(const FSDPPlanCandidate *c, char *text, size_t len)
+{
+  char f[48] = "";
+  if (c->strategy == FSDP_HYBRID_SHARD || c->strategy == FSDP_HYBRID_SHARD_ZERO2)
+    snprintf(f, sizeof f, " -fsdp_sharding_factor %d", c->factor);
+  snprintf(text, len,
+           "-fsdp_sharding_strategy %s%s -fsdp_wrap %s -fsdp_activation_checkpointing %s -batch %lld -grad_accum %d",
+           strategy_option[c->strategy], f, c->wrap == FSDP_WRAP_MODEL ? "model" : "block",
+           c->activation_checkpointing ? "true" : "false", (long long)c->batch, c->grad_accum);
+}
+
+FSDPErrorCode FSDPPlanGetChoice(FSDPPlan plan, int *index, char *options, size_t len)
+{
+  const FSDPPlanCandidate *c;
+  CHECK_PLAN_SETUP(plan);
+  FSDPCheck(!options || len > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanGetChoice: options has no room (len 0)");
+  if (index) *index = -1;
+  if (options) options[0] = '\0';
+  FSDPCheck(plan->ncand > 0, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPPlanGetChoice: the planner found no candidate");
+  c = &plan->cand[0];
+  if (!c->fits) {
+    char a[32], b[32], d[32], what[256];
+    int m = dominant(c);
+    FSDPFormatBytes(a, sizeof a, (double)plan->budget);
+    FSDPFormatBytes(b, sizeof b, (double)c->total);
+    FSDPFormatBytes(d, sizeof d, (double)c->bytes[m]);
+    describe(c, what, sizeof what);
+    FSDPCheck(false, MPI_COMM_SELF, FSDP_ERR_MEM,
+              "FSDPPlanGetChoice: model '%s' fits no layout within the budget of %s per rank at W = %d (%d node%s "
+              "x %d): the least any layout needs is %s per rank (%s), of which %s %s %s; use more ranks, a smaller "
+              "batch or model, or a larger budget",
+              plan->spec, a, plan->nodes * plan->ranks_per_node, plan->nodes, plan->nodes == 1 ? "" : "s",
+              plan->ranks_per_node, b, what, d, m == FSDP_MEM_OTHER ? "are" : "is", category_name(m));
+  }
+  if (index) *index = 0;
+  if (options) options_line(c, options, len);
+  return FSDP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ view */
+
+static void format_rate(char *text, size_t len, double v, const char *unit)
+{
+  if (v <= 0) snprintf(text, len, "unknown");
+  else if (v >= 1e9) snprintf(text, len, "%.3g G%s", v / 1e9, unit);
+  else if (v >= 1e6) snprintf(text, len, "%.3g M%s", v / 1e6, unit);
+  else snprintf(text, len, "%.3g %s", v, unit);
+}
+
+static void format_seconds(char *text, size_t len, double s)
+{
+  if (s < 0) snprintf(text, len, "-");
+  else snprintf(text, len, "%.4g", s * 1e3);
+}
+
+static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
+{
+  FSDPPlan plan = arg;
+  char a[32], b[32], c[32], d[32], line[512];
+  static const char *const wraps[] = {"block", "model", "size"};
+
+  FSDPCall(FSDPViewerASCIIPrintf(v, "FSDPPlan: model '%s', %lld parameters, %.4g GFLOP per row forward\n", plan->spec,
+                                 (long long)plan->numel, plan->row_flops / 1e9));
+  FSDPCall(FSDPViewerASCIIPushTab(v));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "job: %d node%s x %d rank%s (W = %d), from %s; %lld rows per step; optimizer %s\n",
+                                 plan->nodes, plan->nodes == 1 ? "" : "s", plan->ranks_per_node,
+                                 plan->ranks_per_node == 1 ? "" : "s", plan->nodes * plan->ranks_per_node,
+                                 plan->shape_from, (long long)plan->batch, FSDPOptimizerTypeName(plan->opt_type)));
+  FSDPFormatBytes(a, sizeof a, (double)plan->budget);
+  FSDPCall(FSDPViewerASCIIPrintf(v, "memory budget per rank: %s (%s)\n", plan->budget ? a : "none", plan->budget_from));
+  format_rate(a, sizeof a, plan->flops, "FLOP/s");
+  format_rate(b, sizeof b, plan->intra, "B/s");
+  format_rate(c, sizeof c, plan->inter, "B/s");
+  if (plan->latency > 0) snprintf(d, sizeof d, "%.3g us", plan->latency * 1e6);
+  else snprintf(d, sizeof d, "unknown");
+  FSDPCall(FSDPViewerASCIIPrintf(v, "rates (%s): compute %s per rank, intra-node %s, inter-node %s, latency %s\n",
+                                 plan->rates_from, a, b, c, d));
+  FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
+  FSDPCall(FSDPViewerASCIIPrintf(v,
+                                 "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %9s %9s "
+                                 "%9s %4s\n",
+                                 "rank", "strategy", "F", "R", "wrap", "K", "rows", "ckpt", "params", "grads", "optim",
+                                 "unshard", "staging", "activ", "total", "shard MB", "repl MB", "compute", "comm",
+                                 "step", "fits"));
+  for (int i = 0; i < plan->ncand; i++) {
+    const FSDPPlanCandidate *x = &plan->cand[i];
+    char t[3][24];
+    const double mib = 1024.0 * 1024.0;
+    format_seconds(t[0], sizeof t[0], x->compute_seconds);
+    format_seconds(t[1], sizeof t[1], x->comm_seconds);
+    format_seconds(t[2], sizeof t[2], x->seconds);
+    snprintf(line, sizeof line,
+             "%4d %-12s %4d %4d %5s %4d %8lld %4s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9s %9s "
+             "%9s %4s\n",
+             i, strategy_option[x->strategy], x->factor, x->replicas, wraps[x->wrap], x->grad_accum,
+             (long long)(x->batch / (x->factor * x->replicas)), x->activation_checkpointing ? "on" : "off",
+             (double)x->bytes[FSDP_MEM_PARAMS] / mib, (double)x->bytes[FSDP_MEM_GRADS] / mib,
+             (double)x->bytes[FSDP_MEM_OPTIM_STATE] / mib, (double)x->bytes[FSDP_MEM_UNSHARDED] / mib,
+             (double)x->bytes[FSDP_MEM_COMM_STAGING] / mib, (double)x->bytes[FSDP_MEM_OTHER] / mib,
+             (double)x->total / mib, x->shard_bytes / 1e6, x->replicate_bytes / 1e6, t[0], t[1], t[2],
+             x->fits ? "yes" : "no");
+    FSDPCall(FSDPViewerASCIIPrintf(v, "%s", line));
+  }
+  if (plan->ncand > 0 && plan->cand[0].fits) {
+    options_line(&plan->cand[0], line, sizeof line);
+    FSDPCall(FSDPViewerASCIIPrintf(v, "choice: %s\n", line));
+  } else if (plan->ncand > 0) {
+    const FSDPPlanCandidate *x = &plan->cand[0];
+    int m = dominant(x);
+    FSDPFormatBytes(a, sizeof a, (double)x->total);
+    FSDPFormatBytes(b, sizeof b, (double)x->bytes[m]);
+    describe(x, line, sizeof line);
+    FSDPCall(FSDPViewerASCIIPrintf(
+        v, "choice: none fits the budget; the least any layout needs is %s per rank (%s), most of it %s (%s)\n", a,
+        line, category_name(m), b));
+  }
+  FSDPCall(FSDPViewerASCIIPopTab(v));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanView(FSDPPlan plan, FSDPViewer viewer)
+{
+  CHECK_PLAN_SETUP(plan);
+  FSDPCall(FSDPViewerApply_Private(__func__, viewer, plan->comm, plan_view, plan));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanDestroy(FSDPPlan *plan)
+{
+  FSDPCheck(plan, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanDestroy: plan must not be NULL");
+  if (!*plan) return FSDP_SUCCESS;
+  FSDPCall(FSDPFree(&(*plan)->cand));
+  FSDPCall(FSDPFree(&(*plan)->spec));
+  FSDPCall(FSDPFree(plan));
+  return FSDP_SUCCESS;
+}

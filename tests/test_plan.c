@@ -1,0 +1,300 @@
+/* FSDPPlan predicts what a job allocates, exactly: for every strategy at
+   W = 1, 2 and 4 and for an MLP, a GPT and the grid models, the candidate
+   with the job's settings must give, byte for byte, the memory plan the
+   job's context reports (FSDPContextGetMemoryPlan, what -fsdp_view prints),
+   the optimizer state its FSDPOptimizerSetUp allocates on rank 0, and the
+   activations its first step allocates.  Then the refusal (nothing fits:
+   the least memory, its layout and the dominant category), the ranking
+   with rates, the probe's rates, and the argument errors.
+   mpitest: -n 4
+   mpitest: -n 2
+   mpitest: -n 1 */
+#include <math.h>
+
+#include "fsdp_config.h"
+#include "fsdp_nn.h"
+#include "fsdptest.h"
+
+#define BATCH 8 /* rows per step, all ranks together */
+
+static const char *const specs[] = {
+    "mlp:in=6,hidden=40,depth=3,out=3,norm=layernorm",  "gpt:vocab=13,ctx=9,dim=16,heads=2,layers=2",
+    "cnn:grid=8x8,in=2,out=1,depth=2,channels=4",       "unet:grid=8x8,in=2,out=1,channels=4,levels=2",
+#if FSDP_HAVE_FFTW
+    "fno:grid=8x8,in=2,out=1,width=4,modes=3,layers=2",
+#endif
+};
+#define NSPECS ((int)(sizeof specs / sizeof specs[0]))
+
+static int find_candidate(FSDPPlan plan, FSDPShardingStrategy s, int factor, bool ckpt, FSDPPlanCandidate *out)
+{
+  int n;
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  for (int i = 0; i < n; i++) {
+    TEST_OK(FSDPPlanGetCandidate(plan, i, out));
+    if (out->strategy == s && out->factor == factor && out->wrap == FSDP_WRAP_BLOCK && out->grad_accum == 1 &&
+        out->activation_checkpointing == ckpt)
+      return i;
+  }
+  return -1;
+}
+
+/* One step of the real job: forward, loss, backward, optimizer. */
+static void train_step(FSDPModel model, FSDPContext ctx, FSDPOptimizer opt, int64_t rows)
+{
+  int64_t in, out, tokens = 0, vocab = 0;
+  float *x, *y, *target, *dy;
+  int64_t *labels;
+  double loss;
+  TEST_OK(FSDPModelGetSizes(model, &in, &out, NULL));
+  (void)FSDPModelGetTokens(model, &tokens, &vocab); /* FSDP_ERR_ARG for a model that is not a GPT */
+  x = malloc((size_t)(rows * in) * sizeof *x);
+  target = malloc((size_t)(rows * out) * sizeof *target);
+  labels = malloc((size_t)(rows * in) * sizeof *labels);
+  TEST_ASSERT(x && target && labels, "out of memory");
+  for (int64_t i = 0; i < rows * in; i++) {
+    labels[i] = vocab ? (int64_t)(i * 7 % vocab) : 0;
+    x[i] = vocab ? (float)(i * 5 % vocab) : test_value(1, i);
+  }
+  for (int64_t i = 0; i < rows * out; i++) target[i] = test_value(2, i);
+  TEST_OK(FSDPModelForward(model, rows, x, &y));
+  if (vocab) TEST_OK(FSDPModelLoss(model, FSDP_LOSS_CROSS_ENTROPY, labels, 1.0, &loss, &dy));
+  else TEST_OK(FSDPModelLoss(model, FSDP_LOSS_MSE, target, 1.0, &loss, &dy));
+  TEST_OK(FSDPModelBackward(model, dy));
+  TEST_OK(FSDPContextFinishBackward(ctx));
+  TEST_OK(FSDPOptimizerStep(opt));
+  free(x);
+  free(target);
+  free(labels);
+}
+
+/* The job with candidate c's settings, set up and stepped once, against c. */
+static void check_case(const char *spec, const FSDPPlanCandidate *c, int rank, int size)
+{
+  FSDPContext ctx;
+  FSDPModel model;
+  FSDPOptimizer opt;
+  FSDPMemoryPlan mp;
+  FSDPMemoryStats s0, s1, s2;
+  size_t act;
+  int64_t rows = BATCH / size;
+  const char *what = FSDPShardingStrategyName(c->strategy);
+
+  TEST_OK(FSDPContextCreate(MPI_COMM_WORLD, &ctx));
+  TEST_OK(FSDPContextSetShardingStrategy(ctx, c->strategy));
+  if (test_is_hybrid(c->strategy)) {
+    ShardGroup group;
+    TEST_OK(FSDPContextGetShardGroup(ctx, &group));
+    TEST_OK(ShardGroupSetShardingFactor(group, c->factor));
+  }
+  TEST_OK(FSDPModelCreate(ctx, spec, &model));
+  TEST_OK(FSDPModelSetActivationCheckpointing(model, c->activation_checkpointing));
+  TEST_OK(FSDPModelSetUp(model));
+  TEST_OK(FSDPContextGetMemoryPlan(ctx, &mp));
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++) {
+    if (k == FSDP_MEM_OPTIM_STATE || k == FSDP_MEM_OTHER) continue;
+    TEST_ASSERT(c->bytes[k] == mp.bytes[k], "%s, %s, F = %d, W = %d: %s predicted %zu bytes, the plan has %zu", spec,
+                what, c->factor, size, FSDPMemCategoryName((FSDPMemCategory)k), c->bytes[k], mp.bytes[k]);
+  }
+  TEST_OK(FSDPGetMemoryStats(&s0));
+  TEST_OK(FSDPOptimizerCreate(ctx, &opt));
+  TEST_OK(FSDPOptimizerSetUp(opt));
+  TEST_OK(FSDPGetMemoryStats(&s1));
+  if (rank == 0) /* the prediction is rank 0's, whose shards hold no padding */
+    TEST_ASSERT(c->bytes[FSDP_MEM_OPTIM_STATE] == s1.current[FSDP_MEM_OPTIM_STATE] - s0.current[FSDP_MEM_OPTIM_STATE],
+                "%s, %s, W = %d: optimizer state predicted %zu bytes, allocated %zu", spec, what, size,
+                c->bytes[FSDP_MEM_OPTIM_STATE], s1.current[FSDP_MEM_OPTIM_STATE] - s0.current[FSDP_MEM_OPTIM_STATE]);
+  TEST_OK(FSDPModelGetActivationBytes(model, rows, c->activation_checkpointing, &act));
+  TEST_ASSERT(c->bytes[FSDP_MEM_OTHER] == act, "%s, %s, W = %d: activations predicted %zu bytes, the model says %zu",
+              spec, what, size, c->bytes[FSDP_MEM_OTHER], act);
+  train_step(model, ctx, opt, rows);
+  TEST_OK(FSDPGetMemoryStats(&s2));
+  /* The first step allocates the activations, and nothing the plan did not count. */
+  TEST_ASSERT(s2.current[FSDP_MEM_OTHER] - s1.current[FSDP_MEM_OTHER] == act,
+              "%s, %s, W = %d: the first step allocated %zu bytes besides the plan, the activations are %zu", spec,
+              what, size, s2.current[FSDP_MEM_OTHER] - s1.current[FSDP_MEM_OTHER], act);
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++)
+    if (k != FSDP_MEM_OTHER)
+      TEST_ASSERT(s2.current[k] == s1.current[k], "%s, %s, W = %d: the step allocated %s beyond the plan", spec, what,
+                  size, FSDPMemCategoryName((FSDPMemCategory)k));
+  TEST_OK(FSDPOptimizerDestroy(&opt));
+  TEST_OK(FSDPModelDestroy(&model));
+  TEST_OK(FSDPContextDestroy(&ctx));
+}
+
+static void check_predictions(int rank, int size)
+{
+  int ncases = 0;
+  for (int m = 0; m < NSPECS; m++) {
+    FSDPPlan plan;
+    TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+    TEST_OK(FSDPPlanSetJob(plan, 1, size));
+    TEST_OK(FSDPPlanSetBatch(plan, BATCH));
+    TEST_OK(FSDPPlanSetModel(plan, specs[m]));
+    TEST_OK(FSDPPlanSetUp(plan));
+    for (int s = 0; s < TEST_NUM_STRATEGIES; s++) {
+      FSDPShardingStrategy st = test_strategies[s];
+      int factor = st == FSDP_NO_SHARD ? 1 : test_is_hybrid(st) ? 2 : size;
+      FSDPPlanCandidate c;
+      if (test_is_hybrid(st) && size < 4) continue; /* F = 2 below W needs 4 ranks */
+      for (int ckpt = 0; ckpt < 2; ckpt++) {
+        TEST_ASSERT(find_candidate(plan, st, factor, ckpt, &c) >= 0, "%s: no candidate %s with F = %d at W = %d",
+                    specs[m], FSDPShardingStrategyName(st), factor, size);
+        TEST_ASSERT(c.replicas * c.factor == size && c.batch == BATCH && c.total > 0, "%s: candidate fields", specs[m]);
+        check_case(specs[m], &c, rank, size);
+        ncases++;
+      }
+    }
+    TEST_OK(FSDPPlanDestroy(&plan));
+  }
+  if (rank == 0) printf("test_plan: %d layouts at W = %d predicted to the byte\n", ncases, size);
+}
+
+/* A budget below every layout: the error names the least memory, its layout and the dominant category. */
+static void check_refusal(void)
+{
+  FSDPPlan plan;
+  FSDPPlanCandidate best;
+  char line[256] = "x", want[64];
+  int index = 7, n, most = 0;
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetJob(plan, 2, 4));
+  TEST_OK(FSDPPlanSetBatch(plan, 64));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=64,hidden=512,depth=4,out=8"));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 100000));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  TEST_OK(FSDPPlanGetCandidate(plan, 0, &best));
+  TEST_ASSERT(!best.fits && best.total > 100000, "candidate 0 (%zu bytes) does not fit", best.total);
+  for (int i = 1; i < n; i++) {
+    FSDPPlanCandidate c;
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    TEST_ASSERT(!c.fits && c.total >= best.total, "candidate %d (%zu bytes) is below the least (%zu)", i, c.total,
+                best.total);
+  }
+  /* Sharded over all 8 ranks, the least; its largest part is named. */
+  TEST_ASSERT(best.factor == 8 && best.strategy == FSDP_FULL_SHARD, "the least is %s with F = %d",
+              FSDPShardingStrategyName(best.strategy), best.factor);
+  for (int k = 0; k < FSDP_MEM_NUM_CATEGORIES; k++)
+    if (best.bytes[k] > best.bytes[most]) most = k;
+  TEST_CODE(FSDP_ERR_MEM, FSDPPlanGetChoice(plan, &index, line, sizeof line));
+  TEST_ASSERT(index == -1 && line[0] == '\0', "a refusal chooses nothing (index %d, '%s')", index, line);
+  FSDPFormatBytes(want, sizeof want, (double)best.total);
+  TEST_MESSAGE_HAS("fits no layout within the budget of 97.66 KiB per rank at W = 8");
+  TEST_MESSAGE_HAS(want);
+  snprintf(want, sizeof want, "is %s", FSDPMemCategoryName((FSDPMemCategory)most));
+  TEST_MESSAGE_HAS(most == FSDP_MEM_OTHER ? "are activations" : want);
+  TEST_OK(FSDPPlanDestroy(&plan));
+}
+
+/* With rates, a slow link between nodes ranks hybrid sharding (nothing but an all-reduce of shards crosses it)
+   above full sharding; the options line says so. */
+static void check_ranking(void)
+{
+  FSDPPlan plan;
+  FSDPPlanCandidate c, prev;
+  char line[256];
+  int index, n;
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetJob(plan, 4, 4));
+  TEST_OK(FSDPPlanSetBatch(plan, 64));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=64,hidden=512,depth=4,out=8"));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
+  TEST_OK(FSDPPlanSetRates(plan, 1e11, 1e10, 1e8, 1e-6));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetChoice(plan, &index, line, sizeof line));
+  TEST_OK(FSDPPlanGetCandidate(plan, 0, &c));
+  TEST_ASSERT(index == 0 && c.fits && c.seconds > 0, "the choice is candidate 0, which fits, with a time");
+  TEST_ASSERT(test_is_hybrid(c.strategy) && c.factor == 4 && c.replicas == 4 && !c.activation_checkpointing,
+              "a slow inter-node link should choose hybrid with F = 4, not %s F = %d (checkpointing %d)",
+              FSDPShardingStrategyName(c.strategy), c.factor, c.activation_checkpointing);
+  TEST_ASSERT(fabs(c.seconds - c.compute_seconds - c.comm_seconds) < 1e-12 * c.seconds, "step = compute + comm");
+  TEST_ASSERT(c.inter_node_bytes == c.replicate_bytes, "only the replicas' all-reduce crosses nodes");
+  TEST_ASSERT(strstr(line, "-fsdp_sharding_strategy hybrid") && strstr(line, "-fsdp_sharding_factor 4") &&
+                  strstr(line, "-batch 64 -grad_accum 1"),
+              "options line '%s'", line);
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  prev = c;
+  for (int i = 1; i < n; i++) {
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    TEST_ASSERT(c.seconds >= prev.seconds, "candidate %d (%g s) ranks after %d (%g s)", i, c.seconds, i - 1,
+                prev.seconds);
+    /* The paper's volumes, a ring's sends: one unit is gathered for forward and still there for backward. */
+    if (c.strategy == FSDP_FULL_SHARD && c.wrap == FSDP_WRAP_MODEL && c.grad_accum == 1) {
+      int64_t numel = (64 * 512 + 512) + 3 * (512 * 512 + 512) + (512 * 8 + 8), padded = (numel + 15) / 16 * 16;
+      double want = 2.0 * 15.0 / 16.0 * (double)padded * 4; /* the gather and the reduce-scatter */
+      TEST_ASSERT(c.shard_bytes == want && c.replicate_bytes == 0, "full, model wrapping: %g bytes, not %g",
+                  c.shard_bytes, want);
+    }
+    prev = c;
+  }
+  TEST_OK(FSDPPlanDestroy(&plan));
+}
+
+static void check_probe(int size)
+{
+  FSDPPlan plan;
+  double flops, intra, inter, latency, t0 = MPI_Wtime();
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanProbe(plan));
+  TEST_OK(FSDPPlanGetRates(plan, &flops, &intra, &inter, &latency));
+  TEST_ASSERT(MPI_Wtime() - t0 < 30, "the probe took %g s", MPI_Wtime() - t0);
+  TEST_ASSERT(flops > 1e6 && isfinite(flops), "probe: %g FLOP/s", flops);
+  TEST_ASSERT(size == 1 ? intra == 0 && latency == 0 : intra > 1e5 && latency > 0 && latency < 1,
+              "probe at W = %d: intra-node %g B/s, latency %g s", size, intra, latency);
+  TEST_ASSERT(inter == 0, "one node: no inter-node rate (%g)", inter);
+  TEST_OK(FSDPPlanDestroy(&plan));
+}
+
+static void check_errors(void)
+{
+  FSDPPlan plan;
+  FSDPPlanCandidate c;
+  int n;
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanCreate(MPI_COMM_WORLD, NULL));
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_CODE(FSDP_ERR_STATE, FSDPPlanGetNumCandidates(plan, &n));
+  TEST_MESSAGE_HAS("not set up");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetUp(plan));
+  TEST_MESSAGE_HAS("no model");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetModel(plan, "mlp:in=4,hidden=8,depth=2,out=2,bogus=1"));
+  TEST_MESSAGE_HAS("bogus");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetJob(plan, 0, 4));
+  TEST_MESSAGE_HAS("0 nodes of 4 ranks");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetBatch(plan, -3));
+  TEST_MESSAGE_HAS("-3 rows");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetRates(plan, 1e9, -1, 0, 0));
+  TEST_MESSAGE_HAS("intra is -1");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetOptimizer(plan, (FSDPOptimizerType)9, 0));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=4,hidden=8,depth=2,out=2"));
+  TEST_OK(FSDPPlanSetJob(plan, 1, 3));
+  TEST_OK(FSDPPlanSetBatch(plan, 10));
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetUp(plan));
+  TEST_MESSAGE_HAS("batch of 10 rows does not divide evenly over W = 3");
+  TEST_OK(FSDPPlanSetBatch(plan, 12));
+  TEST_OK(FSDPPlanSetOptimizer(plan, FSDP_OPTIMIZER_SGD, 0));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetCandidate(plan, 0, &c));
+  TEST_ASSERT(c.bytes[FSDP_MEM_OPTIM_STATE] == 0 && c.seconds < 0, "SGD without momentum keeps no state; no rates");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanGetCandidate(plan, 100000, &c));
+  TEST_MESSAGE_HAS("candidate 100000 does not exist");
+  TEST_OK(FSDPPlanDestroy(&plan));
+  TEST_OK(FSDPPlanDestroy(&plan)); /* NULL: nothing to do */
+}
+
+int main(int argc, char **argv)
+{
+  int rank, size;
+  TEST_OK(FSDPInitialize(&argc, &argv));
+  TEST_OK(FSDPSetErrorMode(FSDP_ERRORS_RETURN));
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  check_predictions(rank, size);
+  check_refusal();
+  check_ranking();
+  check_probe(size);
+  check_errors();
+  TEST_OK(FSDPFinalize());
+  if (rank == 0) printf("test_plan: ok\n");
+  return 0;
+}
