@@ -44,6 +44,9 @@ module fsdp
   integer, parameter, public :: FSDP_ACT_RELU = 0, FSDP_ACT_TANH = 1, FSDP_ACT_GELU = 2, FSDP_ACT_IDENTITY = 3
   integer, parameter, public :: FSDP_WAIT_AUTO = 0, FSDP_WAIT_POLL = 1, FSDP_WAIT_SLEEP = 2
   integer, parameter, public :: FSDP_SIMD_GENERIC = 0, FSDP_SIMD_AVX2 = 1, FSDP_SIMD_AVX512 = 2
+  ! Memory categories: the indices of fsdp_plan_candidate%bytes (0-based, as in C)
+  integer, parameter, public :: FSDP_MEM_PARAMS = 0, FSDP_MEM_GRADS = 1, FSDP_MEM_OPTIM_STATE = 2, &
+                                FSDP_MEM_UNSHARDED = 3, FSDP_MEM_COMM_STAGING = 4, FSDP_MEM_OTHER = 5
   ! Element counts and offsets: parameters can exceed 2^31 elements.
   integer, parameter, public :: fsdp_int64 = c_int64_t
   ! fsdp_context_set_memory_limit's default: the node's memory, the cgroup and RLIMIT_AS decide
@@ -66,6 +69,26 @@ module fsdp
   type, bind(C), public :: fsdp_model
     type(c_ptr) :: ptr = c_null_ptr
     integer(c_int64_t) :: rows = -1 ! the batch of the last forward: the loss and backward must match it
+  end type
+  type, bind(C), public :: fsdp_plan
+    type(c_ptr) :: ptr = c_null_ptr
+  end type
+  ! One layout the planner considered (FSDPPlanCandidate): bytes per rank by memory category (FSDP_MEM_*,
+  ! FSDP_MEM_OTHER the activations), bytes sent per step, predicted seconds (< 0: no rates).
+  type, bind(C), public :: fsdp_plan_candidate
+    integer(c_int) :: strategy = 0
+    integer(c_int) :: factor = 0
+    integer(c_int) :: replicas = 0
+    integer(c_int) :: wrap = 0
+    integer(c_int) :: nunits = 0
+    integer(c_int64_t) :: batch = 0
+    integer(c_int) :: grad_accum = 0
+    logical(c_bool) :: activation_checkpointing = .false.
+    integer(c_size_t) :: bytes(0:5) = 0
+    integer(c_size_t) :: total = 0
+    real(c_double) :: shard_bytes = 0, replicate_bytes = 0, inter_node_bytes = 0
+    real(c_double) :: compute_seconds = 0, comm_seconds = 0, seconds = 0
+    logical(c_bool) :: fits = .false.
   end type
   ! What a program needs besides parameters and optimizer state to resume (FSDPTrainingState).
   type, bind(C), public :: fsdp_training_state
@@ -140,6 +163,10 @@ module fsdp
             fsdp_model_train_step, fsdp_model_predict, fsdp_model_view, fsdp_model_destroy, &
             fsdp_model_get_tokens, fsdp_model_get_sample_shape, fsdp_model_set_activation_checkpointing, &
             fsdp_model_get_activation_checkpointing
+  public :: fsdp_plan_create, fsdp_plan_set_model, fsdp_plan_set_job, fsdp_plan_set_batch, &
+            fsdp_plan_set_memory_budget, fsdp_plan_set_optimizer, fsdp_plan_set_rates, fsdp_plan_get_rates, &
+            fsdp_plan_set_from_options, fsdp_plan_probe, fsdp_plan_set_up, fsdp_plan_get_num_candidates, &
+            fsdp_plan_get_candidate, fsdp_plan_get_choice, fsdp_plan_view, fsdp_plan_destroy
 
   ! Communicators: an integer handle (use mpi) or, where MPI has mpi_f08, a type(MPI_Comm).
   interface fsdp_shardgroup_create
@@ -152,6 +179,12 @@ module fsdp
     module procedure context_create_int
 #ifdef FSDP_HAVE_MPI_F08
     module procedure context_create_f08
+#endif
+  end interface
+  interface fsdp_plan_create
+    module procedure plan_create_int
+#ifdef FSDP_HAVE_MPI_F08
+    module procedure plan_create_f08
 #endif
   end interface
   interface fsdp_context_get_comm
@@ -925,6 +958,85 @@ module fsdp
       type(c_ptr), value :: unit
       type(c_ptr), intent(out) :: values
       integer(c_int64_t), intent(out) :: numel
+    end function
+    integer(c_int) function c_plan_create(comm, obj) bind(C, name="fsdpf_plan_create")
+      import :: c_ptr, c_int
+      integer(c_int), intent(in) :: comm
+      type(c_ptr), intent(out) :: obj
+    end function
+    integer(c_int) function c_plan_set_model(obj, spec) bind(C, name="FSDPPlanSetModel")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: obj
+      character(kind=c_char), intent(in) :: spec(*)
+    end function
+    integer(c_int) function c_plan_set_job(obj, nodes, ranks) bind(C, name="FSDPPlanSetJob")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj
+      integer(c_int), value :: nodes, ranks
+    end function
+    integer(c_int) function c_plan_set_batch(obj, batch) bind(C, name="FSDPPlanSetBatch")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: obj
+      integer(c_int64_t), value :: batch
+    end function
+    integer(c_int) function c_plan_set_memory_budget(obj, bytes) bind(C, name="FSDPPlanSetMemoryBudget")
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: obj
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function c_plan_set_optimizer(obj, type, momentum) bind(C, name="FSDPPlanSetOptimizer")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: obj
+      integer(c_int), value :: type
+      real(c_double), value :: momentum
+    end function
+    integer(c_int) function c_plan_set_rates(obj, flops, intra, inter, latency) bind(C, name="FSDPPlanSetRates")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: obj
+      real(c_double), value :: flops, intra, inter, latency
+    end function
+    integer(c_int) function c_plan_get_rates(obj, flops, intra, inter, latency) bind(C, name="FSDPPlanGetRates")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: obj
+      real(c_double), intent(out) :: flops, intra, inter, latency
+    end function
+    integer(c_int) function c_plan_set_from_options(obj) bind(C, name="FSDPPlanSetFromOptions")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj
+    end function
+    integer(c_int) function c_plan_probe(obj) bind(C, name="FSDPPlanProbe")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj
+    end function
+    integer(c_int) function c_plan_set_up(obj) bind(C, name="FSDPPlanSetUp")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj
+    end function
+    integer(c_int) function c_plan_get_num_candidates(obj, n) bind(C, name="FSDPPlanGetNumCandidates")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj
+      integer(c_int), intent(out) :: n
+    end function
+    integer(c_int) function c_plan_get_candidate(obj, i, cand) bind(C, name="FSDPPlanGetCandidate")
+      import :: c_int, c_ptr, fsdp_plan_candidate
+      type(c_ptr), value :: obj
+      integer(c_int), value :: i
+      type(fsdp_plan_candidate), intent(out) :: cand
+    end function
+    integer(c_int) function c_plan_get_choice(obj, index, options, len) bind(C, name="FSDPPlanGetChoice")
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: obj
+      integer(c_int), intent(out) :: index
+      character(kind=c_char), intent(out) :: options(*)
+      integer(c_size_t), value :: len
+    end function
+    integer(c_int) function c_plan_view(obj, viewer) bind(C, name="FSDPPlanView")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: obj, viewer
+    end function
+    integer(c_int) function c_plan_destroy(obj) bind(C, name="FSDPPlanDestroy")
+      import :: c_int, c_ptr
+      type(c_ptr), intent(inout) :: obj
     end function
   end interface
 
@@ -2490,6 +2602,155 @@ contains
     type(fsdp_model), intent(inout) :: model
     integer, intent(out) :: ierr
     ierr = named('fsdp_model_destroy', c_model_destroy(model%ptr))
+  end subroutine
+
+  ! ---------------------------------------------------------------- the planner (doc/fsdp-plan.md)
+
+  ! Collective on comm: its ranks find their nodes.
+  subroutine plan_create_int(comm, plan, ierr)
+    integer, intent(in) :: comm
+    type(fsdp_plan), intent(out) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_create', c_plan_create(int(comm, c_int), plan%ptr))
+  end subroutine
+
+#ifdef FSDP_HAVE_MPI_F08
+  subroutine plan_create_f08(comm, plan, ierr)
+    type(MPI_Comm), intent(in) :: comm
+    type(fsdp_plan), intent(out) :: plan
+    integer, intent(out) :: ierr
+    call plan_create_int(comm%MPI_VAL, plan, ierr)
+  end subroutine
+#endif
+
+  subroutine fsdp_plan_set_model(plan, spec, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    character(len=*), intent(in) :: spec
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_model', c_plan_set_model(plan%ptr, cstr(spec)))
+  end subroutine
+
+  subroutine fsdp_plan_set_job(plan, nodes, ranks_per_node, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(in) :: nodes, ranks_per_node
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_job', c_plan_set_job(plan%ptr, int(nodes, c_int), int(ranks_per_node, c_int)))
+  end subroutine
+
+  subroutine fsdp_plan_set_batch(plan, batch, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer(fsdp_int64), intent(in) :: batch
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_batch', c_plan_set_batch(plan%ptr, batch))
+  end subroutine
+
+  ! bytes per rank; 0: no budget.  A negative value is an error (it would wrap as a size).
+  subroutine fsdp_plan_set_memory_budget(plan, bytes, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer(fsdp_int64), intent(in) :: bytes
+    integer, intent(out) :: ierr
+    if (bytes < 0) then
+      ierr = raise(FSDP_ERR_ARG, 'fsdp_plan_set_memory_budget', 'the budget is negative')
+      return
+    end if
+    ierr = named('fsdp_plan_set_memory_budget', c_plan_set_memory_budget(plan%ptr, int(bytes, c_size_t)))
+  end subroutine
+
+  subroutine fsdp_plan_set_optimizer(plan, type, momentum, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(in) :: type
+    double precision, intent(in) :: momentum
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_optimizer', c_plan_set_optimizer(plan%ptr, int(type, c_int), real(momentum, c_double)))
+  end subroutine
+
+  subroutine fsdp_plan_set_rates(plan, flops, intra, inter, latency, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    double precision, intent(in) :: flops, intra, inter, latency
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_rates', c_plan_set_rates(plan%ptr, real(flops, c_double), real(intra, c_double), &
+                                                         real(inter, c_double), real(latency, c_double)))
+  end subroutine
+
+  subroutine fsdp_plan_get_rates(plan, flops, intra, inter, latency, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    double precision, intent(out) :: flops, intra, inter, latency
+    integer, intent(out) :: ierr
+    real(c_double) :: r(4)
+    ierr = named('fsdp_plan_get_rates', c_plan_get_rates(plan%ptr, r(1), r(2), r(3), r(4)))
+    flops = r(1)
+    intra = r(2)
+    inter = r(3)
+    latency = r(4)
+  end subroutine
+
+  subroutine fsdp_plan_set_from_options(plan, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_from_options', c_plan_set_from_options(plan%ptr))
+  end subroutine
+
+  ! Collective on the planner's communicator.
+  subroutine fsdp_plan_probe(plan, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_probe', c_plan_probe(plan%ptr))
+  end subroutine
+
+  subroutine fsdp_plan_set_up(plan, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_up', c_plan_set_up(plan%ptr))
+  end subroutine
+
+  subroutine fsdp_plan_get_num_candidates(plan, n, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: n, ierr
+    integer(c_int) :: m
+    ierr = named('fsdp_plan_get_num_candidates', c_plan_get_num_candidates(plan%ptr, m))
+    n = m
+  end subroutine
+
+  ! i counts from 0, as in C: 0 is the best.
+  subroutine fsdp_plan_get_candidate(plan, i, candidate, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(in) :: i
+    type(fsdp_plan_candidate), intent(out) :: candidate
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_get_candidate', c_plan_get_candidate(plan%ptr, int(i, c_int), candidate))
+  end subroutine
+
+  ! index: the chosen candidate (0), or -1 with FSDP_ERR_MEM when nothing fits; options: its options line,
+  ! blank-padded (one longer than len(options) is cut: give 256 characters or more).
+  subroutine fsdp_plan_get_choice(plan, index, options, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: index
+    character(len=*), intent(out) :: options
+    integer, intent(out) :: ierr
+    character(kind=c_char) :: buf(len(options) + 1)
+    integer(c_int) :: k
+    integer :: i
+    buf = c_null_char
+    ierr = named('fsdp_plan_get_choice', c_plan_get_choice(plan%ptr, k, buf, int(size(buf), c_size_t)))
+    index = k
+    options = ''
+    do i = 1, len(options)
+      if (buf(i) == c_null_char) exit
+      options(i:i) = buf(i)
+    end do
+  end subroutine
+
+  ! Collective on the planner's communicator; prints to standard output.
+  subroutine fsdp_plan_view(plan, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_view', c_plan_view(plan%ptr, c_null_ptr))
+  end subroutine
+
+  subroutine fsdp_plan_destroy(plan, ierr)
+    type(fsdp_plan), intent(inout) :: plan
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_destroy', c_plan_destroy(plan%ptr))
   end subroutine
 
 end module fsdp

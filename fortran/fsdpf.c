@@ -72,6 +72,11 @@ FSDPF_EXTERN FSDPErrorCode fsdpf_context_create(const MPI_Fint *comm, FSDPContex
   return FSDPContextCreate(MPI_Comm_f2c(*comm), ctx);
 }
 
+FSDPF_EXTERN FSDPErrorCode fsdpf_plan_create(const MPI_Fint *comm, FSDPPlan *plan)
+{
+  return FSDPPlanCreate(MPI_Comm_f2c(*comm), plan);
+}
+
 FSDPF_EXTERN FSDPErrorCode fsdpf_shardgroup_create(const MPI_Fint *comm, ShardGroup *group)
 {
   return ShardGroupCreate(MPI_Comm_f2c(*comm), group);

@@ -76,7 +76,16 @@ static const struct {
     ENUM(FSDP_SIMD_GENERIC),
     ENUM(FSDP_SIMD_AVX2),
     ENUM(FSDP_SIMD_AVX512),
+    ENUM(FSDP_MEM_PARAMS),
+    ENUM(FSDP_MEM_GRADS),
+    ENUM(FSDP_MEM_OPTIM_STATE),
+    ENUM(FSDP_MEM_UNSHARDED),
+    ENUM(FSDP_MEM_COMM_STAGING),
+    ENUM(FSDP_MEM_OTHER),
 };
+
+/* The size of C's FSDPPlanCandidate, which type(fsdp_plan_candidate) must match. */
+size_t fsdpt_plan_candidate_size(void) { return sizeof(FSDPPlanCandidate); }
 
 /* The C value of the enum constant `name`, or -1000 when this table lacks it. */
 int fsdpt_enum(const char *name)

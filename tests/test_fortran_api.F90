@@ -18,6 +18,9 @@ module fortran_peek
       import :: c_int, c_char
       character(kind=c_char), intent(in) :: name(*)
     end function
+    integer(c_size_t) function fsdpt_plan_candidate_size() bind(C)
+      import :: c_size_t
+    end function
     real(c_float) function fsdpt_param_element(unit, id, index) bind(C)
       import :: c_float, c_int, c_int64_t, fsdp_flatparam
       type(fsdp_flatparam), intent(in) :: unit
@@ -164,6 +167,12 @@ program test_fortran_api
   call check_enum('FSDP_SIMD_GENERIC', FSDP_SIMD_GENERIC)
   call check_enum('FSDP_SIMD_AVX2', FSDP_SIMD_AVX2)
   call check_enum('FSDP_SIMD_AVX512', FSDP_SIMD_AVX512)
+  call check_enum('FSDP_MEM_PARAMS', FSDP_MEM_PARAMS)
+  call check_enum('FSDP_MEM_GRADS', FSDP_MEM_GRADS)
+  call check_enum('FSDP_MEM_OPTIM_STATE', FSDP_MEM_OPTIM_STATE)
+  call check_enum('FSDP_MEM_UNSHARDED', FSDP_MEM_UNSHARDED)
+  call check_enum('FSDP_MEM_COMM_STAGING', FSDP_MEM_COMM_STAGING)
+  call check_enum('FSDP_MEM_OTHER', FSDP_MEM_OTHER)
 
   ! The SIMD path: the best this CPU runs, generic on request, nothing unknown.
   call fsdp_get_simd(i, j, ierr)
@@ -363,6 +372,7 @@ program test_fortran_api
   call cnn_model(world)
   call unet_model(world)
   call memory_limit(world)
+  call planner(world)
   deallocate (pshape)
 
   call f08_forms(failures)
@@ -442,6 +452,53 @@ contains
     call fsdp_context_set_memory_limit(mctx, FSDP_MEMORY_LIMIT_AUTO, ierr)
     call ok(ierr, 'fsdp_context_set_memory_limit(FSDP_MEMORY_LIMIT_AUTO)')
     call fsdp_context_destroy(mctx, ierr)
+  end subroutine
+
+  ! The planner: its candidates cross the interface whole (the type's size is C's, each one's bytes add up
+  ! to its total, its layout covers the ranks), the choice is an options line, and a budget nothing fits
+  ! is FSDP_ERR_MEM with no choice.
+  subroutine planner(comm)
+    integer, intent(in) :: comm
+    type(fsdp_plan) :: plan
+    type(fsdp_plan_candidate) :: c
+    integer :: ierr, n, i, size, choice
+    double precision :: flops, intra, inter, latency
+    character(len=512) :: options
+    call MPI_Comm_size(comm, size, ierr)
+    call check(c_sizeof(c) == fsdpt_plan_candidate_size(), 'type(fsdp_plan_candidate) has the size of C''s')
+    call fsdp_plan_create(comm, plan, ierr)
+    call ok(ierr, 'fsdp_plan_create')
+    call fsdp_plan_set_model(plan, 'mlp:in=4,hidden=64,depth=2,out=2', ierr)
+    call fsdp_plan_set_job(plan, 1, size, ierr)
+    call fsdp_plan_set_batch(plan, int(6 * size, fsdp_int64), ierr)
+    call fsdp_plan_set_optimizer(plan, FSDP_OPTIMIZER_SGD, 0.9d0, ierr)
+    call fsdp_plan_set_rates(plan, 1d10, 1d9, 0d0, 1d-6, ierr)
+    call fsdp_plan_get_rates(plan, flops, intra, inter, latency, ierr)
+    call check(ierr == 0 .and. flops == 1d10 .and. intra == 1d9 .and. inter == 0 .and. latency == 1d-6, &
+               'fsdp_plan_set_rates and get_rates')
+    call fsdp_plan_set_up(plan, ierr)
+    call ok(ierr, 'fsdp_plan_set_up')
+    call fsdp_plan_get_num_candidates(plan, n, ierr)
+    call check(ierr == 0 .and. n > 4, 'fsdp_plan_get_num_candidates')
+    do i = 0, n - 1
+      call fsdp_plan_get_candidate(plan, i, c, ierr)
+      call check(ierr == 0 .and. sum(c%bytes) == c%total .and. c%factor * c%replicas == size .and. &
+                 c%batch * c%grad_accum == 6 * size .and. c%fits .and. c%seconds > 0 .and. &
+                 c%bytes(FSDP_MEM_OPTIM_STATE) == c%bytes(FSDP_MEM_PARAMS), &
+                 'fsdp_plan_get_candidate: a candidate''s fields (SGD with momentum: one state per parameter)')
+    end do
+    call fsdp_plan_get_choice(plan, choice, options, ierr)
+    call check(ierr == 0 .and. choice == 0 .and. index(options, '-fsdp_sharding_strategy ') == 1, &
+               'fsdp_plan_get_choice: '//trim(options))
+    call fsdp_plan_set_memory_budget(plan, 100_fsdp_int64, ierr)
+    call fsdp_plan_set_up(plan, ierr)
+    call fsdp_plan_get_choice(plan, choice, options, ierr)
+    call check(ierr == FSDP_ERR_MEM .and. choice == -1 .and. len_trim(options) == 0, &
+               'nothing fits 100 bytes: FSDP_ERR_MEM')
+    call fsdp_plan_set_memory_budget(plan, -1_fsdp_int64, ierr)
+    call check(ierr == FSDP_ERR_ARG, 'a negative budget is refused')
+    call fsdp_plan_destroy(plan, ierr)
+    call check(ierr == 0 .and. .not. c_associated(plan%ptr), 'fsdp_plan_destroy')
   end subroutine
 
   subroutine gpt_model(comm)

@@ -20,6 +20,8 @@ program test_fortran_fpe
   type(fsdp_model) :: model
   type(fsdp_optimizer) :: opt
   type(fsdp_flatparam) :: unit
+  type(fsdp_plan) :: plan
+  character(len=512) :: plan_line
   real(c_float) :: x(9, 16), t(1, 16)
   real(c_double) :: loss
   character(len=256) :: dir, path, missing
@@ -70,6 +72,24 @@ program test_fortran_fpe
   call expect(ierr == 0, 'fsdp_context_save')
   call fsdp_context_load(ctx, opt, path, ierr)
   call expect(ierr == 0, 'fsdp_context_load')
+
+  ! The planner: its probe (GEMMs, ping-pongs) and predictions, and a budget nothing fits.
+  call fsdp_plan_create(MPI_COMM_WORLD, plan, ierr)
+  call expect(ierr == 0, 'fsdp_plan_create')
+  call fsdp_plan_set_model(plan, 'gpt:vocab=16,ctx=8,dim=16,heads=2,layers=2', ierr)
+  call fsdp_plan_set_batch(plan, 8_c_int64_t, ierr)
+  call fsdp_plan_probe(plan, ierr)
+  call expect(ierr == 0, 'fsdp_plan_probe')
+  call fsdp_plan_set_up(plan, ierr)
+  call expect(ierr == 0, 'fsdp_plan_set_up')
+  call fsdp_plan_get_choice(plan, n, plan_line, ierr)
+  call expect(ierr == 0 .and. n == 0, 'fsdp_plan_get_choice')
+  call fsdp_plan_set_memory_budget(plan, 1_c_int64_t, ierr)
+  call fsdp_plan_set_up(plan, ierr)
+  call fsdp_plan_get_choice(plan, n, plan_line, ierr)
+  call expect(ierr == FSDP_ERR_MEM, 'fsdp_plan_get_choice within 1 byte (an error)')
+  call fsdp_plan_destroy(plan, ierr)
+  call expect(ierr == 0, 'fsdp_plan_destroy')
 
   ! Errors: each returns its code, prints its message, and the program goes on.
   call fsdp_context_load(ctx, opt, missing, ierr)
