@@ -254,7 +254,7 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
                              &ranks, &set));
   if (any || set) FSDPCall(FSDPPlanSetJob(plan, (int)nodes, (int)ranks));
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_batch", "FSDPPlan: rows per optimizer step, all ranks together", plan->batch,
-                             1, INT64_MAX, &batch, &set));
+                             0, INT64_MAX, &batch, &set));
   if (set) FSDPCall(FSDPPlanSetBatch(plan, batch));
   FSDPCall(FSDPOptionsGetString("-fsdp_plan_memory",
                                 "FSDPPlan: memory budget per rank: auto (this node's memory shared by its ranks), "
@@ -593,9 +593,11 @@ static int dominant(const FSDPPlanCandidate *c)
 static void describe(const FSDPPlanCandidate *c, char *text, size_t len)
 {
   static const char *const wraps[] = {"block", "model", "size"};
-  snprintf(text, len, "strategy %s, F = %d, %s wrapping, %d micro-batch%s of %lld rows, checkpointing %s",
+  snprintf(text, len,
+           "strategy %s, F = %d, %s wrapping, %d micro-batch%s of %lld rows (%lld per rank), checkpointing %s",
            strategy_option[c->strategy], c->factor, wraps[c->wrap], c->grad_accum, c->grad_accum == 1 ? "" : "es",
-           (long long)c->batch, c->activation_checkpointing ? "on" : "off");
+           (long long)c->batch, (long long)(c->batch / (c->factor * c->replicas)),
+           c->activation_checkpointing ? "on" : "off");
 }
 
 static void options_line(const FSDPPlanCandidate *c, char *text, size_t len)
@@ -702,8 +704,17 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(v, "%s", line));
   }
   if (plan->ncand > 0 && plan->cand[0].fits) {
-    options_line(&plan->cand[0], line, sizeof line);
+    const FSDPPlanCandidate *x = &plan->cand[0];
+    options_line(x, line, sizeof line);
     FSDPCall(FSDPViewerASCIIPrintf(v, "choice: %s\n", line));
+    /* As -fsdp_view and -fsdp_log_view name and print them. */
+    FSDPCall(FSDPViewerASCIIPrintf(v, "  memory per rank:"));
+    for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) {
+      FSDPFormatBytes(a, sizeof a, (double)x->bytes[m]);
+      FSDPCall(FSDPViewerASCIIPrintf(v, " %s %s,", category_name(m), a));
+    }
+    FSDPFormatBytes(a, sizeof a, (double)x->total);
+    FSDPCall(FSDPViewerASCIIPrintf(v, " total %s\n", a));
   } else if (plan->ncand > 0) {
     const FSDPPlanCandidate *x = &plan->cand[0];
     int m = dominant(x);

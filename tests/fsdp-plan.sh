@@ -1,0 +1,83 @@
+#!/bin/sh
+# fsdp-plan (issue 41): its table and choice; the choice, as an options file,
+# runs fsdp-train, whose -fsdp_view shows the memory plan the planner
+# predicted; a budget nothing fits exits 1 naming the least memory and what
+# dominates it; the job's shape from the ranks it runs on and from a Slurm
+# allocation's environment; the probe's rates; its argument errors.
+. "${srcdir:-.}/tests/testlib.sh"
+plan="$top_builddir/tools/fsdp-plan"
+train="$top_builddir/tools/fsdp-train"
+unset SLURM_JOB_NUM_NODES SLURM_NTASKS_PER_NODE SLURM_TASKS_PER_NODE
+model=mlp:in=16,hidden=64,depth=3,out=4,norm=layernorm
+
+# Given shape and rates: a header, a row per candidate, the choice and its memory.
+"$plan" -model "$model" -nodes 1 -ranks_per_node 2 -batch 32 -flops 1e10 -intra_bw 1e9 -latency 1e-5 \
+  -options_out "$fsdp_tmp/plan.opts" >"$fsdp_tmp/out" 2>"$fsdp_tmp/err" ||
+  { cat "$fsdp_tmp/out" "$fsdp_tmp/err"; echo "FAIL: fsdp-plan exited with an error"; exit 1; }
+cat "$fsdp_tmp/out"
+expect_grep "^FSDPPlan: model '$model', [0-9]* parameters" "$fsdp_tmp/out"
+expect_grep '^  job: 1 node x 2 ranks (W = 2), from FSDPPlanSetJob; 32 rows per step; optimizer adamw$' "$fsdp_tmp/out"
+expect_grep '^  rates (given): compute 10 GFLOP/s per rank, intra-node 1 GB/s, inter-node unknown, latency 10 us$' \
+  "$fsdp_tmp/out"
+# W = 2: full, grad_op and none (no hybrid below W), 2 wrappings, 1, 2, 4 or 8 micro-batches (32 = 2 x 16), 2 ways.
+expect_count 48 '^ *[0-9][0-9]* \(full\|grad_op\|none\) ' "$fsdp_tmp/out"
+expect_count 1 '^  choice: -fsdp_sharding_strategy ' "$fsdp_tmp/out"
+# Candidate 0 is the choice; the rows are in predicted-step order.
+row0=$(awk '$1 == "0" {print $2, $6, $8, $5}' "$fsdp_tmp/out")
+set -- $row0
+ckpt=false; [ "$3" = on ] && ckpt=true
+expect_grep "^  choice: -fsdp_sharding_strategy $1 -fsdp_wrap $4 -fsdp_activation_checkpointing $ckpt -batch $((32 / $2)) -grad_accum $2\$" \
+  "$fsdp_tmp/out"
+awk '$1 ~ /^[0-9]+$/ {print $(NF-1)}' "$fsdp_tmp/out" | sort -c -g ||
+  { echo "FAIL: the candidates are not in predicted-step order"; exit 1; }
+[ "$(tail -n 1 "$fsdp_tmp/plan.opts")" = "$(sed -n 's/^  choice: //p' "$fsdp_tmp/out")" ] ||
+  { cat "$fsdp_tmp/plan.opts"; echo "FAIL: -options_out does not hold the choice"; exit 1; }
+
+# The choice runs, and the job's memory plan is the predicted one.
+fsdp_run 2 "$train" -model "$model" -steps 2 -log_every 0 -options_file "$fsdp_tmp/plan.opts" -fsdp_view \
+  >"$fsdp_tmp/train" 2>&1 || { cat "$fsdp_tmp/train"; echo "FAIL: fsdp-train with the chosen options"; exit 1; }
+predicted=$(sed -n 's/^    memory per rank: //p' "$fsdp_tmp/out")
+for pair in "parameter shards:parameters" "gradient shards:gradients" "unsharded buffers:unsharded buffers" \
+  "communication staging:communication staging"; do
+  view=${pair%%:*} name=${pair#*:}
+  got=$(sed -n "s/^    $view  *\([0-9.]* [KMGT]*i*B\) .*/\1/p" "$fsdp_tmp/train" | head -n 1)
+  case "$predicted" in
+  *"$name $got,"*) ;;
+  *) echo "FAIL: -fsdp_view's $view is '$got'; fsdp-plan predicted: $predicted"; exit 1 ;;
+  esac
+done
+
+# Nothing fits: exit 1, the least memory, its layout and its largest part, on stderr.
+if "$plan" -model "$model" -nodes 2 -ranks_per_node 2 -batch 32 -memory 10K >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
+  echo "FAIL: fsdp-plan chose a layout within 10 KiB"; exit 1
+fi
+cat "$fsdp_tmp/err"
+expect_grep "fsdp-plan: FSDPPlanGetChoice: model '$model' fits no layout within the budget of 10.00 KiB per rank at W = 4 (2 nodes x 2): the least any layout needs is .* per rank (strategy full, F = 4, .*), of which .* \(is\|are\) " "$fsdp_tmp/err"
+expect_grep '^  choice: none fits the budget; the least any layout needs is ' "$fsdp_tmp/out"
+expect_count 0 '^.* yes$' "$fsdp_tmp/out"
+
+# The shape of a Slurm allocation, planned from its batch script before srun.
+SLURM_JOB_NUM_NODES=3 SLURM_TASKS_PER_NODE='4(x3)' "$plan" -model "$model" -batch 24 -memory none >"$fsdp_tmp/out" 2>&1 ||
+  { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan in an allocation"; exit 1; }
+expect_grep '^  job: 3 nodes x 4 ranks (W = 12), from the Slurm allocation' "$fsdp_tmp/out"
+expect_grep '^ *[0-9][0-9]* hybrid  *2  *6 ' "$fsdp_tmp/out"
+
+# On the job itself, with its rates measured: the ranks it runs on, rates known, every step predicted.
+fsdp_run 2 "$plan" -model "$model" -batch 32 -probe >"$fsdp_tmp/out" 2>&1 ||
+  { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -probe"; exit 1; }
+expect_grep '^  job: 1 node x 2 ranks (W = 2), from the planner.s communicator' "$fsdp_tmp/out"
+expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [GM]FLOP/s per rank, intra-node [0-9.]* [GMk]*B/s, inter-node unknown, latency [0-9.]* us$' \
+  "$fsdp_tmp/out"
+expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
+
+# Mistakes are named.
+"$plan" -model "$model" -bogus 3 >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: an unknown option was accepted"; exit 1; }
+expect_grep "fsdp-plan: unknown option '-bogus'" "$fsdp_tmp/out"
+"$plan" -batch 8 >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: no -model was accepted"; exit 1; }
+expect_grep 'fsdp-plan: -model SPEC is required' "$fsdp_tmp/out"
+"$plan" -model "$model" -memory 12Q >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: -memory 12Q was accepted"; exit 1; }
+expect_grep "fsdp_plan_memory '12Q': expected auto, none, or a number of bytes" "$fsdp_tmp/out"
+"$plan" -help >"$fsdp_tmp/out" 2>&1 || { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -help"; exit 1; }
+expect_grep '^  -ranks_per_node ' "$fsdp_tmp/out"
+expect_grep 'fsdp_plan_inter_bw' "$fsdp_tmp/out"
+echo "fsdp-plan: ok"
