@@ -187,20 +187,42 @@ static void check_refusal(void)
   TEST_OK(FSDPPlanDestroy(&plan));
 }
 
-/* With rates, a slow link between nodes ranks hybrid sharding (nothing but an all-reduce of shards crosses it)
-   above full sharding; the options line says so. */
+/* The least memory of a strategy (and F) among the candidates. */
+static size_t least_total(FSDPPlan plan, FSDPShardingStrategy s, int factor)
+{
+  FSDPPlanCandidate c;
+  size_t least = SIZE_MAX;
+  int n;
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  for (int i = 0; i < n; i++) {
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    if (c.strategy == s && c.factor == factor && c.total < least) least = c.total;
+  }
+  return least;
+}
+
+/* With rates, 4 nodes of 4 behind a slow link, and a budget no unsharded
+   replica fits in: the choice shards within the node and replicates across
+   (nothing but an all-reduce of shards crosses the link), not over all 16
+   ranks; the rows are in predicted order; the options line says so. */
 static void check_ranking(void)
 {
   FSDPPlan plan;
   FSDPPlanCandidate c, prev;
   char line[256];
   int index, n;
+  size_t none, hybrid;
   TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
   TEST_OK(FSDPPlanSetJob(plan, 4, 4));
   TEST_OK(FSDPPlanSetBatch(plan, 64));
   TEST_OK(FSDPPlanSetModel(plan, "mlp:in=64,hidden=512,depth=4,out=8"));
   TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
   TEST_OK(FSDPPlanSetRates(plan, 1e11, 1e10, 1e8, 1e-6));
+  TEST_OK(FSDPPlanSetUp(plan));
+  none = least_total(plan, FSDP_NO_SHARD, 1);
+  hybrid = least_total(plan, FSDP_HYBRID_SHARD_ZERO2, 4);
+  TEST_ASSERT(hybrid < none, "hybrid_zero2 with F = 4 (%zu bytes) needs less than none (%zu)", hybrid, none);
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, (hybrid + none) / 2));
   TEST_OK(FSDPPlanSetUp(plan));
   TEST_OK(FSDPPlanGetChoice(plan, &index, line, sizeof line));
   TEST_OK(FSDPPlanGetCandidate(plan, 0, &c));
@@ -209,6 +231,7 @@ static void check_ranking(void)
               "a slow inter-node link should choose hybrid with F = 4, not %s F = %d (checkpointing %d)",
               FSDPShardingStrategyName(c.strategy), c.factor, c.activation_checkpointing);
   TEST_ASSERT(fabs(c.seconds - c.compute_seconds - c.comm_seconds) < 1e-12 * c.seconds, "step = compute + comm");
+  /* Of the 2 (R-1)/R of each shard a rank sends its replicas, 2 (1 - 1/R) cross nodes: one replica per node. */
   TEST_ASSERT(c.inter_node_bytes == c.replicate_bytes, "only the replicas' all-reduce crosses nodes");
   TEST_ASSERT(strstr(line, "-fsdp_sharding_strategy hybrid") && strstr(line, "-fsdp_sharding_factor 4") &&
                   strstr(line, "-batch 64 -grad_accum 1"),
@@ -217,14 +240,21 @@ static void check_ranking(void)
   prev = c;
   for (int i = 1; i < n; i++) {
     TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
-    TEST_ASSERT(c.seconds >= prev.seconds, "candidate %d (%g s) ranks after %d (%g s)", i, c.seconds, i - 1,
-                prev.seconds);
-    /* The paper's volumes, a ring's sends: one unit is gathered for forward and still there for backward. */
+    TEST_ASSERT(!c.fits || (prev.fits && c.seconds >= prev.seconds), "candidate %d (%g s) ranks after %d (%g s)", i,
+                c.seconds, i - 1, prev.seconds);
     if (c.strategy == FSDP_FULL_SHARD && c.wrap == FSDP_WRAP_MODEL && c.grad_accum == 1) {
+      /* The paper's volumes, a ring's sends: one unit is gathered for forward and still there for backward;
+         a ring over 4 nodes of 4 sends across from one rank in 4. */
       int64_t numel = (64 * 512 + 512) + 3 * (512 * 512 + 512) + (512 * 8 + 8), padded = (numel + 15) / 16 * 16;
       double want = 2.0 * 15.0 / 16.0 * (double)padded * 4; /* the gather and the reduce-scatter */
-      TEST_ASSERT(c.shard_bytes == want && c.replicate_bytes == 0, "full, model wrapping: %g bytes, not %g",
-                  c.shard_bytes, want);
+      TEST_ASSERT(c.shard_bytes == want && c.replicate_bytes == 0 && c.inter_node_bytes == want / 4,
+                  "full, model wrapping: %g bytes (%g across nodes), not %g", c.shard_bytes, c.inter_node_bytes, want);
+    }
+    if (c.strategy == FSDP_NO_SHARD && c.wrap == FSDP_WRAP_MODEL) {
+      /* 16 replicas, 4 on a node: reduced within the node first, 2 (1/4 - 1/16) of the gradient crosses. */
+      int64_t numel = (64 * 512 + 512) + 3 * (512 * 512 + 512) + (512 * 8 + 8);
+      TEST_ASSERT(fabs(c.inter_node_bytes - 2.0 * (0.25 - 1.0 / 16) * (double)numel * 4) < 1e-6 * c.inter_node_bytes,
+                  "none: %g bytes across nodes", c.inter_node_bytes);
     }
     prev = c;
   }

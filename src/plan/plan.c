@@ -394,14 +394,25 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 
 /* ------------------------------------------------------------------ the candidates */
 
-/* The collectives of one step on a rank (the paper's volumes, a ring's
-   sends), their number, and which cross nodes. */
-static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate *c, double *collectives)
+/* What the collectives of one step send, on each rank (the paper's volumes),
+   and where.  Ranks are placed in node order, as ShardGroup places them.
+   - A shard group wider than a node runs its all-gathers and
+     reduce-scatters as rings: one rank per node sends across, (F-1)/F of
+     the unit, and the crossing hop paces the ring.
+   - Replicas all-reduce by recursive halving and doubling (MPICH's
+     Rabenseifner), first between the replicas of a node: of the 2 (R-1)/R
+     of the shard each rank sends, 2 (1/r - 1/R) cross nodes, with r the
+     replicas of a node (hierarchy's least; measured, doc/fsdp-plan.md).
+   t[0]: the bytes a rank sends within its node; t[1]: those its node's link
+   carries each way; they pace the step at the intra- and inter-node rates. */
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate *c, double *collectives, double t[2])
 {
-  int64_t f = c->factor, r = c->replicas;
+  int64_t f = c->factor, r = c->replicas, rpn = plan->ranks_per_node;
+  int64_t local = f <= rpn && rpn % f == 0 ? rpn / f : 1; /* replicas of a rank on its node */
   bool keeps = c->strategy == FSDP_SHARD_GRAD_OP || c->strategy == FSDP_HYBRID_SHARD_ZERO2;
+  bool wide = f > rpn, apart = plan->nodes > 1 && local < r;
   size_t rs = FSDPDataTypeSize(ctx->reduce_dtype);
-  double k = c->grad_accum, shard = 0, replicate = 0, n = 0;
+  double k = c->grad_accum, shard = 0, replicate = 0, across = 0, n = 0;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype);
@@ -417,29 +428,32 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate 
     }
     /* Across replicas once per step: the micro-batches before the last keep their sums (fsdp-train's no_sync). */
     if (r > 1) {
-      replicate += 2.0 * (double)(r - 1) / (double)r * padded / (double)f * (double)rs;
+      double v = padded / (double)f * (double)rs;
+      replicate += 2.0 * (double)(r - 1) / (double)r * v;
+      if (apart) across += 2.0 * (1.0 / (double)local - 1.0 / (double)r) * v;
       n += 1;
     }
   }
   c->shard_bytes = shard;
   c->replicate_bytes = replicate;
-  /* A shard group wider than a node crosses nodes; so do replicas, wherever there are nodes. */
-  c->inter_node_bytes = (c->factor > plan->ranks_per_node ? shard : 0) + (plan->nodes > 1 ? replicate : 0);
+  /* On average over a node's ranks: one in rpn sends a wide ring's bytes across. */
+  c->inter_node_bytes = (wide ? shard / (double)rpn : 0) + across;
+  t[0] = (wide ? 0 : shard) + replicate - across;
+  /* A node's ranks share its link: it carries all their bytes across, one way and the other. */
+  t[1] = (double)rpn * c->inter_node_bytes;
   *collectives = n;
 }
 
-static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives)
+static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives, const double t[2])
 {
   double rows = (double)c->batch / (double)(c->factor * c->replicas) * c->grad_accum;
-  double intra_bytes = c->shard_bytes + c->replicate_bytes - c->inter_node_bytes;
-  bool known =
-      plan->flops > 0 && (intra_bytes <= 0 || plan->intra > 0) && (c->inter_node_bytes <= 0 || plan->inter > 0);
+  bool known = plan->flops > 0 && (t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0);
   c->compute_seconds = c->comm_seconds = c->seconds = -1;
   if (!known) return;
   /* Forward, and backward's two GEMMs per forward one; checkpointing runs forward again. */
   c->compute_seconds = rows * plan->row_flops * (c->activation_checkpointing ? 4 : 3) / plan->flops;
-  c->comm_seconds = (intra_bytes > 0 ? intra_bytes / plan->intra : 0) +
-                    (c->inter_node_bytes > 0 ? c->inter_node_bytes / plan->inter : 0) + collectives * plan->latency;
+  c->comm_seconds =
+      (t[0] > 0 ? t[0] / plan->intra : 0) + (t[1] > 0 ? t[1] / plan->inter : 0) + collectives * plan->latency;
   c->seconds = c->compute_seconds + c->comm_seconds;
 }
 
@@ -489,7 +503,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
         if (plan->batch % ((int64_t)k * w)) continue;
         for (int ckpt = 0; !ierr && ckpt < 2; ckpt++) {
           FSDPPlanCandidate *c;
-          double collectives;
+          double collectives, t[2];
           size_t act;
           if ((ierr = FSDPModelGetActivationBytes(model, plan->batch / ((int64_t)k * w), ckpt, &act))) break;
           if ((ierr = grow(plan, capacity))) break;
@@ -508,8 +522,8 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->bytes[FSDP_MEM_OTHER] = act;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
-          count_bytes(ctx, plan, c, &collectives);
-          predict_time(plan, c, collectives);
+          count_bytes(ctx, plan, c, &collectives, t);
+          predict_time(plan, c, collectives, t);
         }
       }
     }
@@ -679,11 +693,11 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
                                  plan->rates_from, a, b, c, d));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,
-                                 "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %9s %9s "
-                                 "%9s %4s\n",
+                                 "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %10s %9s "
+                                 "%9s %9s %4s\n",
                                  "rank", "strategy", "F", "R", "wrap", "K", "rows", "ckpt", "params", "grads", "optim",
-                                 "unshard", "staging", "activ", "total", "shard MB", "repl MB", "compute", "comm",
-                                 "step", "fits"));
+                                 "unshard", "staging", "activ", "total", "shard MB", "repl MB", "inter MB", "compute",
+                                 "comm", "step", "fits"));
   for (int i = 0; i < plan->ncand; i++) {
     const FSDPPlanCandidate *x = &plan->cand[i];
     char t[3][24];
@@ -692,15 +706,15 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
     format_seconds(t[1], sizeof t[1], x->comm_seconds);
     format_seconds(t[2], sizeof t[2], x->seconds);
     snprintf(line, sizeof line,
-             "%4d %-12s %4d %4d %5s %4d %8lld %4s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9s %9s "
-             "%9s %4s\n",
+             "%4d %-12s %4d %4d %5s %4d %8lld %4s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %10.3f %9s "
+             "%9s %9s %4s\n",
              i, strategy_option[x->strategy], x->factor, x->replicas, wraps[x->wrap], x->grad_accum,
              (long long)(x->batch / (x->factor * x->replicas)), x->activation_checkpointing ? "on" : "off",
              (double)x->bytes[FSDP_MEM_PARAMS] / mib, (double)x->bytes[FSDP_MEM_GRADS] / mib,
              (double)x->bytes[FSDP_MEM_OPTIM_STATE] / mib, (double)x->bytes[FSDP_MEM_UNSHARDED] / mib,
              (double)x->bytes[FSDP_MEM_COMM_STAGING] / mib, (double)x->bytes[FSDP_MEM_OTHER] / mib,
-             (double)x->total / mib, x->shard_bytes / 1e6, x->replicate_bytes / 1e6, t[0], t[1], t[2],
-             x->fits ? "yes" : "no");
+             (double)x->total / mib, x->shard_bytes / 1e6, x->replicate_bytes / 1e6, x->inter_node_bytes / 1e6, t[0],
+             t[1], t[2], x->fits ? "yes" : "no");
     FSDPCall(FSDPViewerASCIIPrintf(v, "%s", line));
   }
   if (plan->ncand > 0 && plan->cand[0].fits) {
