@@ -515,7 +515,8 @@ typedef struct {
     per rank is this node's physical memory shared by the ranks per node; the optimizer is AdamW; no model, no
     batch and no rates (set them, or FSDPPlanProbe).
     @collective Collective on comm: its ranks find their nodes (MPI_Comm_split_type).
-    @param[in] comm   the communicator FSDPPlanProbe measures and FSDPPlanView prints on
+    @param[in] comm   the communicator FSDPPlanProbe measures and FSDPPlanView prints on; it is not duplicated
+                      (the probe works on a duplicate of its own), so it must outlive the planner
     @param[out] plan  the new planner; NULL on error
     @retval FSDP_ERR_ARG  plan is NULL or comm is MPI_COMM_NULL
     @retval FSDP_ERR_MEM  out of memory
