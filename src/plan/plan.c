@@ -405,7 +405,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
      replicas of a node (hierarchy's least; measured, doc/fsdp-plan.md).
    t[0]: the bytes a rank sends within its node; t[1]: those its node's link
    carries each way; they pace the step at the intra- and inter-node rates. */
-static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate *c, double *collectives, double t[2])
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPlanCandidate *c, double *collectives,
+                        double t[2])
 {
   int64_t f = c->factor, r = c->replicas, rpn = plan->ranks_per_node;
   int64_t local = f <= rpn && rpn % f == 0 ? rpn / f : 1; /* replicas of a rank on its node */
@@ -420,8 +421,9 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, FSDPPlanCandidate 
     double padded = (double)((u->numel + f - 1) / f * f), ag = 1;
     if (f > 1) {
       /* Forward gathers every unit; backward again, unless the unit was kept
-         from forward (SHARD_GRAD_OP) or is the last forward ran (still there). */
-      if (!keeps && i + 1 < ctx->nunits) ag = 2;
+         from forward (SHARD_GRAD_OP, or a view of the shards, which stays
+         until the step ends) or is the last forward ran (still there). */
+      if (!keeps && !views && i + 1 < ctx->nunits) ag = 2;
       shard += k * (ag * (double)(f - 1) / (double)f * padded * (double)ps +
                     (double)(f - 1) / (double)f * padded * (double)rs);
       n += k * (ag + 1);
@@ -522,7 +524,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->bytes[FSDP_MEM_OTHER] = act;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
-          count_bytes(ctx, plan, c, &collectives, t);
+          count_bytes(ctx, plan, lay.views, c, &collectives, t);
           predict_time(plan, c, collectives, t);
         }
       }
