@@ -33,6 +33,12 @@ awk '$1 ~ /^[0-9]+$/ {print $(NF-1)}' "$fsdp_tmp/out" | sort -c -g ||
 [ "$(tail -n 1 "$fsdp_tmp/plan.opts")" = "$(sed -n 's/^  choice: //p' "$fsdp_tmp/out")" ] ||
   { cat "$fsdp_tmp/plan.opts"; echo "FAIL: -options_out does not hold the choice"; exit 1; }
 
+# Rates print in units that keep them readable, never with an exponent.
+"$plan" -model "$model" -nodes 2 -ranks_per_node 1 -flops 1.5e12 -intra_bw 999.7 -inter_bw 2e15 -latency 0.0125 \
+  >"$fsdp_tmp/rates" 2>&1 || { cat "$fsdp_tmp/rates"; echo "FAIL: fsdp-plan with large rates"; exit 1; }
+expect_grep '^  rates (given): compute 1.5 TFLOP/s per rank, intra-node 1 kB/s, inter-node 2 PB/s, latency 12.5 ms$' \
+  "$fsdp_tmp/rates"
+
 # The choice runs, and the job's memory plan is the predicted one.
 fsdp_run 2 "$train" -model "$model" -steps 2 -log_every 0 -options_file "$fsdp_tmp/plan.opts" -fsdp_view \
   >"$fsdp_tmp/train" 2>&1 || { cat "$fsdp_tmp/train"; echo "FAIL: fsdp-train with the chosen options"; exit 1; }
@@ -66,7 +72,7 @@ expect_grep '^ *[0-9][0-9]* hybrid  *2  *6 ' "$fsdp_tmp/out"
 fsdp_run 2 "$plan" -model "$model" -batch 32 -probe >"$fsdp_tmp/out" 2>&1 ||
   { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -probe"; exit 1; }
 expect_grep '^  job: 1 node x 2 ranks (W = 2), from the planner.s communicator' "$fsdp_tmp/out"
-expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [GM]FLOP/s per rank, intra-node [0-9.]* [GMk]*B/s, inter-node unknown, latency [0-9.]* us$' \
+expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [kMGT]*FLOP/s per rank, intra-node [0-9.]* [kMGT]*B/s, inter-node unknown, latency [0-9.]* [um]*s$' \
   "$fsdp_tmp/out"
 expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
 

@@ -313,18 +313,29 @@ static FSDPErrorCode probe_gemm(double *rate)
   return FSDP_SUCCESS;
 }
 
+#define PROBE_MAX_REPS 64
+
+static int compare_doubles(const void *a, const void *b)
+{
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 /* Rank 0 and peer exchange `bytes` reps times; every rank calls it, the
-   others wait.  Seconds of one way, on rank 0 (0 elsewhere). */
+   others wait.  Seconds of one way, on rank 0 (0 elsewhere): the median
+   round trip's half, because on a node with more ranks than cores one
+   round trip that waits for a time slice would otherwise set the mean. */
 static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, int reps, double *one_way)
 {
   int rank;
-  double t0;
+  double trip[PROBE_MAX_REPS];
   *one_way = 0;
   FSDPCallMPI(MPI_Comm_rank(comm, &rank));
   FSDPCallMPI(MPI_Barrier(comm));
   if (peer <= 0 || (rank != 0 && rank != peer)) return FSDP_SUCCESS;
-  t0 = FSDPTime_Private();
+  if (reps > PROBE_MAX_REPS) reps = PROBE_MAX_REPS;
   for (int r = 0; r < reps; r++) {
+    const double t0 = FSDPTime_Private();
     if (rank == 0) {
       FSDPCallMPI(MPI_Send(buf, bytes, MPI_BYTE, peer, 0, comm));
       FSDPCallMPI(MPI_Recv(buf, bytes, MPI_BYTE, peer, 0, comm, MPI_STATUS_IGNORE));
@@ -332,8 +343,11 @@ static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, in
       FSDPCallMPI(MPI_Recv(buf, bytes, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE));
       FSDPCallMPI(MPI_Send(buf, bytes, MPI_BYTE, 0, 0, comm));
     }
+    trip[r] = FSDPTime_Private() - t0;
   }
-  if (rank == 0) *one_way = (FSDPTime_Private() - t0) / (2.0 * reps);
+  if (rank != 0) return FSDP_SUCCESS;
+  qsort(trip, (size_t)reps, sizeof trip[0], compare_doubles);
+  *one_way = (reps % 2 ? trip[reps / 2] : 0.5 * (trip[reps / 2 - 1] + trip[reps / 2])) / 2.0;
   return FSDP_SUCCESS;
 }
 
@@ -657,12 +671,23 @@ FSDPErrorCode FSDPPlanGetChoice(FSDPPlan plan, int *index, char *options, size_t
 
 /* ------------------------------------------------------------------ view */
 
+/* v in units of 1000 (prefixes[0] is v's own unit), as "%.3g" prints it
+   without an exponent: 12.5 ms, never 1.25e+04 us. */
+static void format_scaled(char *text, size_t len, double v, const char *const prefixes[], int n, const char *unit)
+{
+  int i = 0;
+  if (v <= 0) {
+    snprintf(text, len, "unknown");
+    return;
+  }
+  while (v >= 999.5 && i + 1 < n) v /= 1e3, i++;
+  snprintf(text, len, "%.3g %s%s", v, prefixes[i], unit);
+}
+
 static void format_rate(char *text, size_t len, double v, const char *unit)
 {
-  if (v <= 0) snprintf(text, len, "unknown");
-  else if (v >= 1e9) snprintf(text, len, "%.3g G%s", v / 1e9, unit);
-  else if (v >= 1e6) snprintf(text, len, "%.3g M%s", v / 1e6, unit);
-  else snprintf(text, len, "%.3g %s", v, unit);
+  static const char *const prefixes[] = {"", "k", "M", "G", "T", "P"};
+  format_scaled(text, len, v, prefixes, 6, unit);
 }
 
 static void format_seconds(char *text, size_t len, double s)
@@ -689,8 +714,7 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
   format_rate(a, sizeof a, plan->flops, "FLOP/s");
   format_rate(b, sizeof b, plan->intra, "B/s");
   format_rate(c, sizeof c, plan->inter, "B/s");
-  if (plan->latency > 0) snprintf(d, sizeof d, "%.3g us", plan->latency * 1e6);
-  else snprintf(d, sizeof d, "unknown");
+  format_scaled(d, sizeof d, plan->latency * 1e6, (const char *const[]){"u", "m", ""}, 3, "s");
   FSDPCall(FSDPViewerASCIIPrintf(v, "rates (%s): compute %s per rank, intra-node %s, inter-node %s, latency %s\n",
                                  plan->rates_from, a, b, c, d));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
