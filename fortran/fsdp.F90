@@ -163,7 +163,7 @@ module fsdp
             fsdp_model_train_step, fsdp_model_predict, fsdp_model_view, fsdp_model_destroy, &
             fsdp_model_get_tokens, fsdp_model_get_sample_shape, fsdp_model_set_activation_checkpointing, &
             fsdp_model_get_activation_checkpointing
-  public :: fsdp_plan_create, fsdp_plan_set_model, fsdp_plan_set_job, fsdp_plan_set_batch, &
+  public :: fsdp_plan_create, fsdp_plan_set_model, fsdp_plan_set_job, fsdp_plan_set_topology, fsdp_plan_set_batch, &
             fsdp_plan_set_memory_budget, fsdp_plan_set_optimizer, fsdp_plan_set_rates, fsdp_plan_get_rates, &
             fsdp_plan_set_from_options, fsdp_plan_probe, fsdp_plan_set_up, fsdp_plan_get_num_candidates, &
             fsdp_plan_get_candidate, fsdp_plan_get_choice, fsdp_plan_view, fsdp_plan_destroy
@@ -973,6 +973,11 @@ module fsdp
       import :: c_int, c_ptr
       type(c_ptr), value :: obj
       integer(c_int), value :: nodes, ranks
+    end function
+    integer(c_int) function c_plan_set_topology(obj, source) bind(C, name="FSDPPlanSetTopology")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: obj
+      character(kind=c_char), intent(in) :: source(*)
     end function
     integer(c_int) function c_plan_set_batch(obj, batch) bind(C, name="FSDPPlanSetBatch")
       import :: c_int, c_ptr, c_int64_t
@@ -2635,6 +2640,13 @@ contains
     integer, intent(in) :: nodes, ranks_per_node
     integer, intent(out) :: ierr
     ierr = named('fsdp_plan_set_job', c_plan_set_job(plan%ptr, int(nodes, c_int), int(ranks_per_node, c_int)))
+  end subroutine
+
+  subroutine fsdp_plan_set_topology(plan, source, ierr)
+    type(fsdp_plan), intent(in) :: plan
+    character(len=*), intent(in) :: source
+    integer, intent(out) :: ierr
+    ierr = named('fsdp_plan_set_topology', c_plan_set_topology(plan%ptr, cstr(source)))
   end subroutine
 
   subroutine fsdp_plan_set_batch(plan, batch, ierr)

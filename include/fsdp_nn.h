@@ -544,6 +544,20 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec);
     @retval FSDP_ERR_ARG  plan is NULL, or nodes or ranks_per_node is not positive
     @see FSDPPlanCreate */
 FSDP_EXTERN FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node);
+/** Plans for nodes described by an hwloc topology (lstopo's XML of a compute node, written on it with
+    `lstopo node.xml`, or a synthetic description): a rank per core, and, while the memory budget is the default
+    (auto), the topology's memory shared by those ranks.  The node count stays as it was (FSDPPlanSetJob sets it;
+    with the same ranks per node the topology's memory still sets the budget).
+    @collective Not collective: each rank may call it alone.
+    @param[in,out] plan  the planner
+    @param[in] source    an hwloc XML file, or a synthetic description like "pack:2 numa:2(memory=64GB) core:16 pu:2"
+    @retval FSDP_ERR_ARG          plan or source is NULL or empty, source is neither a regular file nor a synthetic
+                                  description, or the topology has no cores
+    @retval FSDP_ERR_IO           the file cannot be read
+    @retval FSDP_ERR_HWLOC        hwloc cannot read the file as an XML topology
+    @retval FSDP_ERR_UNSUPPORTED  a libfsdp built without hwloc
+    @see FSDPPlanSetJob, FSDPPlanSetMemoryBudget, ShardGroupSetUp */
+FSDP_EXTERN FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source);
 /** Sets the global batch of one optimizer step: rows of all ranks and micro-batches together.
     Candidates split it into grad_accum micro-batches (1, 2, 4 and 8, where they divide it evenly over W ranks).
     @collective Not collective: each rank may call it alone.
@@ -587,8 +601,8 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetRates(FSDPPlan plan, double flops, double i
     @retval FSDP_ERR_ARG  plan is NULL
     @see FSDPPlanSetRates, FSDPPlanProbe */
 FSDP_EXTERN FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double *intra, double *inter, double *latency);
-/** Sets the planner from the runtime options: -fsdp_plan_model SPEC, -fsdp_plan_nodes N,
-    -fsdp_plan_ranks_per_node R, -fsdp_plan_batch B, -fsdp_plan_memory auto|none|bytes (12G),
+/** Sets the planner from the runtime options: -fsdp_plan_model SPEC, -fsdp_plan_topology XML (first),
+    -fsdp_plan_nodes N, -fsdp_plan_ranks_per_node R, -fsdp_plan_batch B, -fsdp_plan_memory auto|none|bytes (12G),
     -fsdp_plan_optimizer adamw|sgd, -fsdp_plan_momentum X, and the rates -fsdp_plan_flops, -fsdp_plan_intra_bw,
     -fsdp_plan_inter_bw (bytes per second) and -fsdp_plan_latency (seconds).  fsdp-plan's -model, -nodes, ...
     are these.
@@ -596,8 +610,11 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double 
     @param[in,out] plan  the planner
     @retval FSDP_ERR_ARG     plan is NULL, or -fsdp_plan_model is malformed
     @retval FSDP_ERR_OPTION  an option's value is malformed or out of range
-    @retval FSDP_ERR_IO      -fsdp_plan_model's model file cannot be read
-    @options -fsdp_plan_model, -fsdp_plan_nodes, -fsdp_plan_ranks_per_node, -fsdp_plan_batch, -fsdp_plan_memory,
+    @retval FSDP_ERR_IO      -fsdp_plan_model's model file or -fsdp_plan_topology's file cannot be read
+    @retval FSDP_ERR_HWLOC   hwloc cannot read -fsdp_plan_topology's file
+    @retval FSDP_ERR_UNSUPPORTED  -fsdp_plan_topology in a libfsdp built without hwloc
+    @options -fsdp_plan_model, -fsdp_plan_topology, -fsdp_plan_nodes, -fsdp_plan_ranks_per_node, -fsdp_plan_batch,
+    -fsdp_plan_memory,
     -fsdp_plan_optimizer, -fsdp_plan_momentum, -fsdp_plan_flops, -fsdp_plan_intra_bw, -fsdp_plan_inter_bw,
     -fsdp_plan_latency (doc/fsdp-plan.md).
     @see FSDPPlanSetModel, FSDPPlanSetJob, FSDPPlanSetRates */

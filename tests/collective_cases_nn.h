@@ -32,6 +32,7 @@ static float *nn_scratch(int which)
 #define NN_CASES(X)                                                                                                    \
   X(FSDPPlanSetModel, KIT_PLANNER, (void)0, return FSDPPlanSetModel(k->planner, "mlp:in=4,hidden=8,depth=3,out=2");)   \
   X(FSDPPlanSetJob, KIT_PLANNER, (void)0, return FSDPPlanSetJob(k->planner, 2, 4);)                                    \
+  X(FSDPPlanSetTopology, KIT_PLANNER, (void)0, return FSDPPlanSetTopology(k->planner, "pack:1 core:4 pu:1");)          \
   X(FSDPPlanSetBatch, KIT_PLANNER, (void)0, return FSDPPlanSetBatch(k->planner, 16);)                                  \
   X(FSDPPlanSetMemoryBudget, KIT_PLANNER, (void)0, return FSDPPlanSetMemoryBudget(k->planner, 1 << 20);)               \
   X(FSDPPlanSetOptimizer, KIT_PLANNER, (void)0, return FSDPPlanSetOptimizer(k->planner, FSDP_OPTIMIZER_SGD, 0.9);)     \

@@ -68,6 +68,36 @@ SLURM_JOB_NUM_NODES=3 SLURM_TASKS_PER_NODE='4(x3)' "$plan" -model "$model" -batc
 expect_grep '^  job: 3 nodes x 4 ranks (W = 12), from the Slurm allocation' "$fsdp_tmp/out"
 expect_grep '^ *[0-9][0-9]* hybrid  *2  *6 ' "$fsdp_tmp/out"
 
+# The shape of nodes given as an hwloc topology: a rank per core, the budget its memory shared by them.
+synthetic='pack:2 numa:1(memory=3GB) core:4 pu:2'
+if grep -q '^#define FSDP_HAVE_HWLOC 1' "$top_builddir/src/include/fsdp_config.h"; then
+  "$plan" -model "$model" -topology "$synthetic" -nodes 2 -batch 32 >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology"; exit 1; }
+  expect_grep "^  job: 2 nodes x 8 ranks (W = 16), from FSDPPlanSetJob, a rank per core of the topology of synthetic '$synthetic' (2 packages, 2 NUMA nodes, 8 cores, 16 PUs, 0 GPUs);" \
+    "$fsdp_tmp/out"
+  # 2 x 3 GB (hwloc's synthetic GB are 10^9 bytes) over 8 ranks.
+  expect_grep "^  memory budget per rank: 715.26 MiB (the topology's 5.59 GiB of physical memory shared by 8 ranks)$" \
+    "$fsdp_tmp/out"
+  expect_grep '^ *[0-9][0-9]* hybrid  *8  *2 ' "$fsdp_tmp/out"
+  # The same node as lstopo writes it on a compute node; -ranks_per_node overrides its cores, not its memory.
+  if command -v lstopo-no-graphics >/dev/null 2>&1; then
+    lstopo-no-graphics --input "$synthetic" --of xml "$fsdp_tmp/node.xml" ||
+      { echo "FAIL: lstopo could not write the XML"; exit 1; }
+    "$plan" -model "$model" -topology "$fsdp_tmp/node.xml" -ranks_per_node 2 -batch 32 >"$fsdp_tmp/out" 2>&1 ||
+      { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology FILE"; exit 1; }
+    expect_grep '^  job: 1 node x 2 ranks (W = 2), from FSDPPlanSetJob;' "$fsdp_tmp/out"
+    expect_grep "^  memory budget per rank: 2.79 GiB (the topology's 5.59 GiB of physical memory shared by 2 ranks)$" \
+      "$fsdp_tmp/out"
+  fi
+  "$plan" -model "$model" -topology "$fsdp_tmp/none.xml" >"$fsdp_tmp/out" 2>&1 &&
+    { echo "FAIL: a missing topology file was accepted"; exit 1; }
+  expect_grep "FSDPPlanSetTopology '$fsdp_tmp/none.xml': no such file" "$fsdp_tmp/out"
+else
+  "$plan" -model "$model" -topology "$synthetic" >"$fsdp_tmp/out" 2>&1 &&
+    { echo "FAIL: -topology was accepted without hwloc"; exit 1; }
+  expect_grep "FSDPPlanSetTopology '$synthetic' needs hwloc, and this libfsdp was built without it" "$fsdp_tmp/out"
+fi
+
 # On the job itself, with its rates measured: the ranks it runs on, rates known, every step predicted.
 fsdp_run 2 "$plan" -model "$model" -batch 32 -probe >"$fsdp_tmp/out" 2>&1 ||
   { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -probe"; exit 1; }

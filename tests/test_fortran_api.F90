@@ -461,9 +461,10 @@ contains
     integer, intent(in) :: comm
     type(fsdp_plan) :: plan
     type(fsdp_plan_candidate) :: c
-    integer :: ierr, n, i, size, choice
+    integer :: ierr, n, i, size, choice, code
     double precision :: flops, intra, inter, latency
     character(len=512) :: options
+    character(len=256) :: message
     call MPI_Comm_size(comm, size, ierr)
     call check(c_sizeof(c) == fsdpt_plan_candidate_size(), 'type(fsdp_plan_candidate) has the size of C''s')
     call fsdp_plan_create(comm, plan, ierr)
@@ -497,6 +498,19 @@ contains
                'nothing fits 100 bytes: FSDP_ERR_MEM')
     call fsdp_plan_set_memory_budget(plan, -1_fsdp_int64, ierr)
     call check(ierr == FSDP_ERR_ARG, 'a negative budget is refused')
+    ! A node's topology: a rank per core (or, without hwloc, a refusal that names it).
+    call fsdp_plan_set_topology(plan, 'pack:1 core:3 pu:1', ierr)
+    if (ierr == 0) then
+      call fsdp_plan_set_memory_budget(plan, 0_fsdp_int64, ierr)
+      call fsdp_plan_set_batch(plan, 6_fsdp_int64, ierr)
+      call fsdp_plan_set_up(plan, ierr)
+      call fsdp_plan_get_candidate(plan, 0, c, ierr)
+      call check(ierr == 0 .and. c%factor * c%replicas == 3, 'fsdp_plan_set_topology: a rank per core of 3')
+    else
+      call fsdp_get_last_error(code, message, i)
+      call check(code == FSDP_ERR_UNSUPPORTED .and. index(message, '''pack:1 core:3 pu:1'' needs hwloc') > 0, &
+                 'fsdp_plan_set_topology without hwloc: '//trim(message))
+    end if
     call fsdp_plan_destroy(plan, ierr)
     call check(ierr == 0 .and. .not. c_associated(plan%ptr), 'fsdp_plan_destroy')
   end subroutine

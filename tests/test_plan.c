@@ -312,6 +312,41 @@ static void check_errors(void)
   TEST_OK(FSDPPlanDestroy(&plan)); /* NULL: nothing to do */
 }
 
+/* A node's topology sets the ranks per node (a rank per core); a later
+   FSDPPlanSetJob with other ranks per node overrides it. */
+static void check_topology(void)
+{
+  FSDPPlan plan;
+  FSDPPlanCandidate c;
+  int n;
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=4,hidden=8,depth=2,out=2"));
+  TEST_OK(FSDPPlanSetBatch(plan, 24));
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetTopology(plan, ""));
+  TEST_MESSAGE_HAS("source must name an hwloc XML file or a synthetic description");
+#if FSDP_HAVE_HWLOC
+  TEST_OK(FSDPPlanSetTopology(plan, "pack:1 core:3 pu:2"));
+  TEST_OK(FSDPPlanSetJob(plan, 2, 3)); /* 2 such nodes */
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  for (int i = 0; i < n; i++) {
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    TEST_ASSERT(c.factor * c.replicas == 6, "candidate %d: F %d x R %d on 2 nodes of 3 cores", i, c.factor,
+                c.replicas);
+  }
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetTopology(plan, "pack:two core:2"));
+  TEST_MESSAGE_HAS("FSDPPlanSetTopology 'pack:two core:2': no such file");
+  TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetTopology(plan, "/"));
+  TEST_MESSAGE_HAS("FSDPPlanSetTopology '/' is not a regular file");
+#else
+  TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPPlanSetTopology(plan, "pack:1 core:3 pu:2"));
+  TEST_MESSAGE_HAS("FSDPPlanSetTopology 'pack:1 core:3 pu:2' needs hwloc");
+  (void)c;
+  (void)n;
+#endif
+  TEST_OK(FSDPPlanDestroy(&plan));
+}
+
 int main(int argc, char **argv)
 {
   int rank, size;
@@ -324,6 +359,7 @@ int main(int argc, char **argv)
   check_ranking();
   check_probe(size);
   check_errors();
+  check_topology();
   TEST_OK(FSDPFinalize());
   if (rank == 0) printf("test_plan: ok\n");
   return 0;

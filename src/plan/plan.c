@@ -16,6 +16,7 @@
 
 #include "../nn/nnimpl.h"
 #include "../optim/optimimpl.h"
+#include "../topo/topoimpl.h"
 
 #define MAX_ACCUM 8
 
@@ -24,8 +25,13 @@ struct FSDPPlan_s {
   char *spec;
   int nodes, ranks_per_node;
   const char *shape_from; /* where nodes and ranks_per_node came from */
+  char topology[400];     /* "" or the topology whose cores set ranks_per_node: "XML file 'x' (... 16 cores ...)" */
+  char shape_text[480];
   int64_t batch;
   size_t budget;
+  bool budget_auto;       /* the node's memory shared by its ranks */
+  size_t node_memory;     /* the node's memory, bytes; 0: unknown */
+  const char *node_from;  /* "this node's" or "the topology's" */
   char budget_from[160];
   FSDPOptimizerType opt_type;
   double momentum;
@@ -89,17 +95,25 @@ static FSDPErrorCode find_shape(FSDPPlan plan)
   return FSDP_SUCCESS;
 }
 
+/* The budget of -fsdp_plan_memory auto: the node's memory shared by its ranks. */
 static void default_budget(FSDPPlan plan)
 {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   char a[32];
+  plan->budget_auto = true;
   plan->budget = 0;
-  snprintf(plan->budget_from, sizeof plan->budget_from, "none (this node's memory is unknown)");
-  if (pages <= 0 || page <= 0) return;
-  plan->budget = (size_t)pages * (size_t)page / (size_t)plan->ranks_per_node;
-  FSDPFormatBytes(a, sizeof a, (double)pages * (double)page);
-  snprintf(plan->budget_from, sizeof plan->budget_from, "this node's %s of physical memory shared by %d rank%s", a,
-           plan->ranks_per_node, plan->ranks_per_node == 1 ? "" : "s");
+  snprintf(plan->budget_from, sizeof plan->budget_from, "none (%s memory is unknown)", plan->node_from);
+  if (!plan->node_memory) return;
+  plan->budget = plan->node_memory / (size_t)plan->ranks_per_node;
+  FSDPFormatBytes(a, sizeof a, (double)plan->node_memory);
+  snprintf(plan->budget_from, sizeof plan->budget_from, "%s %s of physical memory shared by %d rank%s", plan->node_from,
+           a, plan->ranks_per_node, plan->ranks_per_node == 1 ? "" : "s");
+}
+
+static void this_node_memory(FSDPPlan plan)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  plan->node_memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+  plan->node_from = "this node's";
 }
 
 FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan)
@@ -118,6 +132,7 @@ FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan)
     (void)FSDPFree(&p);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   }
+  this_node_memory(p);
   default_budget(p);
   *plan = p;
   return FSDP_SUCCESS;
@@ -165,13 +180,44 @@ FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
             "FSDPPlanSetJob: %d nodes of %d ranks: both must be positive", nodes, ranks_per_node);
   FSDPCheck((int64_t)nodes * ranks_per_node <= 1 << 24, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPPlanSetJob: %d nodes of %d ranks is more ranks than MPI numbers", nodes, ranks_per_node);
-  if (plan->ranks_per_node != ranks_per_node && !strncmp(plan->budget_from, "this node", 9)) {
-    plan->ranks_per_node = ranks_per_node;
-    default_budget(plan); /* the node's memory, shared by the new number of ranks */
+  if (plan->topology[0] && ranks_per_node == plan->ranks_per_node) {
+    snprintf(plan->shape_text, sizeof plan->shape_text, "FSDPPlanSetJob, a rank per core of the topology of %s",
+             plan->topology);
+    plan->shape_from = plan->shape_text;
+  } else {
+    plan->topology[0] = '\0';
+    plan->shape_from = "FSDPPlanSetJob";
   }
   plan->nodes = nodes;
   plan->ranks_per_node = ranks_per_node;
-  plan->shape_from = "FSDPPlanSetJob";
+  if (plan->budget_auto) default_budget(plan); /* the node's memory, shared by the new number of ranks */
+  plan->setup = false;
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
+{
+  FSDPTopology *topo;
+  char summary[160];
+  int cores;
+  uint64_t memory;
+  CHECK_PLAN(plan);
+  FSDPCheck(source && source[0], MPI_COMM_SELF, FSDP_ERR_ARG,
+            "FSDPPlanSetTopology: source must name an hwloc XML file or a synthetic description");
+  FSDPCall(FSDPTopologyLoad_Private(MPI_COMM_SELF, "FSDPPlanSetTopology", source, &topo));
+  cores = FSDPTopologyNumCores_Private(topo);
+  memory = FSDPTopologyMemory_Private(topo);
+  FSDPTopologySummary_Private(topo, summary, sizeof summary);
+  snprintf(plan->topology, sizeof plan->topology, "%s (%s)", FSDPTopologySource_Private(topo), summary);
+  FSDPCall(FSDPTopologyDestroy_Private(&topo));
+  FSDPCheck(cores > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetTopology: the topology of %s has no cores",
+            plan->topology);
+  snprintf(plan->shape_text, sizeof plan->shape_text, "a rank per core of the topology of %s", plan->topology);
+  plan->shape_from = plan->shape_text;
+  plan->ranks_per_node = cores;
+  plan->node_memory = (size_t)memory;
+  plan->node_from = "the topology's";
+  if (plan->budget_auto) default_budget(plan);
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -190,6 +236,7 @@ FSDPErrorCode FSDPPlanSetMemoryBudget(FSDPPlan plan, size_t bytes)
 {
   CHECK_PLAN(plan);
   plan->budget = bytes;
+  plan->budget_auto = false;
   snprintf(plan->budget_from, sizeof plan->budget_from, "%s", bytes ? "given" : "none");
   plan->setup = false;
   return FSDP_SUCCESS;
@@ -248,6 +295,11 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   FSDPCall(
       FSDPOptionsGetString("-fsdp_plan_model", "FSDPPlan: the model, as -model spec", "", text, sizeof text, &set));
   if (set) FSDPCall(FSDPPlanSetModel(plan, text));
+  FSDPCall(FSDPOptionsGetString("-fsdp_plan_topology",
+                                "FSDPPlan: an hwloc XML file or synthetic description of a node: a rank per core, "
+                                "the auto budget from its memory",
+                                "", text, sizeof text, &set));
+  if (set) FSDPCall(FSDPPlanSetTopology(plan, text));
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_nodes", "FSDPPlan: nodes of the job", plan->nodes, 1, 1 << 24, &nodes, &set));
   any = set;
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_ranks_per_node", "FSDPPlan: ranks per node", plan->ranks_per_node, 1, 1 << 24,

@@ -781,7 +781,7 @@ static FSDPErrorCode setup(ShardGroup g)
      that every rank makes the same collective calls.  The node comes first
      (the topology is collective on it). */
   ierr = slurm_node(g);
-  if (!ierr) ierr = FSDPTopologyLoad_Private(g->node->comm, g->topology, &g->topo);
+  if (!ierr) ierr = FSDPTopologyLoad_Private(g->node->comm, "-fsdp_topology", g->topology, &g->topo);
   if (!ierr) ierr = locate(g, &leader, &local_rank, &local_size);
   if (!ierr) ierr = FSDPTopologyPlace_Private(g->topo, g->bind, local_rank, local_size, &g->where);
   mine[R_FACTOR] = g->factor_requested;

@@ -10,9 +10,11 @@ typedef struct FSDPTopology_s FSDPTopology;
 
 /* Collective on node_comm (the ranks of one node, the first one loading).
    source: NULL or "" for this machine, else an hwloc XML file or a synthetic
-   description.  An error the first rank meets is raised on every rank of
-   node_comm; the others' own errors (importing) are theirs alone. */
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, FSDPTopology **topo);
+   description; option: what named it, for messages ("-fsdp_topology").  An
+   error the first rank meets is raised on every rank of node_comm; the
+   others' own errors (importing) are theirs alone. */
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
+                                       FSDPTopology **topo);
 FSDPErrorCode FSDPTopologyDestroy_Private(FSDPTopology **topo);
 
 /* "this machine", "XML file 'x'" or "synthetic 'pack:2 ...'" */
@@ -20,6 +22,9 @@ const char *FSDPTopologySource_Private(const FSDPTopology *topo);
 /* Whether the topology describes the machine this process runs on: binding needs it. */
 bool FSDPTopologyIsThisSystem_Private(const FSDPTopology *topo);
 int FSDPTopologyNumGPUs_Private(const FSDPTopology *topo);
+int FSDPTopologyNumCores_Private(const FSDPTopology *topo);
+/* Bytes of memory in its NUMA nodes; 0 when hwloc does not know. */
+uint64_t FSDPTopologyMemory_Private(const FSDPTopology *topo);
 /* The i-th GPU, in PCI bus id order. */
 const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i);
 /* "2 packages, 2 NUMA nodes, 16 cores, 16 PUs, 8 GPUs" */

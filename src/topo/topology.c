@@ -30,6 +30,7 @@ struct FSDPTopology_s {
   char source[320];
   bool this_system;
   int npackages, nnuma, ncores, npus;
+  uint64_t memory;
   int ngpus;
   GPUInfo *gpus; /* in PCI bus id order */
 #if FSDP_HAVE_HWLOC
@@ -40,6 +41,8 @@ struct FSDPTopology_s {
 const char *FSDPTopologySource_Private(const FSDPTopology *topo) { return topo->source; }
 bool FSDPTopologyIsThisSystem_Private(const FSDPTopology *topo) { return topo->this_system; }
 int FSDPTopologyNumGPUs_Private(const FSDPTopology *topo) { return topo->ngpus; }
+int FSDPTopologyNumCores_Private(const FSDPTopology *topo) { return topo->ncores; }
+uint64_t FSDPTopologyMemory_Private(const FSDPTopology *topo) { return topo->memory; }
 const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i) { return topo->gpus[i].busid; }
 
 void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t len)
@@ -79,12 +82,13 @@ FSDPErrorCode FSDPTopologyDestroy_Private(FSDPTopology **topo)
 
 #if !FSDP_HAVE_HWLOC
 
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, FSDPTopology **topo)
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
+                                       FSDPTopology **topo)
 {
   (void)node_comm;
   *topo = NULL;
   FSDPCheck(!source || !source[0], MPI_COMM_SELF, FSDP_ERR_UNSUPPORTED,
-            "-fsdp_topology '%s' needs hwloc, and this libfsdp was built without it", source);
+            "%s '%s' needs hwloc, and this libfsdp was built without it", option, source);
   FSDPCall(FSDPCalloc(1, sizeof **topo, FSDP_MEM_OTHER, topo));
   snprintf((*topo)->source, sizeof(*topo)->source, "unknown (no hwloc)");
   return FSDP_SUCCESS;
@@ -195,7 +199,7 @@ static FSDPErrorCode init_hwloc(hwloc_topology_t *t)
 }
 
 /* The first rank of a node: discover (or read) the topology and export it as XML. */
-static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml, int *xmllen)
+static FSDPErrorCode discover(const char *option, const char *source, FSDPTopology *topo, char **xml, int *xmllen)
 {
   struct stat st;
   bool loaded = false;
@@ -204,8 +208,9 @@ static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml
   if (!source || !source[0]) {
     snprintf(topo->source, sizeof topo->source, "this machine");
   } else if (stat(source, &st) == 0) {
-    FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "-fsdp_topology '%s' is not a regular file", source);
-    FSDPCheck(access(source, R_OK) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "-fsdp_topology '%s' cannot be read: %s", source,
+    FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "%s '%s' is not a regular file", option,
+              source);
+    FSDPCheck(access(source, R_OK) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "%s '%s' cannot be read: %s", option, source,
               strerror(errno));
     snprintf(topo->source, sizeof topo->source, "XML file '%s'", source);
     /* hwloc's libxml2 backend rejects a malformed file when it is set, its own
@@ -213,16 +218,16 @@ static FSDPErrorCode discover(const char *source, FSDPTopology *topo, char **xml
        nothing more than EINVAL, or whatever libxml2 left behind. */
     loaded = hwloc_topology_set_xml(topo->topology, source) == 0 && hwloc_topology_load(topo->topology) == 0;
     FSDPCheck(loaded, MPI_COMM_SELF, FSDP_ERR_HWLOC,
-              "-fsdp_topology '%s': hwloc cannot read it as an XML topology: not well-formed XML, or not hwloc's "
+              "%s '%s': hwloc cannot read it as an XML topology: not well-formed XML, or not hwloc's "
               "format (HWLOC_XML_VERBOSE=1 prints hwloc's reason)",
-              source);
+              option, source);
   } else {
     int err = errno;
     /* Not a file: maybe a synthetic description like "pack:2 numa:1 core:8 pu:1". */
     FSDPCheck(hwloc_topology_set_synthetic(topo->topology, source) == 0, MPI_COMM_SELF, FSDP_ERR_ARG,
-              "-fsdp_topology '%s': no such file (%s), and not an hwloc synthetic description like "
+              "%s '%s': no such file (%s), and not an hwloc synthetic description like "
               "'pack:2 numa:1 core:8 pu:1' either",
-              source, strerror(err));
+              option, source, strerror(err));
     snprintf(topo->source, sizeof topo->source, "synthetic '%s'", source);
   }
   FSDPCheck(loaded || hwloc_topology_load(topo->topology) == 0, MPI_COMM_SELF, FSDP_ERR_HWLOC,
@@ -254,7 +259,8 @@ static FSDPErrorCode import(const char *xml, int xmllen, bool this_system, FSDPT
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, FSDPTopology **topo)
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
+                                       FSDPTopology **topo)
 {
   FSDPTopology *t;
   FSDPLogEvent event;
@@ -276,7 +282,7 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
     FSDPCall(FSDPLogEventBegin(event));
     /* hwloc's XML export starts libxml2, which computes 0/0 and 1/0: none of it reaches the caller. */
     FSDPFPEnter_Private(&fpenv);
-    ierr = discover(source, t, &xml, &header.xmllen);
+    ierr = discover(option, source, t, &xml, &header.xmllen);
     FSDPFPLeave_Private(&fpenv);
     FSDPCall(FSDPLogEventEnd(event, header.xmllen));
     header.code = (int)ierr;
@@ -308,6 +314,7 @@ FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *source, F
   t->nnuma = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_NUMANODE);
   t->ncores = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_CORE);
   t->npus = hwloc_get_nbobjs_by_type(t->topology, HWLOC_OBJ_PU);
+  t->memory = hwloc_get_root_obj(t->topology)->total_memory;
   if ((ierr = find_gpus(t))) goto failed;
   *topo = t;
   return FSDP_SUCCESS;
