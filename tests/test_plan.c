@@ -331,8 +331,7 @@ static void check_topology(void)
   TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
   for (int i = 0; i < n; i++) {
     TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
-    TEST_ASSERT(c.factor * c.replicas == 6, "candidate %d: F %d x R %d on 2 nodes of 3 cores", i, c.factor,
-                c.replicas);
+    TEST_ASSERT(c.factor * c.replicas == 6, "candidate %d: F %d x R %d on 2 nodes of 3 cores", i, c.factor, c.replicas);
   }
   TEST_CODE(FSDP_ERR_ARG, FSDPPlanSetTopology(plan, "pack:two core:2"));
   TEST_MESSAGE_HAS("FSDPPlanSetTopology 'pack:two core:2': no such file");

@@ -22,7 +22,7 @@ static const Option options[] = {
     {"-nodes", "-fsdp_plan_nodes", "nodes of the job (default: this job's, or the Slurm allocation's when run alone)"},
     {"-ranks_per_node", "-fsdp_plan_ranks_per_node", "ranks per node (default: likewise)"},
     {"-topology", "-fsdp_plan_topology",
-     "a node's hwloc XML file (lstopo node.xml) or synthetic description: a rank per core, its memory for -memory auto"},
+     "a node's hwloc XML (lstopo node.xml) or synthetic topology: a rank per core, its memory for -memory auto"},
     {"-batch", "-fsdp_plan_batch", "rows per optimizer step, all ranks and micro-batches together (default 64)"},
     {"-memory", "-fsdp_plan_memory",
      "memory budget per rank: auto (this node's memory shared by its ranks, the default), none, or bytes (12G)"},
@@ -54,7 +54,8 @@ static bool is_key(const char *s)
 static void print_help(void)
 {
   printf("fsdp-plan: the sharding layout for a model and a job, chosen before the job runs (man fsdp-plan)\n"
-         "usage: fsdp-plan -model SPEC [-nodes N] [-ranks_per_node R | -topology XML] [-batch B] [-memory SIZE] [rates | -probe]\n");
+         "usage: fsdp-plan -model SPEC [-nodes N] [-ranks_per_node R | -topology XML] [-batch B] [-memory SIZE] [rates "
+         "| -probe]\n");
   for (int i = 0; i < NOPTIONS; i++) printf("  %-16s %s\n", options[i].name, options[i].help);
   printf("and libfsdp's -fsdp_* options that change the memory plan (-fsdp_param_dtype, -fsdp_limit_all_gathers, "
          "...); they follow:\n");

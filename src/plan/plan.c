@@ -29,9 +29,9 @@ struct FSDPPlan_s {
   char shape_text[480];
   int64_t batch;
   size_t budget;
-  bool budget_auto;       /* the node's memory shared by its ranks */
-  size_t node_memory;     /* the node's memory, bytes; 0: unknown */
-  const char *node_from;  /* "this node's" or "the topology's" */
+  bool budget_auto;      /* the node's memory shared by its ranks */
+  size_t node_memory;    /* the node's memory, bytes; 0: unknown */
+  const char *node_from; /* "this node's" or "the topology's" */
   char budget_from[160];
   FSDPOptimizerType opt_type;
   double momentum;

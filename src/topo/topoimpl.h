@@ -13,8 +13,7 @@ typedef struct FSDPTopology_s FSDPTopology;
    description; option: what named it, for messages ("-fsdp_topology").  An
    error the first rank meets is raised on every rank of node_comm; the
    others' own errors (importing) are theirs alone. */
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
-                                       FSDPTopology **topo);
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source, FSDPTopology **topo);
 FSDPErrorCode FSDPTopologyDestroy_Private(FSDPTopology **topo);
 
 /* "this machine", "XML file 'x'" or "synthetic 'pack:2 ...'" */

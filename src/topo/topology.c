@@ -82,8 +82,7 @@ FSDPErrorCode FSDPTopologyDestroy_Private(FSDPTopology **topo)
 
 #if !FSDP_HAVE_HWLOC
 
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
-                                       FSDPTopology **topo)
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source, FSDPTopology **topo)
 {
   (void)node_comm;
   *topo = NULL;
@@ -208,8 +207,7 @@ static FSDPErrorCode discover(const char *option, const char *source, FSDPTopolo
   if (!source || !source[0]) {
     snprintf(topo->source, sizeof topo->source, "this machine");
   } else if (stat(source, &st) == 0) {
-    FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "%s '%s' is not a regular file", option,
-              source);
+    FSDPCheck(S_ISREG(st.st_mode), MPI_COMM_SELF, FSDP_ERR_ARG, "%s '%s' is not a regular file", option, source);
     FSDPCheck(access(source, R_OK) == 0, MPI_COMM_SELF, FSDP_ERR_IO, "%s '%s' cannot be read: %s", option, source,
               strerror(errno));
     snprintf(topo->source, sizeof topo->source, "XML file '%s'", source);
@@ -259,8 +257,7 @@ static FSDPErrorCode import(const char *xml, int xmllen, bool this_system, FSDPT
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source,
-                                       FSDPTopology **topo)
+FSDPErrorCode FSDPTopologyLoad_Private(MPI_Comm node_comm, const char *option, const char *source, FSDPTopology **topo)
 {
   FSDPTopology *t;
   FSDPLogEvent event;
