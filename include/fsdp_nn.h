@@ -486,7 +486,8 @@ typedef struct FSDPPlan_s *FSDPPlan;
     Memory is per rank and at its peak (rank 0, whose shards hold no padding): FSDP_MEM_PARAMS, FSDP_MEM_GRADS,
     FSDP_MEM_UNSHARDED and FSDP_MEM_COMM_STAGING are the memory plan's (what FSDPContextGetMemoryPlan and
     -fsdp_view report for these settings), FSDP_MEM_OPTIM_STATE the optimizer's state, and FSDP_MEM_OTHER the
-    model's activations for one micro-batch (FSDPModelGetActivationBytes).
+    model's activations for one micro-batch (FSDPModelGetActivationBytes) and what FSDPModelSetUp allocates for the
+    model itself (a tied GPT's embedding gradient; under 16-bit parameters, the host's widening scratch).
     @see FSDPPlanGetCandidate */
 typedef struct {
   FSDPShardingStrategy strategy;         /**< the sharding strategy */
@@ -502,7 +503,8 @@ typedef struct {
   double shard_bytes;                    /**< bytes a rank sends per step in its shard group (all-gathers,
                                                reduce-scatters) */
   double replicate_bytes;                /**< bytes a rank sends per step to its replicas (all-reduce) */
-  double inter_node_bytes;               /**< of those, the bytes that cross between nodes */
+  double inter_node_bytes;               /**< of those, the bytes that cross between nodes, on average over a
+                                              node's ranks (a wide ring sends across from one rank per node) */
   double compute_seconds;                /**< predicted compute of a step; < 0 when no rates are known */
   double comm_seconds;                   /**< predicted communication of a step; < 0 when no rates are known */
   double seconds;                        /**< predicted step time: their sum; < 0 when no rates are known */
@@ -619,21 +621,28 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double 
     -fsdp_plan_latency (doc/fsdp-plan.md).
     @see FSDPPlanSetModel, FSDPPlanSetJob, FSDPPlanSetRates */
 FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
-/** Measures the machine's rates on the planner's communicator, in well under a second: every rank runs fp32
+/** Measures the machine's rates on the planner's communicator, in about a second: every rank runs fp32
     GEMMs at once (the slowest rank's rate counts), rank 0 and a rank of its node exchange messages (intra-node
     bandwidth and latency), and rank 0 and the first rank of another node do (inter-node bandwidth).  A rate
-    the job cannot measure (one rank per node, one node) stays as it was.
+    the job cannot measure (one rank per node, one node) stays as it was.  With a model set, every rank also
+    times the model itself at once, unsharded on MPI_COMM_SELF with the program's -fsdp_* options: forward,
+    loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
+    to take 50 ms at most), and an optimizer step; the candidates' compute then scales these times instead of
+    counting flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
+    not timed.
     @collective Collective on the planner's communicator.
     @param[in,out] plan  the planner
     @retval FSDP_ERR_ARG  plan is NULL
     @retval FSDP_ERR_MEM  out of memory
     @retval FSDP_ERR_MPI  an MPI call failed
+    @retval FSDP_ERR_OPTION  a -fsdp_* option the model's timing reads is malformed
     @see FSDPPlanSetRates, FSDPPlanGetRates */
 FSDP_EXTERN FSDPErrorCode FSDPPlanProbe(FSDPPlan plan);
 /** Predicts every candidate: the strategies full, grad_op, none, hybrid and hybrid_zero2 (F from 2 to the ranks
     per node that divide them, below W), block and model wrapping, 1, 2, 4 or 8 micro-batches, and activation
-    checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first (with no
-    rates: fewest bytes moved), then the rest, smallest first.
+    checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first (unless
+    the rates give every candidate a time: fewest bytes moved), then the rest, smallest first; ties keep the order
+    above.
     @collective Not collective: each rank may call it alone (it builds the model's units on MPI_COMM_SELF).
     @param[in,out] plan  the planner, with a model and a batch
     @retval FSDP_ERR_ARG          plan is NULL; no model or no batch was set, or the batch does not divide

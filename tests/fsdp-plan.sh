@@ -105,6 +105,32 @@ expect_grep '^  job: 1 node x 2 ranks (W = 2), from the planner.s communicator' 
 expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [kMGT]*FLOP/s per rank, intra-node [0-9.]* [kMGT]*B/s, inter-node unknown, latency [0-9.]* [um]*s$' \
   "$fsdp_tmp/out"
 expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
+# The model itself was timed, and every row's compute is those times scaled: a line through the two
+# passes for each micro-batch, 4/3 of it under checkpointing, and the optimizer's step over 1/F.
+expect_grep "^  the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward [0-9.]* ms for [0-9]* rows\?, [0-9.]* ms for [0-9]*; the optimizer [0-9.]* ms for all [0-9]* parameters; " \
+  "$fsdp_tmp/out"
+awk '/^  the model.s step \(measured/ {
+       for (i = 1; i <= NF; i++) {
+         if ($i == "backward") { t0 = $(i + 1); n0 = $(i + 4) }
+         if ($i == "rows," || $i == "row,") { t1 = $(i + 1); n1 = $(i + 4) + 0 }
+         if ($i == "optimizer") o = $(i + 1)
+       }
+       per = n1 > n0 ? (t1 - t0) / (n1 - n0) : t1 / n1; if (per <= 0) per = t1 / n1
+       fixed = t1 - per * n1; if (fixed < 0) fixed = 0
+     }
+     $1 ~ /^[0-9]+$/ && $(NF) == "yes" {
+       want = ($6 * fixed + $6 * $7 * per) * ($8 == "on" ? 4 / 3 : 1) + o / $3; got = $(NF - 3)
+       if (got - want > 0.01 * want + 0.01 || want - got > 0.01 * want + 0.01) {
+         printf "FAIL: candidate %s: compute %s ms, the timed passes give %.4g ms\n", $1, got, want; bad = 1
+       }
+       rows++
+     }
+     END { if (!t1 || !rows) { print "FAIL: no timing or no candidates"; bad = 1 }; exit bad }' "$fsdp_tmp/out" ||
+  { cat "$fsdp_tmp/out"; exit 1; }
+# A model too large for the budget's half is not timed, and says so.
+fsdp_run 2 "$plan" -model "$model" -batch 32 -memory 64K -probe >"$fsdp_tmp/out" 2>&1
+expect_grep "^  the model's step: not timed (its parameters, gradients and optimizer state pass 1 GiB or half the budget)" \
+  "$fsdp_tmp/out"
 
 # Mistakes are named.
 "$plan" -model "$model" -bogus 3 >"$fsdp_tmp/out" 2>&1 && { echo "FAIL: an unknown option was accepted"; exit 1; }

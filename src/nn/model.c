@@ -907,7 +907,7 @@ static bool blas_threads_in_environment(void)
 static void fit_blas_threads(FSDPModel m)
 {
 #ifdef FSDP_HAVE_OPENBLAS_THREADS
-  int share = m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
+  int share = m->blas_share > 0 ? m->blas_share : m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
   if (m->blas_threads > 0) m->blas_why = "-fsdp_blas_threads";
   else if (blas_threads_in_environment()) {
     m->blas_threads = openblas_get_num_threads();
@@ -968,6 +968,34 @@ static void choose_attention(FSDPModel model, bool on_device)
         model->attention == ATTENTION_BLOCKED || (model->attention == ATTENTION_AUTO && l->seq > FSDP_ATTENTION_BLOCK);
     if (l->ops == &LayerOps_transformer_Private) l->attn_block = !on_device && blocked ? FSDP_ATTENTION_BLOCK : 0;
   }
+}
+
+/* The host kernels compute in fp32: a low-precision weight is widened just
+   before use, WIDE_ROWS rows at a time, so that the scratch stays small next
+   to the unsharded buffers mixed precision halves.  cuBLAS multiplies 16-bit
+   weights as they are: only vectors are widened. */
+static void size_widening(FSDPModel model, bool on_device)
+{
+  model->wide_rows = on_device ? 0 : WIDE_ROWS * model->width;
+  model->wide_slot = model->width;
+  if (model->gpt || model->cnn || model->file) { /* layers that widen all their parameters at once
+                                                    (FSDPModelLayerParams_Private) */
+    model->wide_rows = 0;
+    for (int i = 0; i < model->nlayers; i++)
+      if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
+    if (model->gpt) model->wide_slot = model->dim; /* ln_f's weight and bias */
+  }
+}
+
+size_t FSDPModelScratchBytes_Private(FSDPModel model, bool on_device, FSDPDataType view_dtype)
+{
+  size_t bytes = 0;
+  if (model->gpt && model->tied) bytes += (size_t)(model->vocab * model->dim) * sizeof(float);
+  if (view_dtype != FSDP_FLOAT32) {
+    size_widening(model, on_device);
+    bytes += wide_bytes(model);
+  }
+  return bytes;
 }
 
 FSDPErrorCode FSDPModelLayOut_Private(FSDPModel model, bool on_device)
@@ -1037,19 +1065,7 @@ FSDPErrorCode FSDPModelSetUp(FSDPModel model)
             "-fsdp_device host)",
             model->spec, model->file ? "layers of model files" : "convolution layers");
   if (model->view_dtype != FSDP_FLOAT32) {
-    /* The host kernels compute in fp32: a low-precision weight is widened
-       just before use, WIDE_ROWS rows at a time, so that the scratch stays
-       small next to the unsharded buffers mixed precision halves.  cuBLAS
-       multiplies 16-bit weights as they are: only vectors are widened. */
-    model->wide_rows = model->dev ? 0 : WIDE_ROWS * model->width;
-    model->wide_slot = model->width;
-    if (model->gpt || model->cnn || model->file) { /* layers that widen all their parameters at once
-                                                      (FSDPModelLayerParams_Private) */
-      model->wide_rows = 0;
-      for (int i = 0; i < model->nlayers; i++)
-        if (layer_numel(&model->layers[i]) > model->wide_rows) model->wide_rows = layer_numel(&model->layers[i]);
-      if (model->gpt) model->wide_slot = model->dim; /* ln_f's weight and bias */
-    }
+    size_widening(model, model->dev != NULL);
     FSDPCall(DeviceAlloc_Private(model->dev, wide_bytes(model), FSDP_MEM_OTHER, &model->wide));
   }
   if (!model->dev) fit_blas_threads(model);

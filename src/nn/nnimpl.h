@@ -184,6 +184,8 @@ struct FSDPModel_s {
   float *shared_saved;  /* checkpointing: the one l->saved all checkpointed layers share */
   float *tied_grad;     /* a tied head's weight gradient until the embedding's backward adds it */
   int blas_threads;     /* OpenBLAS threads per rank: asked for (0: fit to the node), then set */
+  int blas_share;       /* the node's CPUs per rank where the context cannot know them (FSDPPlanProbe's
+                           model on MPI_COMM_SELF); 0: the context's */
   const char *blas_why; /* where the number came from */
   FSDPActivation act;
   bool layernorm;
@@ -262,6 +264,11 @@ FSDPErrorCode FSDPModelLinearBackward_Private(FSDPModel m, int64_t n, int64_t in
    policy, its layers' state and its attention, as FSDPModelSetUp makes them
    (on a GPU or not), with nothing allocated for its context. */
 FSDPErrorCode FSDPModelLayOut_Private(FSDPModel model, bool on_device);
+/* What FSDPModelSetUp allocates for the model itself (FSDP_MEM_OTHER), beside
+   the context's plan and the activations: a tied GPT's gradient of the shared
+   embedding, and the scratch that widens parameters of view_dtype (not fp32)
+   for the host's kernels.  After FSDPModelLayOut_Private. */
+size_t FSDPModelScratchBytes_Private(FSDPModel model, bool on_device, FSDPDataType view_dtype);
 /* Floating-point operations of one row's forward: two per weight each time
    the row applies it (dense layers, convolutions, a GPT's layers at each
    position), and attention's two products; FFTs, norms, activations and

@@ -40,6 +40,13 @@ struct FSDPPlan_s {
   bool setup;
   int64_t numel;    /* the model's parameters */
   double row_flops; /* one row's forward */
+  /* The model's own step, timed by FSDPPlanProbe on every rank at once
+     (model_rows[1] == 0: not timed): forward, loss and backward of
+     model_rows[i] rows took model_seconds[i]; the optimizer's step over all
+     its parameters, opt_seconds. */
+  int64_t model_rows[2];
+  double model_seconds[2], opt_seconds;
+  bool model_untimed; /* the probe found it too large to time */
   FSDPPlanCandidate *cand;
   int ncand;
 };
@@ -65,6 +72,17 @@ static int slurm_int(const char *name)
   return end != v && n > 0 && n < 1 << 24 ? (int)n : 0;
 }
 
+/* W = nodes x ranks_per_node must be an int, and one MPI can number. */
+static FSDPErrorCode check_shape(const char *from, int64_t nodes, int64_t ranks_per_node)
+{
+  FSDPCheck(nodes > 0 && ranks_per_node > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "%s: %lld nodes of %lld ranks: both must be positive", from, (long long)nodes, (long long)ranks_per_node);
+  FSDPCheck(nodes * ranks_per_node <= 1 << 24, MPI_COMM_SELF, FSDP_ERR_ARG,
+            "%s: %lld nodes of %lld ranks is more ranks than MPI numbers", from, (long long)nodes,
+            (long long)ranks_per_node);
+  return FSDP_SUCCESS;
+}
+
 /* The job's shape: Slurm's allocation when the planner runs alone inside one, else comm's. */
 static FSDPErrorCode find_shape(FSDPPlan plan)
 {
@@ -84,6 +102,8 @@ static FSDPErrorCode find_shape(FSDPPlan plan)
   counts[1] = node_size;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &counts[1], 1, MPI_INT, MPI_MAX, plan->comm));
   if (size == 1 && slurm_nodes && slurm_ranks) {
+    FSDPCall(check_shape("FSDPPlanCreate: the Slurm allocation (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE)",
+                         slurm_nodes, slurm_ranks));
     plan->nodes = slurm_nodes;
     plan->ranks_per_node = slurm_ranks;
     plan->shape_from = "the Slurm allocation (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE)";
@@ -118,13 +138,17 @@ static void this_node_memory(FSDPPlan plan)
 
 FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan)
 {
-  FSDPPlan p;
+  FSDPPlan p = NULL;
   FSDPErrorCode ierr;
   FSDPCheck(plan, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanCreate: plan must not be NULL");
   *plan = NULL;
   FSDPCall(FSDPCheckCreateComm_Private(comm, __func__));
   FSDPCollective(comm);
-  FSDPCall(FSDPCalloc(1, sizeof *p, FSDP_MEM_OTHER, &p));
+  /* Agreed: a rank that cannot allocate must not leave the others in find_shape's collectives. */
+  if ((ierr = FSDPErrorAgree_Private(comm, FSDPCalloc(1, sizeof *p, FSDP_MEM_OTHER, &p)))) {
+    (void)FSDPFree(&p);
+    return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  }
   p->comm = comm;
   p->opt_type = FSDP_OPTIMIZER_ADAMW;
   p->rates_from = "none";
@@ -169,6 +193,8 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
   FSDPCall(FSDPFree(&plan->spec));
   FSDPCall(FSDPMalloc(strlen(spec) + 1, FSDP_MEM_OTHER, &plan->spec));
   memcpy(plan->spec, spec, strlen(spec) + 1);
+  plan->model_rows[0] = plan->model_rows[1] = 0; /* a timing was of the model before */
+  plan->model_untimed = false;
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -176,10 +202,7 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
 FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
 {
   CHECK_PLAN(plan);
-  FSDPCheck(nodes > 0 && ranks_per_node > 0, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "FSDPPlanSetJob: %d nodes of %d ranks: both must be positive", nodes, ranks_per_node);
-  FSDPCheck((int64_t)nodes * ranks_per_node <= 1 << 24, MPI_COMM_SELF, FSDP_ERR_ARG,
-            "FSDPPlanSetJob: %d nodes of %d ranks is more ranks than MPI numbers", nodes, ranks_per_node);
+  FSDPCall(check_shape("FSDPPlanSetJob", nodes, ranks_per_node));
   if (plan->topology[0] && ranks_per_node == plan->ranks_per_node) {
     snprintf(plan->shape_text, sizeof plan->shape_text, "FSDPPlanSetJob, a rank per core of the topology of %s",
              plan->topology);
@@ -212,6 +235,7 @@ FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
   FSDPCall(FSDPTopologyDestroy_Private(&topo));
   FSDPCheck(cores > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetTopology: the topology of %s has no cores",
             plan->topology);
+  FSDPCall(check_shape("FSDPPlanSetTopology", plan->nodes, cores));
   snprintf(plan->shape_text, sizeof plan->shape_text, "a rank per core of the topology of %s", plan->topology);
   plan->shape_from = plan->shape_text;
   plan->ranks_per_node = cores;
@@ -307,6 +331,7 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   if (any || set) FSDPCall(FSDPPlanSetJob(plan, (int)nodes, (int)ranks));
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_batch", "FSDPPlan: rows per optimizer step, all ranks together", plan->batch,
                              0, INT64_MAX, &batch, &set));
+  FSDPCheck(!set || batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "-fsdp_plan_batch 0: the batch must be positive");
   if (set) FSDPCall(FSDPPlanSetBatch(plan, batch));
   FSDPCall(FSDPOptionsGetString("-fsdp_plan_memory",
                                 "FSDPPlan: memory budget per rank: auto (this node's memory shared by its ranks), "
@@ -403,10 +428,113 @@ static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, in
   return FSDP_SUCCESS;
 }
 
+#define PROBE_MODEL_BYTES ((size_t)1 << 30) /* the most the model's timing may hold per rank */
+#define PROBE_MODEL_SECONDS 0.05            /* a pass's estimated time at the GEMM rate, at most */
+
+/* One forward, loss and backward of n rows, in seconds. */
+static FSDPErrorCode time_pass(FSDPModel model, FSDPContext ctx, int64_t n, const float *x, const void *target,
+                               bool tokens, double *seconds)
+{
+  float *y, *dy;
+  double loss, t0 = FSDPTime_Private();
+  FSDPCall(FSDPModelForward(model, n, x, &y));
+  FSDPCall(FSDPModelLoss(model, tokens ? FSDP_LOSS_CROSS_ENTROPY : FSDP_LOSS_MSE, target, 1.0, &loss, &dy));
+  FSDPCall(FSDPModelBackward(model, dy));
+  FSDPCall(FSDPContextFinishBackward(ctx));
+  *seconds = FSDPTime_Private() - t0;
+  return FSDP_SUCCESS;
+}
+
+/* The model itself on this rank, unsharded on MPI_COMM_SELF with the job's
+   -fsdp_* options: the quickest of 2 passes of rows[0] and of rows[1] rows,
+   and of 2 optimizer steps.  Nothing is timed (seconds[1] stays 0) when
+   its parameters, gradients and optimizer state would pass
+   PROBE_MODEL_BYTES or the budget. */
+static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int64_t rows[2], double seconds[2],
+                                double *opt_seconds)
+{
+  FSDPContext ctx, opts = NULL;
+  FSDPModel model;
+  FSDPOptimizer opt = NULL;
+  int64_t in, out, numel, ctxlen = 0, vocab = 0, n = 0;
+  int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
+  float *x = NULL, *target = NULL;
+  int64_t *labels = NULL;
+  FSDPErrorCode ierr, e;
+
+  seconds[0] = seconds[1] = *opt_seconds = 0;
+  rows[0] = rows[1] = 0;
+  FSDPCall(open_model(plan->spec, &ctx, &model));
+  ierr = FSDPModelGetSizes(model, &in, &out, &numel);
+  if (!ierr &&
+      (double)numel * (double)(2 + nstates) * sizeof(float) >
+          (double)(plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES))
+    goto done;
+  /* The job's options that change its compute (its parameters' type, its device), and none of those that
+     lay out, bind or print it (a sharding factor, -fsdp_bind, -fsdp_view): read on a context of their own. */
+  if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
+  if (!ierr) ierr = FSDPContextSetFromOptions(opts);
+  if (!ierr) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
+  if (!ierr) ierr = FSDPContextSetDevice(ctx, opts->device);
+  if (!ierr) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
+  if (!ierr) ierr = FSDPModelSetFromOptions(model);
+  if (!ierr) ierr = FSDPModelSetActivationCheckpointing(model, false); /* the candidates scale for it */
+  if (!ierr) {
+    model->blas_share = blas_share; /* the job's OpenBLAS threads, not a lone rank's */
+    ierr = FSDPModelSetUp(model);
+  }
+  if (!ierr) ierr = FSDPOptimizerCreate(ctx, &opt);
+  if (!ierr) ierr = FSDPOptimizerSetType(opt, plan->opt_type);
+  if (!ierr && plan->opt_type == FSDP_OPTIMIZER_SGD) ierr = FSDPOptimizerSetMomentum(opt, plan->momentum, false);
+  if (!ierr) ierr = FSDPOptimizerSetUp(opt);
+  if (!ierr) ierr = FSDPModelGetTokens(model, &ctxlen, &vocab); /* 0 and 0 unless a GPT */
+  if (!ierr) {
+    /* A rank's rows of one step, and of 8 micro-batches; no more than a pass of PROBE_MODEL_SECONDS. */
+    int64_t w = (int64_t)plan->nodes * plan->ranks_per_node, most = plan->batch >= w ? plan->batch / w : 1;
+    double row = FSDPModelForwardFlops_Private(model);
+    if (row > 0 && gemm > 0 && PROBE_MODEL_SECONDS * gemm / (3 * row) < (double)most)
+      most = (int64_t)(PROBE_MODEL_SECONDS * gemm / (3 * row));
+    rows[1] = n = most > 1 ? most : 1;
+    rows[0] = n / 8 > 1 ? n / 8 : 1;
+  }
+  if (!ierr) ierr = FSDPMalloc((size_t)(n * in) * sizeof *x, FSDP_MEM_OTHER, &x);
+  if (!ierr) ierr = FSDPMalloc((size_t)(n * (vocab ? in : out)) * sizeof *labels, FSDP_MEM_OTHER, &labels);
+  if (!ierr) ierr = FSDPMalloc((size_t)(n * out) * sizeof *target, FSDP_MEM_OTHER, &target);
+  if (!ierr) {
+    for (int64_t i = 0; i < n * in; i++) x[i] = vocab ? (float)(i * 5 % vocab) : (float)(i % 13) * 0.01f;
+    for (int64_t i = 0; vocab && i < n * in; i++) labels[i] = i * 7 % vocab;
+    for (int64_t i = 0; i < n * out; i++) target[i] = (float)(i % 7) * 0.1f;
+  }
+  for (int pass = 0; !ierr && pass < 5; pass++) { /* the first allocates what the passes use */
+    const int64_t m = rows[pass % 2 ? 0 : 1];
+    double t = 0;
+    ierr = time_pass(model, ctx, m, x, vocab ? (const void *)labels : (const void *)target, vocab > 0, &t);
+    if (!ierr && pass > 0) {
+      double *best = &seconds[pass % 2 ? 0 : 1];
+      *best = *best > 0 && *best < t ? *best : t;
+    }
+  }
+  for (int step = 0; !ierr && step < 3; step++) { /* on the last pass's gradients; the first allocates */
+    double t0 = FSDPTime_Private(), t;
+    ierr = FSDPOptimizerStep(opt);
+    t = FSDPTime_Private() - t0;
+    if (!ierr && step > 0) *opt_seconds = step > 1 && *opt_seconds < t ? *opt_seconds : t;
+  }
+done:
+  if ((e = FSDPFree(&x)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&labels)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&target)) && !ierr) ierr = e;
+  if ((e = FSDPOptimizerDestroy(&opt)) && !ierr) ierr = e;
+  if ((e = FSDPContextDestroy(&opts)) && !ierr) ierr = e;
+  if ((e = close_model(&ctx, &model)) && !ierr) ierr = e;
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
   MPI_Comm comm, node;
-  int rank, size, node_rank, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
+  int rank, size, node_rank, node_size, cpus, timed, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
   FSDPErrorCode ierr;
@@ -419,9 +547,14 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   /* Every rank's node, as the rank of its node's first rank in comm. */
   FSDPCallMPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   FSDPCallMPI(MPI_Comm_rank(node, &node_rank));
+  FSDPCallMPI(MPI_Comm_size(node, &node_size));
   mine[0] = rank;
   FSDPCallMPI(MPI_Bcast(mine, 1, MPI_INT, 0, node));
+  FSDPCall(FSDPNodeCPUs_Private(node, &cpus));
   FSDPCallMPI(MPI_Comm_free(&node));
+  /* Every rank times the model, or none does (FSDPPlanSetModel is each rank's own). */
+  timed = plan->spec != NULL;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &timed, 1, MPI_INT, MPI_MIN, comm));
   ierr = FSDPMalloc((size_t)size * sizeof *leader, FSDP_MEM_OTHER, &leader);
   if (!ierr) ierr = FSDPMalloc(PROBE_BYTES, FSDP_MEM_COMM_STAGING, &buf);
   ierr = FSDPErrorAgree_Private(comm, ierr);
@@ -437,8 +570,26 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   }
   /* Every rank multiplies at once, as in a step: the slowest sets the pace. */
   if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
+  ierr = FSDPErrorAgree_Private(comm, ierr);
   if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
   if (!ierr) rates[0] = gemm;
+  /* The model itself, every rank at once: what the GEMMs' rate leaves out (small products, the
+     element-wise layers, attention, the optimizer). */
+  if (!ierr && timed) {
+    int64_t rows[2];
+    double timing[3];
+    int share = cpus / node_size > 1 ? cpus / node_size : 1;
+    ierr = MPI_Barrier(comm) == MPI_SUCCESS ? time_model(plan, gemm, share, rows, timing, &timing[2]) : FSDP_ERR_MPI;
+    ierr = FSDPErrorAgree_Private(comm, ierr);
+    if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, timing, 3, MPI_DOUBLE, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr) {
+      memcpy(plan->model_rows, rows, sizeof rows);
+      memcpy(plan->model_seconds, timing, sizeof plan->model_seconds);
+      plan->opt_seconds = timing[2];
+      plan->model_untimed = timing[1] <= 0; /* too large to time here */
+      if (plan->model_untimed) plan->model_rows[1] = 0;
+    }
+  }
   if (!ierr) ierr = ping_pong(comm, intra_peer > 0 ? intra_peer : inter_peer, buf, 8, 50, &rates[3]);
   if (!ierr) ierr = ping_pong(comm, intra_peer, buf, PROBE_BYTES, 5, &t);
   if (!ierr && t > 0) rates[1] = PROBE_BYTES / t;
@@ -518,8 +669,19 @@ static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double colle
   bool known = plan->flops > 0 && (t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0);
   c->compute_seconds = c->comm_seconds = c->seconds = -1;
   if (!known) return;
-  /* Forward, and backward's two GEMMs per forward one; checkpointing runs forward again. */
-  c->compute_seconds = rows * plan->row_flops * (c->activation_checkpointing ? 4 : 3) / plan->flops;
+  if (plan->model_rows[1] > 0) {
+    /* The model's timed passes as a line, seconds = fixed + per_row x rows, for each micro-batch; forward
+       is a third of a pass, run again under checkpointing; the optimizer steps the rank's 1/F. */
+    const int64_t *n = plan->model_rows;
+    const double *s = plan->model_seconds;
+    double per_row = n[1] > n[0] ? (s[1] - s[0]) / (double)(n[1] - n[0]) : s[1] / (double)n[1], fixed;
+    if (per_row <= 0) per_row = s[1] / (double)n[1];
+    fixed = s[1] - per_row * (double)n[1];
+    if (fixed < 0) fixed = 0;
+    c->compute_seconds = (c->grad_accum * fixed + rows * per_row) * (c->activation_checkpointing ? 4.0 / 3.0 : 1.0) +
+                         plan->opt_seconds / (double)c->factor;
+  } else /* Forward, and backward's two GEMMs per forward one; checkpointing runs forward again. */
+    c->compute_seconds = rows * plan->row_flops * (c->activation_checkpointing ? 4 : 3) / plan->flops;
   c->comm_seconds =
       (t[0] > 0 ? t[0] / plan->intra : 0) + (t[1] > 0 ? t[1] / plan->inter : 0) + collectives * plan->latency;
   c->seconds = c->compute_seconds + c->comm_seconds;
@@ -540,6 +702,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
   FSDPErrorCode ierr;
   int w = plan->nodes * plan->ranks_per_node;
   int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
+  size_t scratch = 0;
 
   FSDPCall(open_model(plan->spec, &ctx, &model));
   ierr = FSDPContextSetFromOptions(ctx);
@@ -548,6 +711,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
   if (!ierr) ierr = FSDPModelLayOut_Private(model, ctx->device != FSDP_DEVICE_HOST);
   if (!ierr) ierr = FSDPModelGetSizes(model, NULL, NULL, &plan->numel);
   if (!ierr) plan->row_flops = FSDPModelForwardFlops_Private(model);
+  if (!ierr) scratch = FSDPModelScratchBytes_Private(model, ctx->device != FSDP_DEVICE_HOST, ctx->param_dtype);
   for (int s = 0; !ierr && s <= FSDP_HYBRID_SHARD_ZERO2; s++) {
     bool hybrid = s == FSDP_HYBRID_SHARD || s == FSDP_HYBRID_SHARD_ZERO2;
     for (int f = hybrid ? 2 : 1; !ierr && f <= (hybrid ? plan->ranks_per_node : 1); f++) {
@@ -587,7 +751,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->activation_checkpointing = ckpt;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->bytes[m] = ms.bytes[m];
           c->bytes[FSDP_MEM_OPTIM_STATE] = (size_t)nstates * state;
-          c->bytes[FSDP_MEM_OTHER] = act;
+          c->bytes[FSDP_MEM_OTHER] = act + scratch;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
           count_bytes(ctx, plan, lay.views, c, &collectives, t);
@@ -604,15 +768,23 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
   return FSDP_SUCCESS;
 }
 
+/* A candidate as the ranking sees it: by its time when every candidate has
+   one, else by its bytes (a time and a byte count do not compare), and
+   where it was made, so that ties keep that order (qsort is not stable). */
+typedef struct {
+  FSDPPlanCandidate c;
+  double cost;
+  int made;
+} Ranked;
+
 /* Those that fit first, fastest first (no rates: fewest bytes), then smallest; ties keep the order made. */
 static int rank_order(const void *pa, const void *pb)
 {
-  const FSDPPlanCandidate *a = pa, *b = pb;
-  double ta, tb;
+  const Ranked *ra = pa, *rb = pb;
+  const FSDPPlanCandidate *a = &ra->c, *b = &rb->c;
+  double ta = ra->cost, tb = rb->cost;
   if (a->fits != b->fits) return a->fits ? -1 : 1;
   if (a->fits) {
-    ta = a->seconds >= 0 ? a->seconds : a->shard_bytes + a->replicate_bytes;
-    tb = b->seconds >= 0 ? b->seconds : b->shard_bytes + b->replicate_bytes;
     if (ta != tb) return ta < tb ? -1 : 1;
     /* Without rates, what costs no bytes may still cost compute: forward again. */
     if (a->activation_checkpointing != b->activation_checkpointing) return a->activation_checkpointing ? 1 : -1;
@@ -620,7 +792,23 @@ static int rank_order(const void *pa, const void *pb)
     if (a->grad_accum != b->grad_accum) return a->grad_accum < b->grad_accum ? -1 : 1;
   }
   if (a->total != b->total) return a->total < b->total ? -1 : 1;
-  return a < b ? -1 : a > b;
+  return (ra->made > rb->made) - (ra->made < rb->made);
+}
+
+static FSDPErrorCode rank_candidates(FSDPPlan plan)
+{
+  Ranked *r;
+  bool timed = true;
+  for (int i = 0; i < plan->ncand; i++) timed = timed && plan->cand[i].seconds >= 0;
+  FSDPCall(FSDPMalloc((size_t)plan->ncand * sizeof *r + 1, FSDP_MEM_OTHER, &r));
+  for (int i = 0; i < plan->ncand; i++) {
+    const FSDPPlanCandidate *c = &plan->cand[i];
+    r[i] = (Ranked){*c, timed ? c->seconds : c->shard_bytes + c->replicate_bytes, i};
+  }
+  qsort(r, (size_t)plan->ncand, sizeof *r, rank_order);
+  for (int i = 0; i < plan->ncand; i++) plan->cand[i] = r[i].c;
+  FSDPCall(FSDPFree(&r));
+  return FSDP_SUCCESS;
 }
 
 FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan)
@@ -638,7 +826,7 @@ FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan)
   plan->setup = false;
   FSDPCall(add_wrapping(plan, FSDP_WRAP_BLOCK, &capacity));
   FSDPCall(add_wrapping(plan, FSDP_WRAP_MODEL, &capacity));
-  qsort(plan->cand, (size_t)plan->ncand, sizeof *plan->cand, rank_order);
+  FSDPCall(rank_candidates(plan));
   plan->setup = true;
   return FSDP_SUCCESS;
 }
@@ -696,9 +884,9 @@ static void options_line(const FSDPPlanCandidate *c, char *text, size_t len)
 FSDPErrorCode FSDPPlanGetChoice(FSDPPlan plan, int *index, char *options, size_t len)
 {
   const FSDPPlanCandidate *c;
+  if (index) *index = -1; /* on every error, too */
   CHECK_PLAN_SETUP(plan);
   FSDPCheck(!options || len > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanGetChoice: options has no room (len 0)");
-  if (index) *index = -1;
   if (options) options[0] = '\0';
   FSDPCheck(plan->ncand > 0, MPI_COMM_SELF, FSDP_ERR_STATE, "FSDPPlanGetChoice: the planner found no candidate");
   c = &plan->cand[0];
@@ -769,6 +957,18 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
   format_scaled(d, sizeof d, plan->latency * 1e6, (const char *const[]){"u", "m", ""}, 3, "s");
   FSDPCall(FSDPViewerASCIIPrintf(v, "rates (%s): compute %s per rank, intra-node %s, inter-node %s, latency %s\n",
                                  plan->rates_from, a, b, c, d));
+  if (plan->model_rows[1] > 0)
+    FSDPCall(FSDPViewerASCIIPrintf(
+        v,
+        "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward %.4g ms for "
+        "%lld row%s, %.4g ms for %lld; the optimizer %.4g ms for all %lld parameters; the compute column scales "
+        "these\n",
+        plan->model_seconds[0] * 1e3, (long long)plan->model_rows[0], plan->model_rows[0] == 1 ? "" : "s",
+        plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1], plan->opt_seconds * 1e3, (long long)plan->numel));
+  else if (plan->model_untimed)
+    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (its parameters, gradients and optimizer state "
+                                      "pass 1 GiB or half the budget); the compute column is its GEMMs at the rate "
+                                      "above\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,
                                  "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %10s %9s "

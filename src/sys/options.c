@@ -858,7 +858,8 @@ bool FSDPParseBytes_Private(const char *text, int64_t *bytes)
     end++;
     if (!strcasecmp(end, "iB")) end += 2;
   }
-  ok = end != text && !*end && v >= 0 && v * scale < 9.2e18;
+  /* A positive size below a byte (0.4) would read as 0, which means none. */
+  ok = end != text && !*end && v >= 0 && v * scale < 9.2e18 && (v == 0 || v * scale >= 1);
   if (ok) *bytes = (int64_t)(v * scale);
   FSDPFPLeave_Private(&fpenv);
   return ok;

@@ -747,16 +747,11 @@ static FSDPErrorCode count_node_memory(ShardGroup g, MPI_Comm host)
    (a launcher's or Slurm's binding, a cgroup's cpuset).  The node is the
    machine the ranks share (MPI's shared-memory split), even where Slurm's
    node ids name the ShardGroup's nodes (several slurmd on one machine). */
-static FSDPErrorCode count_node_cpus(ShardGroup g)
+FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus)
 {
   enum { WORDS = CPU_SETSIZE / 64 };
   uint64_t mask[WORDS] = {0};
   cpu_set_t set;
-  MPI_Comm host = g->node->comm;
-
-  if (g->node_source != NODE_SOURCE_MPI)
-    FSDPCallMPI(MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &host));
-  FSDPCallMPI(MPI_Comm_size(host, &g->node_ranks));
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
     for (int c = 0; c < CPU_SETSIZE; c++)
       if (CPU_ISSET(c, &set)) mask[c / 64] |= 1ULL << (c % 64);
@@ -765,10 +760,20 @@ static FSDPErrorCode count_node_cpus(ShardGroup g)
     for (long c = 0; c < n && c < CPU_SETSIZE; c++) mask[c / 64] |= 1ULL << (c % 64);
   }
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, mask, WORDS, MPI_UINT64_T, MPI_BOR, host));
+  *cpus = 0;
+  for (int w = 0; w < WORDS; w++) *cpus += __builtin_popcountll(mask[w]);
+  return FSDP_SUCCESS;
+}
+
+static FSDPErrorCode count_node_cpus(ShardGroup g)
+{
+  MPI_Comm host = g->node->comm;
+  if (g->node_source != NODE_SOURCE_MPI)
+    FSDPCallMPI(MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &host));
+  FSDPCallMPI(MPI_Comm_size(host, &g->node_ranks));
+  FSDPCall(FSDPNodeCPUs_Private(host, &g->node_cpus));
   FSDPCall(count_node_memory(g, host));
   if (host != g->node->comm) FSDPCallMPI(MPI_Comm_free(&host));
-  g->node_cpus = 0;
-  for (int w = 0; w < WORDS; w++) g->node_cpus += __builtin_popcountll(mask[w]);
   return FSDP_SUCCESS;
 }
 

@@ -31,6 +31,11 @@ void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t le
 /* One synchronized line per GPU: bus id, PCI ids, the CPUs near it. */
 FSDPErrorCode FSDPTopologyViewGPUs_Private(const FSDPTopology *topo, FSDPViewer viewer);
 
+/* Collective on host (the ranks of one machine): the CPUs they may run on,
+   the union of their affinity masks (a launcher's or Slurm's binding, a
+   cgroup's cpuset). */
+FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus);
+
 #define FSDP_PLACEMENT_MAX_GPUS 64
 
 /* Where one rank runs, or will run, on its node. */
