@@ -904,29 +904,39 @@ static bool blas_threads_in_environment(void)
    would each start one per CPU of the node, and their GEMMs would fight for
    the cores (a GPT at W = 2 on 2 cores ran 7x slower).  Unless the user set
    a number, each rank takes its share of its node's CPUs. */
-static void fit_blas_threads(FSDPModel m)
+int FSDPFitBlasThreads_Private(int asked, int share, const char **why)
 {
 #ifdef FSDP_HAVE_OPENBLAS_THREADS
-  int share = m->blas_share > 0 ? m->blas_share : m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
-  if (m->blas_threads > 0) m->blas_why = "-fsdp_blas_threads";
-  else if (blas_threads_in_environment()) {
-    m->blas_threads = openblas_get_num_threads();
-    m->blas_why = "the environment's";
-    return;
+  int threads;
+  if (asked > 0) {
+    threads = asked;
+    *why = "-fsdp_blas_threads";
+  } else if (blas_threads_in_environment()) {
+    *why = "the environment's";
+    return openblas_get_num_threads();
   } else {
-    m->blas_threads = share > 1 ? share : 1;
-    m->blas_why = "the CPUs per rank on this node";
+    threads = share > 1 ? share : 1;
+    *why = "the CPUs per rank on this node";
   }
   {
     fenv_t fpenv; /* OpenBLAS may start threads: with the caller's traps masked, and no flag left */
     FSDPFPEnter_Private(&fpenv);
-    openblas_set_num_threads(m->blas_threads);
+    openblas_set_num_threads(threads);
     FSDPFPLeave_Private(&fpenv);
   }
+  return threads;
 #else
-  m->blas_threads = 1;
-  m->blas_why = "not OpenBLAS: its own";
+  (void)asked;
+  (void)share;
+  *why = "not OpenBLAS: its own";
+  return 1;
 #endif
+}
+
+static void fit_blas_threads(FSDPModel m)
+{
+  int share = m->blas_share > 0 ? m->blas_share : m->ctx->node_ranks > 0 ? m->ctx->node_cpus / m->ctx->node_ranks : 1;
+  m->blas_threads = FSDPFitBlasThreads_Private(m->blas_threads, share, &m->blas_why);
 }
 
 /* Outside a GPT, checkpointing works on runs of layers: a layer is

@@ -269,6 +269,10 @@ FSDPErrorCode FSDPModelLayOut_Private(FSDPModel model, bool on_device);
    embedding, and the scratch that widens parameters of view_dtype (not fp32)
    for the host's kernels.  After FSDPModelLayOut_Private. */
 size_t FSDPModelScratchBytes_Private(FSDPModel model, bool on_device, FSDPDataType view_dtype);
+/* Sets OpenBLAS's threads for this process, as a model's SetUp does: asked
+   (> 0, -fsdp_blas_threads), else the environment's, else share (the node's
+   CPUs per rank).  Returns the number, and why in *why. */
+int FSDPFitBlasThreads_Private(int asked, int share, const char **why);
 /* Floating-point operations of one row's forward: two per weight each time
    the row applies it (dense layers, convolutions, a GPT's layers at each
    position), and attention's two products; FFTs, norms, activations and

@@ -534,7 +534,7 @@ done:
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
   MPI_Comm comm, node;
-  int rank, size, node_rank, node_size, cpus, timed, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
+  int rank, size, node_rank, node_size, cpus, share, timed, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
   FSDPErrorCode ierr;
@@ -552,6 +552,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   FSDPCallMPI(MPI_Bcast(mine, 1, MPI_INT, 0, node));
   FSDPCall(FSDPNodeCPUs_Private(node, &cpus));
   FSDPCallMPI(MPI_Comm_free(&node));
+  share = cpus / node_size > 1 ? cpus / node_size : 1;
   /* Every rank times the model, or none does (FSDPPlanSetModel is each rank's own). */
   timed = plan->spec != NULL;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &timed, 1, MPI_INT, MPI_MIN, comm));
@@ -568,7 +569,15 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     if (leader[r] == leader[0] && intra_peer < 0) intra_peer = r;
     if (leader[r] != leader[0] && inter_peer < 0) inter_peer = r;
   }
-  /* Every rank multiplies at once, as in a step: the slowest sets the pace. */
+  /* Every rank multiplies at once, as in a step, with the BLAS threads the job's model would take: the slowest
+     sets the pace. */
+  if (!ierr) {
+    int64_t asked;
+    const char *why;
+    ierr = FSDPOptionsGetInt("-fsdp_blas_threads", "OpenBLAS threads per rank (0: the node's CPUs per rank)", 0, 0,
+                             1024, &asked, NULL);
+    if (!ierr) (void)FSDPFitBlasThreads_Private((int)asked, share, &why);
+  }
   if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
   ierr = FSDPErrorAgree_Private(comm, ierr);
   if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
@@ -578,7 +587,6 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr && timed) {
     int64_t rows[2];
     double timing[3];
-    int share = cpus / node_size > 1 ? cpus / node_size : 1;
     ierr = MPI_Barrier(comm) == MPI_SUCCESS ? time_model(plan, gemm, share, rows, timing, &timing[2]) : FSDP_ERR_MPI;
     ierr = FSDPErrorAgree_Private(comm, ierr);
     if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, timing, 3, MPI_DOUBLE, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
