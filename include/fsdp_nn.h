@@ -549,7 +549,7 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per
 /** Plans for nodes described by an hwloc topology (lstopo's XML of a compute node, written on it with
     `lstopo node.xml`, or a synthetic description): a rank per core, and, while the memory budget is the default
     (auto), the topology's memory shared by those ranks.  The node count stays as it was (FSDPPlanSetJob sets it;
-    with the same ranks per node the topology's memory still sets the budget).
+    with other ranks per node too, the topology's memory still sets the budget).
     @collective Not collective: each rank may call it alone.
     @param[in,out] plan  the planner
     @param[in] source    an hwloc XML file, or a synthetic description like "pack:2 numa:2(memory=64GB) core:16 pu:2"
@@ -629,7 +629,7 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
     to take 50 ms at most), and an optimizer step; the candidates' compute then scales these times instead of
     counting flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
-    not timed.
+    not timed, nor one on a GPU (-fsdp_device cuda).
     @collective Collective on the planner's communicator.
     @param[in,out] plan  the planner
     @retval FSDP_ERR_ARG  plan is NULL
@@ -640,9 +640,9 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
 FSDP_EXTERN FSDPErrorCode FSDPPlanProbe(FSDPPlan plan);
 /** Predicts every candidate: the strategies full, grad_op, none, hybrid and hybrid_zero2 (F from 2 to the ranks
     per node that divide them, below W), block and model wrapping, 1, 2, 4 or 8 micro-batches, and activation
-    checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first (unless
-    the rates give every candidate a time: fewest bytes moved), then the rest, smallest first; ties keep the order
-    above.
+    checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first when
+    the rates give every candidate a time, else fewest bytes moved first; then the rest, smallest first; ties keep
+    the order above.
     @collective Not collective: each rank may call it alone (it builds the model's units on MPI_COMM_SELF).
     @param[in,out] plan  the planner, with a model and a batch
     @retval FSDP_ERR_ARG          plan is NULL; no model or no batch was set, or the batch does not divide

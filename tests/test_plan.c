@@ -306,7 +306,7 @@ static void check_ranking(void)
   TEST_OK(FSDPPlanDestroy(&plan));
 }
 
-static void check_probe(int size)
+static void check_probe(int rank, int size)
 {
   FSDPPlan plan;
   double flops, intra, inter, latency, t0 = MPI_Wtime();
@@ -328,6 +328,25 @@ static void check_probe(int size)
   TEST_OK(FSDPPlanProbe(plan));
   TEST_ASSERT(MPI_Wtime() - t0 < 30, "the probe with a model took %g s", MPI_Wtime() - t0);
   TEST_OK(FSDPPlanSetUp(plan));
+  { /* the view says the model was timed */
+    FSDPViewer v;
+    char text[8192] = "";
+    FILE *f;
+    size_t got = 0;
+    TEST_OK(FSDPViewerASCIIOpen(MPI_COMM_WORLD, "test_plan_view.txt", &v));
+    TEST_OK(FSDPPlanView(plan, v));
+    TEST_OK(FSDPViewerDestroy(&v));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if ((f = fopen("test_plan_view.txt", "r"))) {
+      got = fread(text, 1, sizeof text - 1, f);
+      fclose(f);
+    }
+    text[got] = '\0';
+    TEST_ASSERT(strstr(text, "the model's step (measured by FSDPPlanProbe"),
+                "the view does not show the model's timing: %s", text);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) remove("test_plan_view.txt");
+  }
   {
     FSDPPlanCandidate c, d;
     int n;
@@ -473,7 +492,7 @@ int main(int argc, char **argv)
   check_predictions(rank, size);
   check_refusal();
   check_ranking();
-  check_probe(size);
+  check_probe(rank, size);
   check_errors();
   check_topology();
   check_partial_rates();

@@ -221,7 +221,7 @@ FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
 FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
 {
   FSDPTopology *topo;
-  char summary[160];
+  char summary[160], text[sizeof((FSDPPlan)0)->topology];
   int cores;
   uint64_t memory;
   CHECK_PLAN(plan);
@@ -231,11 +231,11 @@ FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
   cores = FSDPTopologyNumCores_Private(topo);
   memory = FSDPTopologyMemory_Private(topo);
   FSDPTopologySummary_Private(topo, summary, sizeof summary);
-  snprintf(plan->topology, sizeof plan->topology, "%s (%s)", FSDPTopologySource_Private(topo), summary);
+  snprintf(text, sizeof text, "%s (%s)", FSDPTopologySource_Private(topo), summary);
   FSDPCall(FSDPTopologyDestroy_Private(&topo));
-  FSDPCheck(cores > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetTopology: the topology of %s has no cores",
-            plan->topology);
+  FSDPCheck(cores > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetTopology: the topology of %s has no cores", text);
   FSDPCall(check_shape("FSDPPlanSetTopology", plan->nodes, cores));
+  memcpy(plan->topology, text, sizeof text); /* only once it is taken */
   snprintf(plan->shape_text, sizeof plan->shape_text, "a rank per core of the topology of %s", plan->topology);
   plan->shape_from = plan->shape_text;
   plan->ranks_per_node = cores;
@@ -273,6 +273,8 @@ FSDPErrorCode FSDPPlanSetOptimizer(FSDPPlan plan, FSDPOptimizerType type, double
             "FSDPPlanSetOptimizer: %d is not an FSDPOptimizerType", (int)type);
   FSDPCheck(momentum >= 0 && isfinite(momentum), MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPPlanSetOptimizer: momentum %g must be a finite number >= 0", momentum);
+  if (type != plan->opt_type || momentum != plan->momentum)
+    plan->model_rows[0] = plan->model_rows[1] = 0; /* the probe timed the other optimizer */
   plan->opt_type = type;
   plan->momentum = momentum;
   plan->setup = false;
@@ -474,6 +476,8 @@ static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int6
      lay out, bind or print it (a sharding factor, -fsdp_bind, -fsdp_view): read on a context of their own. */
   if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
   if (!ierr) ierr = FSDPContextSetFromOptions(opts);
+  /* On a context of one rank every rank would take the node's first GPU: planning for GPUs is not done. */
+  if (!ierr && opts->device != FSDP_DEVICE_HOST) goto done;
   if (!ierr) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
   if (!ierr) ierr = FSDPContextSetDevice(ctx, opts->device);
   if (!ierr) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
@@ -498,12 +502,12 @@ static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int6
     rows[0] = n / 8 > 1 ? n / 8 : 1;
   }
   if (!ierr) ierr = FSDPMalloc((size_t)(n * in) * sizeof *x, FSDP_MEM_OTHER, &x);
-  if (!ierr) ierr = FSDPMalloc((size_t)(n * (vocab ? in : out)) * sizeof *labels, FSDP_MEM_OTHER, &labels);
-  if (!ierr) ierr = FSDPMalloc((size_t)(n * out) * sizeof *target, FSDP_MEM_OTHER, &target);
+  if (!ierr && vocab) ierr = FSDPMalloc((size_t)(n * in) * sizeof *labels, FSDP_MEM_OTHER, &labels);
+  if (!ierr && !vocab) ierr = FSDPMalloc((size_t)(n * out) * sizeof *target, FSDP_MEM_OTHER, &target);
   if (!ierr) {
     for (int64_t i = 0; i < n * in; i++) x[i] = vocab ? (float)(i * 5 % vocab) : (float)(i % 13) * 0.01f;
     for (int64_t i = 0; vocab && i < n * in; i++) labels[i] = i * 7 % vocab;
-    for (int64_t i = 0; i < n * out; i++) target[i] = (float)(i % 7) * 0.1f;
+    for (int64_t i = 0; !vocab && i < n * out; i++) target[i] = (float)(i % 7) * 0.1f;
   }
   for (int pass = 0; !ierr && pass < 5; pass++) { /* the first allocates what the passes use */
     const int64_t m = rows[pass % 2 ? 0 : 1];
@@ -578,6 +582,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
                              1024, &asked, NULL);
     if (!ierr) (void)FSDPFitBlasThreads_Private((int)asked, share, &why);
   }
+  ierr = FSDPErrorAgree_Private(comm, ierr); /* before the barrier every rank must reach */
   if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
   ierr = FSDPErrorAgree_Private(comm, ierr);
   if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
@@ -588,13 +593,17 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     int64_t rows[2];
     double timing[3];
     ierr = MPI_Barrier(comm) == MPI_SUCCESS ? time_model(plan, gemm, share, rows, timing, &timing[2]) : FSDP_ERR_MPI;
+    int all = timing[1] > 0;
     ierr = FSDPErrorAgree_Private(comm, ierr);
+    /* One timing for every rank, or none: ranks that differ would rank the candidates differently. */
     if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, timing, 3, MPI_DOUBLE, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, rows, 2, MPI_INT64_T, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
     if (!ierr) {
       memcpy(plan->model_rows, rows, sizeof rows);
       memcpy(plan->model_seconds, timing, sizeof plan->model_seconds);
       plan->opt_seconds = timing[2];
-      plan->model_untimed = timing[1] <= 0; /* too large to time here */
+      plan->model_untimed = !all; /* too large to time here, or on a GPU */
       if (plan->model_untimed) plan->model_rows[1] = 0;
     }
   }
@@ -968,15 +977,15 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
   if (plan->model_rows[1] > 0)
     FSDPCall(FSDPViewerASCIIPrintf(
         v,
-        "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward %.4g ms for "
-        "%lld row%s, %.4g ms for %lld; the optimizer %.4g ms for all %lld parameters; the compute column scales "
+        "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward %.6g ms for "
+        "%lld row%s, %.6g ms for %lld; the optimizer %.6g ms for all %lld parameters; the compute column scales "
         "these\n",
         plan->model_seconds[0] * 1e3, (long long)plan->model_rows[0], plan->model_rows[0] == 1 ? "" : "s",
         plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1], plan->opt_seconds * 1e3, (long long)plan->numel));
   else if (plan->model_untimed)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (its parameters, gradients and optimizer state "
-                                      "pass 1 GiB or half the budget); the compute column is its GEMMs at the rate "
-                                      "above\n"));
+    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (on a GPU, or its parameters, gradients and "
+                                      "optimizer state pass 1 GiB or half the budget); the compute column is its "
+                                      "GEMMs at the rate above\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,
                                  "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %10s %9s "
