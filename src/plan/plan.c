@@ -46,7 +46,7 @@ struct FSDPPlan_s {
      its parameters, opt_seconds. */
   int64_t model_rows[2];
   double model_seconds[2], opt_seconds;
-  bool model_untimed; /* the probe found it too large to time */
+  bool model_untimed; /* the probe could not time it (too large, or on a GPU) */
   FSDPPlanCandidate *cand;
   int ncand;
 };
