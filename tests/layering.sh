@@ -63,6 +63,8 @@ check_tree() {
         case $target in "$top/include/"* | "$build/include/"* | "$(realpath "$dir")/"*) continue ;; esac
         # the tests may ask how this build was configured, and nothing else
         [ "$from" = tests ] && [ "$inc" = fsdp_config.h ] && continue
+        # but for white-box tests of code with several CPU paths, each listed here with the source it compiles in
+        case "${f#"$top"/}:$inc" in "tests/test_crc32c.c:../src/io/crc32c.c") continue ;; esac
         echo "layering: ${f#"$top"/} includes $inc, which is not a public header" >>"$out" ;;
       *)
         allowed "$from" "$to" ||
