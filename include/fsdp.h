@@ -1684,7 +1684,10 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, co
     are verified unit by unit before the unit changes: a corrupt dataset is
     an error naming it, leaving its unit and later ones as they were.  The
     training state, the step and the optimizer's step and gradient scale are
-    set from the file.  Errors are agreed: every rank returns one.
+    set from the file.  Shards keep their addresses (FlatParamGetShard); on
+    the host their pages, and the optimizer state's, may change places with
+    the staging buffer's instead of being copied.  Errors are agreed: every
+    rank returns one.
     @collective Collective on the context's communicator: every rank of ctx calls it with the same path and
     the same checkpoint settings.  A build without HDF5 returns FSDP_ERR_UNSUPPORTED at once.
     @param[in] ctx   the context, set up
@@ -1696,7 +1699,7 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, co
     @retval FSDP_ERR_STATE        ctx is not set up; a unit is not sharded (mid-step); opt is not set up, or
                                   parameters were frozen or unfrozen after its FSDPOptimizerSetUp
     @retval FSDP_ERR_IO           path is a directory or cannot be opened, or (POSIX transfers) was replaced
-                                  while the ranks opened it
+                                  while the ranks opened it, or a read failed
     @retval FSDP_ERR_CORRUPT      the file is not readable HDF5, or is damaged (a checksum, an attribute)
     @retval FSDP_ERR_NOT_FINITE   the file holds NaN or infinite values (-fsdp_check_finite)
     @retval FSDP_ERR_HDF5         an HDF5 call failed

@@ -7,8 +7,12 @@
    inside blocks, in a piece's second step and at its very end, each under a
    valid checksum, are refused with their index, and leave the shards and
    the optimizer state as they were; -0 and a positive denormal are not
-   refused, nor is a NaN with its sign bit set taken for a negative.
-   mpitest: -n 3 */
+   refused, nor is a NaN with its sign bit set taken for a negative.  A
+   load keeps each shard where it was (FlatParamGetShard's address), though
+   its pages change places with staging's.  Run again with POSIX transfers
+   (which read and scan a step at a time) and the baseline's scans.
+   mpitest: -n 3
+   mpitest: -n 3 -fsdp_checkpoint_io posix -fsdp_simd generic */
 #include "fsdp_config.h"
 
 #ifndef FSDP_HAVE_HDF5
@@ -124,7 +128,16 @@ int main(int argc, char **argv)
                 "the longest dataset has %zu bytes: too short for the fast paths", longest);
   }
   train(ctx, model, opt);
-  TEST_OK(FSDPContextLoad(ctx, opt, file("good.h5")));
+  {
+    FlatParam unit;
+    void *before, *after;
+    int64_t n;
+    TEST_OK(FSDPContextGetUnit(ctx, 1, &unit)); /* the 400 x 400 weight's */
+    TEST_OK(FlatParamGetShard(unit, &before, &n));
+    TEST_OK(FSDPContextLoad(ctx, opt, file("good.h5")));
+    TEST_OK(FlatParamGetShard(unit, &after, &n));
+    TEST_ASSERT(after == before, "the load moved unit 1's shard from %p to %p", before, after);
+  }
   got = shards(ctx);
   TEST_ASSERT(!memcmp(want, got, (size_t)total * sizeof *got), "the load did not give back the saved shards");
   free(got);

@@ -161,6 +161,13 @@ uint64_t FSDPHashBytes_Private(uint64_t h, const void *data, size_t n);
 void FSDPDeviceMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed);
 /* Host memory that did not come from FSDPMalloc (an MPI shared-memory window), counted the same way. */
 void FSDPMemoryCount_Private(FSDPMemCategory category, size_t bytes, bool freed);
+/* Pages mapped for the library alone (src/sys/pages.c), counted by category. */
+size_t FSDPPageSize_Private(void);
+FSDPErrorCode FSDPPagesAlloc_Private(size_t bytes, FSDPMemCategory category, void *ptr);
+FSDPErrorCode FSDPPagesFree_Private(void *ptr, size_t bytes, FSDPMemCategory category);
+/* dst takes src's n bytes, by exchanging whole pages where they line up; src
+   is left unspecified.  Host memory private to this process only. */
+void FSDPTakeBytes_Private(void *dst, void *src, size_t n);
 FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int *cap, FSDPMemCategory category);
 
 /* What FSDPContext needs of its ShardGroup: the factor asked for (0: none),

@@ -76,8 +76,8 @@ typedef struct {
 
 /* Loading one unit: what its steps share.  A unit's datasets are read into
    staging (its shard, then its packed state tensors), checked against their
-   checksums and for non-finite values, and only then copied into the shard
-   and the optimizer state.  Each step is collective: every rank makes every
+   checksums and for non-finite values, and only then moved into the shard
+   and the optimizer state (their pages exchanged with staging's on the host).  Each step is collective: every rank makes every
    call, whatever failed on it, and the ranks agree on the outcome after. */
 typedef struct {
   FSDPContext ctx;
@@ -90,6 +90,9 @@ typedef struct {
   const bool *load;
   int nitems;
   void *staging;
+  /* Where staging mirrors the shard and each state tensor: at the same offset
+     within a page as what it mirrors, so that commit can exchange pages. */
+  char *staged[3];
   int64_t state_numel;  /* elements of each optimizer state tensor of the unit */
   const char *names[2]; /* of the optimizer's state tensors */
   Piece *pieces;        /* this rank's piece of each parameter */
@@ -98,6 +101,7 @@ typedef struct {
   int64_t *nonfinite;   /* per item: its first non-finite value read, or -1 */
   int64_t *negative;    /* per item: its first negative value read (of exp_avg_sq only), or -1 */
   hid_t dxpl;
+  int fd; /* POSIX transfers: HDF5's file descriptor, for read_direct; else -1 */
 } UnitLoad;
 
 /* HDF5's own error stack would print on every rank; the library's errors say
@@ -127,6 +131,8 @@ uint32_t CheckpointPlaceCRC_Private(const Item *it, const Piece *pc, uint32_t cr
 uint32_t CheckpointPieceCRC_Private(const Item *it, const Piece *pc, const void *mem, size_t es);
 void CheckpointScanValues_Private(FSDPDataType dtype, const void *mem, int64_t n, uint32_t *crc, int64_t *nonfinite,
                                   int64_t *negative);
+void CheckpointScanMore_Private(FSDPDataType dtype, const void *mem, int64_t n, int64_t done, uint32_t *crc,
+                                int64_t *nonfinite, int64_t *negative);
 uint32_t CheckpointBindCRC_Private(uint64_t file_id, const char *path, uint32_t values);
 FSDPErrorCode CheckpointListItems_Private(FSDPContext ctx, int nstates, Item **items, int *n);
 /* format.c: HDF5 */

@@ -17,7 +17,15 @@ static FSDPErrorCode unit_load_begin(UnitLoad *L)
   FSDPErrorCode ierr;
   FSDPOptimizer opt = L->opt;
   L->state_numel = opt ? opt->units[L->unit->index].numel : 0;
+  size_t es = FSDPDataTypeSize(L->unit->dtype);
+  char *next = L->staging;
   for (int s = 0; opt && s < opt->nstates; s++) L->names[s] = FSDPOptimizerStateName_Private(opt, s);
+  /* load_file left a page of room for each. */
+  for (int r = 0; r < 1 + (opt ? opt->nstates : 0); r++) {
+    const char *mirrored = r ? (const char *)opt->units[L->unit->index].state[r - 1] : (const char *)L->unit->shard;
+    L->staged[r] = next + (((uintptr_t)mirrored - (uintptr_t)next) & (FSDPPageSize_Private() - 1));
+    next = L->staged[r] + (size_t)(r ? L->state_numel : L->unit->shard_numel) * es;
+  }
   if ((ierr = FSDPMalloc((size_t)L->unit->nparams * sizeof *L->pieces + 1, FSDP_MEM_OTHER, &L->pieces))) goto cleanup;
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->crc, FSDP_MEM_OTHER, &L->crc))) goto cleanup;
   if ((ierr = FSDPCalloc((size_t)L->nitems + 1, sizeof *L->want, FSDP_MEM_OTHER, &L->want))) goto cleanup;
@@ -46,6 +54,46 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
   return ierr;
 }
 
+/* POSIX transfers of a contiguous dataset in the unit's type, as this
+   machine has it: its piece straight from the file, a step at a time, each
+   scanned (CRC and checks) while it is still in cache.  0, the errno of a
+   failed read, or -1 where the file ends before the piece. */
+static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, bool second_moment)
+{
+  enum { CHUNK = 512 * 1024 }; /* bytes: read and scanned in L2 */
+  const Item *it = &L->items[k];
+  const Piece *pc = &L->pieces[it->param];
+  size_t es = FSDPDataTypeSize(L->unit->dtype), total = (size_t)len * es, done = 0;
+  int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
+  int64_t *negative = second_moment ? &L->negative[k] : NULL;
+  uint32_t crc = 0;
+  off_t offset = (off_t)(at + (haddr_t)pc->begin * es);
+
+  while (done < total) {
+    size_t want = total - done < CHUNK ? total - done : CHUNK, got = 0;
+    while (got < want) { /* through interruptions and short reads */
+      ssize_t n = pread(L->fd, mem + done + got, want - got, offset + (off_t)(done + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : -1;
+      got += (size_t)n;
+    }
+    CheckpointScanMore_Private(L->unit->dtype, mem + done, (int64_t)(want / es), (int64_t)(done / es), &crc, nonfinite,
+                               negative);
+    done += want;
+  }
+  L->crc[k] = CheckpointPlaceCRC_Private(it, pc, crc, es);
+  return 0;
+}
+
+/* Where a dataset's values start in the file when read_direct can read them, else HADDR_UNDEF. */
+static haddr_t direct_offset(const UnitLoad *L, hid_t ds, hid_t ftype)
+{
+  hid_t native = L->unit->dtype == FSDP_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+  hid_t little = L->unit->dtype == FSDP_FLOAT64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+  if (L->fd < 0 || H5Tequal(ftype, native) <= 0 || H5Tequal(native, little) <= 0) return HADDR_UNDEF;
+  return H5Dget_offset(ds); /* HADDR_UNDEF unless contiguous and allocated (another tool may chunk) */
+}
+
 /* Item k's dataset, this rank's piece of it, into staging, with its CRC and
    the first values verify.c refuses (scanned while they are in cache).
    Collective (a collective read): a rank that fails still takes part, with
@@ -60,6 +108,7 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
   char *mem = CheckpointStaged_Private(L, k), dpath[1200], reason[256];
   int64_t len = pc->end - pc->begin;
   hid_t ds, space = -1, memspace = -1, ftype = -1;
+  haddr_t at;
   void *convert = NULL;
   herr_t status = -1;
 
@@ -76,7 +125,17 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
     ftype = H5Dget_type(ds);
   }
   if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
-  else if (space >= 0 && ftype >= 0) {
+  else if (space >= 0 && ftype >= 0 && len > 0 && (at = direct_offset(L, ds, ftype)) != HADDR_UNDEF) {
+    bool second_moment = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq");
+    int err = read_direct(L, k, at, mem, len, second_moment);
+    if (err < 0 && !*ierr)
+      *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: it ends before the values of %s", L->path, dpath);
+    else if (err && !*ierr)
+      *ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
+                        "FSDPContextLoad: cannot read %s from '%s': %s", dpath, L->path, strerror(err));
+    status = 0;
+    *bytes += len * (int64_t)es;
+  } else if (space >= 0 && ftype >= 0) {
     /* The checksum is of the file's values: read a different type as it is, then convert. */
     size_t fs = H5Tget_size(ftype);
     bool selected = CheckpointSelectPiece_Private(space, &memspace, p, pc) >= 0;
@@ -132,9 +191,13 @@ static FSDPErrorCode commit_unit(const UnitLoad *L)
     const Piece *pc = &L->pieces[it->param];
     void *state = it->state >= 0 ? L->opt->units[L->unit->index].state[it->state] : NULL;
     if (it->unit != L->unit || !L->load[k] || pc->end <= pc->begin) continue;
-    /* On a GPU the unit's memory is device memory: DeviceFromHost is memcpy on the host. */
-    FSDPCall(DeviceFromHost_Private(L->ctx->dev, CheckpointPieceMemory_Private(it, pc, L->unit->shard, state),
-                                    CheckpointStaged_Private(L, k), (size_t)(pc->end - pc->begin) * es));
+    char *to = CheckpointPieceMemory_Private(it, pc, L->unit->shard, state), *from = CheckpointStaged_Private(L, k);
+    size_t bytes = (size_t)(pc->end - pc->begin) * es;
+    /* On the host, pages change places (staging keeps the old ones for the
+       next unit), but not with a shard in the node's shared segment: the
+       other ranks would not see them.  On a GPU, a copy to the device. */
+    if (!L->ctx->dev && !(it->state < 0 && L->unit->shard_shared)) FSDPTakeBytes_Private(to, from, bytes);
+    else FSDPCall(DeviceFromHost_Private(L->ctx->dev, to, from, bytes));
   }
   return FSDP_SUCCESS;
 }
@@ -142,7 +205,7 @@ static FSDPErrorCode commit_unit(const UnitLoad *L)
 /* Collective: reads, verifies and installs one unit; on any rank's error
    every rank returns one and the unit is unchanged. */
 static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
-                               FlatParam unit, const Item *items, const bool *load, int nitems, void *staging,
+                               FlatParam unit, const Item *items, const bool *load, int nitems, void *staging, int fd,
                                int64_t *bytes)
 {
   UnitLoad L = {.ctx = ctx,
@@ -155,6 +218,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                 .load = load,
                 .nitems = nitems,
                 .staging = staging,
+                .fd = fd,
                 .dxpl = -1};
   FSDPErrorCode ierr = unit_load_begin(&L), e;
 
@@ -180,6 +244,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   int nitems;
   size_t staging_bytes = 0;
   void *staging = NULL;
+  int fd = -1;
   Header h = {0};
   FSDPErrorCode ierr, e;
 
@@ -206,7 +271,16 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                        "read different checkpoints; nothing was loaded",
                        path);
   }
-  /* Staging for the largest unit: its shard and its state tensors. */
+  /* POSIX transfers: the values are read with the file descriptor HDF5 opened. */
+  if (!ierr && ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
+    hid_t fapl = H5Fget_access_plist(file);
+    void *handle = NULL;
+    if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle)
+      fd = *(int *)handle;
+    if (fapl >= 0) H5Pclose(fapl);
+  }
+  /* Staging for the largest unit: its shard and its state tensors, each
+     with a page of room to sit at the offset within a page of what it mirrors. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) {
     FlatParam unit = ctx->units[u];
     size_t b =
@@ -214,13 +288,14 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
         FSDPDataTypeSize(unit->dtype);
     staging_bytes = b > staging_bytes ? b : staging_bytes;
   }
-  if (!ierr) ierr = FSDPMalloc(staging_bytes ? staging_bytes : 1, FSDP_MEM_COMM_STAGING, &staging);
+  staging_bytes += (size_t)(1 + (opt ? opt->nstates : 0)) * FSDPPageSize_Private();
+  if (!ierr) ierr = FSDPPagesAlloc_Private(staging_bytes, FSDP_MEM_COMM_STAGING, &staging);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   /* Unsharded copies kept from forward, or prefetched, would go stale. */
   for (int u = 0; u < ctx->nunits && !ierr; u++) ierr = FlatParamDropKept_Private(ctx->units[u]);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   for (int u = 0; u < ctx->nunits && !ierr; u++)
-    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, bytes);
+    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, fd, bytes);
   if (!ierr) {
     ctx->training = h.training;
     FSDPContextSetStep_Private(ctx, h.training.step);
@@ -230,7 +305,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
       opt->growth_tracker = h.growth_tracker;
     }
   }
-  if ((e = FSDPFree(&staging)) && !ierr) ierr = e;
+  if ((e = FSDPPagesFree_Private(&staging, staging_bytes, FSDP_MEM_COMM_STAGING)) && !ierr) ierr = e;
   if ((e = FSDPFree(&h.param_groups)) && !ierr) ierr = e;
   if ((e = FSDPFree(&load)) && !ierr) ierr = e;
   if ((e = FSDPFree(&items)) && !ierr) ierr = e;
