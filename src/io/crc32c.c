@@ -168,30 +168,61 @@ VPCLMUL_TARGET static inline __m512i fold_key(int f)
   return _mm512_broadcast_i32x4(_mm_set_epi64x(fold_hi[f], fold_lo[f]));
 }
 
+/* The float32 lanes of x that may be refused (checkpoint checks): an
+   exponent of all ones (NaN or infinity), and a sign bit with more than -0
+   (a negative value, or a NaN with its sign: the caller looks closer). */
+VPCLMUL_TARGET static inline void flag(__m512i x, __mmask16 *nonfinite, __mmask16 *negative)
+{
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000), minus_zero = _mm512_set1_epi32((int)0x80000000u);
+  *nonfinite |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, exponent), exponent);
+  *negative |= _mm512_cmpgt_epu32_mask(x, minus_zero);
+}
+
 /* At least 256 bytes.  Four registers of 64 bytes run 256 bytes apart; the
    register c enters as an xor on the first 4 bytes (the CRC is linear); the
-   last 128-bit remainder goes through the crc32 instruction from 0. */
-VPCLMUL_TARGET static uint32_t crc_vpclmul(uint32_t c, const unsigned char *p, size_t len)
+   last 128-bit remainder goes through the crc32 instruction from 0.  With
+   check, every 64 bytes loaded are also flagged, up to the last multiple of 64. */
+VPCLMUL_TARGET __attribute__((always_inline)) static inline uint32_t crc_vpclmul_body(
+    uint32_t c, const unsigned char *p, size_t len, bool check, __mmask16 *nonfinite, __mmask16 *negative)
 {
-  __m512i k = fold_key(FOLD2048), x0, x1, x2, x3;
+  __m512i k = fold_key(FOLD2048), x0, x1, x2, x3, y;
   __m128i r;
   uint64_t c64;
 
-  x0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+  x0 = _mm512_loadu_si512(p);
   x1 = _mm512_loadu_si512(p + 64);
   x2 = _mm512_loadu_si512(p + 128);
   x3 = _mm512_loadu_si512(p + 192);
+  if (check) {
+    flag(x0, nonfinite, negative);
+    flag(x1, nonfinite, negative);
+    flag(x2, nonfinite, negative);
+    flag(x3, nonfinite, negative);
+  }
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
   for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
-    x0 = fold512(x0, k, _mm512_loadu_si512(p));
-    x1 = fold512(x1, k, _mm512_loadu_si512(p + 64));
-    x2 = fold512(x2, k, _mm512_loadu_si512(p + 128));
-    x3 = fold512(x3, k, _mm512_loadu_si512(p + 192));
+    __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64), n2 = _mm512_loadu_si512(p + 128),
+            n3 = _mm512_loadu_si512(p + 192);
+    if (check) {
+      flag(n0, nonfinite, negative);
+      flag(n1, nonfinite, negative);
+      flag(n2, nonfinite, negative);
+      flag(n3, nonfinite, negative);
+    }
+    x0 = fold512(x0, k, n0);
+    x1 = fold512(x1, k, n1);
+    x2 = fold512(x2, k, n2);
+    x3 = fold512(x3, k, n3);
   }
   k = fold_key(FOLD512);
   x1 = fold512(x0, k, x1);
   x2 = fold512(x1, k, x2);
   x3 = fold512(x2, k, x3);
-  for (; len >= 64; p += 64, len -= 64) x3 = fold512(x3, k, _mm512_loadu_si512(p));
+  for (; len >= 64; p += 64, len -= 64) {
+    y = _mm512_loadu_si512(p);
+    if (check) flag(y, nonfinite, negative);
+    x3 = fold512(x3, k, y);
+  }
   r = _mm_xor_si128(
       _mm_xor_si128(fold128(_mm512_extracti32x4_epi32(x3, 0), FOLD384),
                     fold128(_mm512_extracti32x4_epi32(x3, 1), FOLD256)),
@@ -201,6 +232,21 @@ VPCLMUL_TARGET static uint32_t crc_vpclmul(uint32_t c, const unsigned char *p, s
   c64 = __builtin_ia32_crc32di(c64, (uint64_t)_mm_extract_epi64(r, 1));
   c = (uint32_t)c64;
   while (len--) c = __builtin_ia32_crc32qi(c, *p++);
+  return c;
+}
+
+VPCLMUL_TARGET static uint32_t crc_vpclmul(uint32_t c, const unsigned char *p, size_t len)
+{
+  return crc_vpclmul_body(c, p, len, false, NULL, NULL);
+}
+
+VPCLMUL_TARGET static uint32_t crc_vpclmul_flags(uint32_t c, const unsigned char *p, size_t len, bool *nonfinite,
+                                                 bool *negative)
+{
+  __mmask16 nf = 0, neg = 0;
+  c = crc_vpclmul_body(c, p, len, true, &nf, &neg);
+  *nonfinite = nf;
+  *negative = neg;
   return c;
 }
 #endif
@@ -214,6 +260,22 @@ uint32_t FSDPCRC32C_Private(uint32_t crc, const void *buf, size_t len)
   if (have_sse42) return ~crc_sse42(c, buf, len);
 #endif
   return ~crc_tables(c, buf, len);
+}
+
+bool FSDPCRC32CFlagFloats_Private(uint32_t *crc, const void *buf, size_t len, bool *nonfinite, bool *negative)
+{
+  pthread_once(&once, init_tables);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_vpclmul && len >= 256 && len % 64 == 0) {
+    *crc = ~crc_vpclmul_flags(~*crc, buf, len, nonfinite, negative);
+    return true;
+  }
+#endif
+  (void)crc;
+  (void)buf;
+  (void)nonfinite;
+  (void)negative;
+  return false;
 }
 
 uint32_t FSDPCRC32CShift_Private(uint32_t crc, uint64_t n)

@@ -168,17 +168,38 @@ void CheckpointScanValues_Private(FSDPDataType dtype, const void *mem, int64_t n
   CheckpointScanMore_Private(dtype, mem, n, 0, crc, nonfinite, negative);
 }
 
-/* The same scan continued: mem holds the n values after the first `done`. */
+/* The first of m values that first() finds: among the first `flagged` of
+   them only where `suspect` says one may be there, then among the rest. */
+static int64_t first_of(int64_t (*first)(FSDPDataType, const void *, int64_t), FSDPDataType dtype, const char *mem,
+                        int64_t m, int64_t flagged, bool suspect)
+{
+  int64_t at;
+  if (suspect && (at = first(dtype, mem, flagged)) >= 0) return at;
+  if ((at = first(dtype, mem + (size_t)flagged * FSDPDataTypeSize(dtype), m - flagged)) >= 0) return flagged + at;
+  return -1;
+}
+
+/* The same scan continued: mem holds the n values after the first `done`.
+   Where the CPU can, the CRC's loads of float32 values also flag the ones
+   the checks look for (FSDPCRC32CFlagFloats_Private): one pass, not three. */
 void CheckpointScanMore_Private(FSDPDataType dtype, const void *mem, int64_t n, int64_t done, uint32_t *crc,
                                 int64_t *nonfinite, int64_t *negative)
 {
   size_t es = FSDPDataTypeSize(dtype);
   for (int64_t i = 0; i < n; i += STEP) {
-    int64_t m = n - i < STEP ? n - i : STEP, at;
+    int64_t m = n - i < STEP ? n - i : STEP, at, flagged = 0;
     const char *step = (const char *)mem + (size_t)i * es;
-    if (crc) *crc = FSDPCRC32C_Private(*crc, step, (size_t)m * es);
-    if (nonfinite && *nonfinite < 0 && (at = first_nonfinite(dtype, step, m)) >= 0) *nonfinite = done + i + at;
-    if (negative && *negative < 0 && (at = first_negative(dtype, step, m)) >= 0) *negative = done + i + at;
+    size_t bytes = (size_t)m * es, body = bytes & ~(size_t)63;
+    bool maybe_nonfinite = true, maybe_negative = true;
+    if (crc && dtype == FSDP_FLOAT32 &&
+        FSDPCRC32CFlagFloats_Private(crc, step, body, &maybe_nonfinite, &maybe_negative)) {
+      *crc = FSDPCRC32C_Private(*crc, step + body, bytes - body);
+      flagged = (int64_t)(body / es);
+    } else if (crc) *crc = FSDPCRC32C_Private(*crc, step, bytes);
+    if (nonfinite && *nonfinite < 0 && (at = first_of(first_nonfinite, dtype, step, m, flagged, maybe_nonfinite)) >= 0)
+      *nonfinite = done + i + at;
+    if (negative && *negative < 0 && (at = first_of(first_negative, dtype, step, m, flagged, maybe_negative)) >= 0)
+      *negative = done + i + at;
   }
 }
 

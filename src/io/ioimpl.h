@@ -2,6 +2,7 @@
 #ifndef FSDP_IOIMPL_H
 #define FSDP_IOIMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,6 +12,11 @@
    none), extended by buf[len].  FSDPCRC32C_Private(0, "123456789", 9) is
    0xE3069283. */
 uint32_t FSDPCRC32C_Private(uint32_t crc, const void *buf, size_t len);
+/* The same CRC over len bytes of float32 values (a multiple of 64, at least
+   256), and on the same loads whether any of them may be non-finite or
+   negative (a negative NaN counts: look closer where they are set).  False,
+   computing nothing, where this CPU has no such pass. */
+bool FSDPCRC32CFlagFloats_Private(uint32_t *crc, const void *buf, size_t len, bool *nonfinite, bool *negative);
 /* crc times x^(8 n) modulo the polynomial: the CRC of A followed by B is
    FSDPCRC32CShift_Private(crc(A), |B|) ^ crc(B), so the CRCs of pieces,
    each shifted by the bytes after it, XOR to the CRC of the whole: ranks
