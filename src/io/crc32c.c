@@ -199,7 +199,7 @@ VPCLMUL_TARGET __attribute__((always_inline)) static inline uint32_t crc_vpclmul
     flag(x2, nonfinite, negative);
     flag(x3, nonfinite, negative);
   }
-  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+  x0 = _mm512_xor_si512(x0, _mm512_maskz_set1_epi32(1, (int)c)); /* c in the first lane, zeros elsewhere */
   for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
     __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64), n2 = _mm512_loadu_si512(p + 128),
             n3 = _mm512_loadu_si512(p + 192);

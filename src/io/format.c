@@ -180,8 +180,9 @@ static int64_t first_of(int64_t (*first)(FSDPDataType, const void *, int64_t), F
 }
 
 /* The same scan continued: mem holds the n values after the first `done`.
-   Where the CPU can, the CRC's loads of float32 values also flag the ones
-   the checks look for (FSDPCRC32CFlagFloats_Private): one pass, not three. */
+   On the AVX-512 path, where the CPU folds the CRC, its loads of float32
+   values also flag the ones the checks look for
+   (FSDPCRC32CFlagFloats_Private): one pass, not three. */
 void CheckpointScanMore_Private(FSDPDataType dtype, const void *mem, int64_t n, int64_t done, uint32_t *crc,
                                 int64_t *nonfinite, int64_t *negative)
 {
@@ -191,7 +192,7 @@ void CheckpointScanMore_Private(FSDPDataType dtype, const void *mem, int64_t n, 
     const char *step = (const char *)mem + (size_t)i * es;
     size_t bytes = (size_t)m * es, body = bytes & ~(size_t)63;
     bool maybe_nonfinite = true, maybe_negative = true;
-    if (crc && dtype == FSDP_FLOAT32 &&
+    if (crc && dtype == FSDP_FLOAT32 && FSDPSimdLevel_Private() == FSDP_SIMD_AVX512 &&
         FSDPCRC32CFlagFloats_Private(crc, step, body, &maybe_nonfinite, &maybe_negative)) {
       *crc = FSDPCRC32C_Private(*crc, step + body, bytes - body);
       flagged = (int64_t)(body / es);

@@ -85,13 +85,18 @@ static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, b
   return 0;
 }
 
-/* Where a dataset's values start in the file when read_direct can read them, else HADDR_UNDEF. */
-static haddr_t direct_offset(const UnitLoad *L, hid_t ds, hid_t ftype)
+/* Where a dataset's values start in the file when read_direct can read them,
+   else HADDR_UNDEF.  Only libfsdp's own files, whose datasets are hard
+   links (verify.c), so in this file: another tool's may link to another
+   file, whose offsets mean nothing in this one. */
+static haddr_t direct_offset(const UnitLoad *L, hid_t ds, hid_t ftype, int64_t numel)
 {
   hid_t native = L->unit->dtype == FSDP_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
   hid_t little = L->unit->dtype == FSDP_FLOAT64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
-  if (L->fd < 0 || H5Tequal(ftype, native) <= 0 || H5Tequal(native, little) <= 0) return HADDR_UNDEF;
-  return H5Dget_offset(ds); /* HADDR_UNDEF unless contiguous and allocated (another tool may chunk) */
+  if (L->fd < 0 || !L->h->libfsdp || H5Tequal(ftype, native) <= 0 || H5Tequal(native, little) <= 0) return HADDR_UNDEF;
+  /* Contiguous, and all of it allocated (H5Dget_offset of one that is not can be garbage). */
+  if (H5Dget_storage_size(ds) != (hsize_t)numel * FSDPDataTypeSize(L->unit->dtype)) return HADDR_UNDEF;
+  return H5Dget_offset(ds);
 }
 
 /* Item k's dataset, this rank's piece of it, into staging, with its CRC and
@@ -125,7 +130,7 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
     ftype = H5Dget_type(ds);
   }
   if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
-  else if (space >= 0 && ftype >= 0 && len > 0 && (at = direct_offset(L, ds, ftype)) != HADDR_UNDEF) {
+  else if (space >= 0 && ftype >= 0 && len > 0 && (at = direct_offset(L, ds, ftype, p->numel)) != HADDR_UNDEF) {
     bool second_moment = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq");
     int err = read_direct(L, k, at, mem, len, second_moment);
     if (err < 0 && !*ierr)

@@ -5,6 +5,7 @@
    says it is valid from SetUp on) and costs page-table updates instead of a
    pass over memory. */
 #define _GNU_SOURCE /* mremap */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,17 +77,21 @@ FSDPErrorCode FSDPPagesFree_Private(void *ptr, size_t bytes, FSDPMemCategory cat
 #ifdef __linux__
 /* One move of n bytes of pages, made by the system call itself: an MPI's
    memory hooks stand in for libc's mremap, and UCX 1.13's does not pass the
-   fifth argument on (the kernel then sees a new address of 0 or garbage). */
-static bool move_pages(void *from, size_t n, void *to)
+   fifth argument on (the kernel then sees a new address of 0 or garbage).
+   keep: MREMAP_DONTUNMAP, which leaves the source mapped, and empty. */
+static bool move_pages(void *from, size_t n, void *to, bool keep)
 {
-  return syscall(SYS_mremap, from, n, n, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) != -1;
+  return syscall(SYS_mremap, from, n, n, MREMAP_MAYMOVE | MREMAP_FIXED | (keep ? MREMAP_DONTUNMAP : 0), to) != -1;
 }
 
-/* The pages of [a, a+n) and [b, b+n) change places.  MREMAP_DONTUNMAP
-   leaves each source mapped (and empty) until the next move fills it, so no
-   address is ever unmapped and no other thread's mmap can land in between.
-   False when the kernel cannot (before Linux 5.7, or under valgrind): then
-   nothing moved. */
+/* The pages of [a, a+n) and [b, b+n) change places through a scratch
+   mapping: b's to it, a's to b, then its to a.  The first two leave their
+   source mapped, so no address of a or b is ever unmapped and no other
+   thread's mmap can land there.  The first move, the only one whose source
+   may span regions that earlier exchanges made (which kernels before 6.17
+   refuse), changes nothing when it fails.  False, then, or when the kernel
+   cannot move this way at all (before Linux 5.7, or under valgrind, which
+   ends the tries): nothing moved. */
 static bool exchange_pages(char *a, char *b, size_t n)
 {
   static _Atomic int unsupported;
@@ -96,16 +101,16 @@ static bool exchange_pages(char *a, char *b, size_t n)
   if (atomic_load(&unsupported)) return false;
   tmp = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (tmp == MAP_FAILED) return false;
-  if (move_pages(a, n, tmp)) {
-    if (move_pages(b, n, a)) {
-      done = move_pages(tmp, n, b);
-      /* b is empty and a holds its pages: give them back, then a's.  These
-         moves undo ones that just succeeded; if one fails anyway, bytes are
-         lost, and going on would compute with zeros. */
-      if (!done && !move_pages(a, n, b)) abort();
-    }
-    if (!done && !move_pages(tmp, n, a)) abort();
-  } else atomic_store(&unsupported, 1);
+  if (!move_pages(b, n, tmp, true)) {
+    if (errno == EINVAL || errno == ENOSYS || errno == EPERM) atomic_store(&unsupported, 1);
+  } else if (!move_pages(a, n, b, true)) {
+    /* b is empty and tmp holds its pages: give them back.  These moves undo
+       ones that just succeeded; if one fails anyway, bytes are lost, and
+       going on would compute with zeros. */
+    if (!move_pages(tmp, n, b, false)) abort();
+  } else if (!move_pages(tmp, n, a, false)) {
+    if (!move_pages(b, n, a, false) || !move_pages(tmp, n, b, false)) abort();
+  } else done = true;
   (void)munmap(tmp, n);
   if (done) {
     /* Other pages now back both ranges.  An MPI that pinned the old ones for
