@@ -60,7 +60,7 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
    failed read, or -1 where the file ends before the piece. */
 static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, bool second_moment)
 {
-  enum { CHUNK = 512 * 1024 }; /* bytes: read and scanned in L2 */
+  enum { CHUNK = 256 * 1024 }; /* bytes: read and scanned in L2 */
   const Item *it = &L->items[k];
   const Piece *pc = &L->pieces[it->param];
   size_t es = FSDPDataTypeSize(L->unit->dtype), total = (size_t)len * es, done = 0;
