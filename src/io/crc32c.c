@@ -149,6 +149,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const un
 }
 
 #define VPCLMUL_TARGET __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2")))
+/* The four registers stay registers only if their loops are unrolled (-O2 does not). */
+#define UNROLL4 _Pragma("GCC unroll 4")
 
 /* x folded onto the block f's distance later, xor next. */
 VPCLMUL_TARGET static inline __m512i fold512(__m512i x, __m512i k, __m512i next)
@@ -178,6 +180,18 @@ VPCLMUL_TARGET static inline void flag(__m512i x, __mmask16 *nonfinite, __mmask1
   *negative |= _mm512_cmpgt_epu32_mask(x, minus_zero);
 }
 
+/* 256 bytes at p in four registers, flagged if check. */
+VPCLMUL_TARGET __attribute__((always_inline)) static inline void load256(const unsigned char *p, __m512i v[4],
+                                                                         bool check, __mmask16 *nonfinite,
+                                                                         __mmask16 *negative)
+{
+  UNROLL4 for (int i = 0; i < 4; i++)
+  {
+    v[i] = _mm512_loadu_si512(p + 64 * i);
+    if (check) flag(v[i], nonfinite, negative);
+  }
+}
+
 /* At least 256 bytes.  Four registers of 64 bytes run 256 bytes apart; the
    register c enters as an xor on the first 4 bytes (the CRC is linear); the
    last 128-bit remainder goes through the crc32 instruction from 0.  With
@@ -185,48 +199,27 @@ VPCLMUL_TARGET static inline void flag(__m512i x, __mmask16 *nonfinite, __mmask1
 VPCLMUL_TARGET __attribute__((always_inline)) static inline uint32_t crc_vpclmul_body(
     uint32_t c, const unsigned char *p, size_t len, bool check, __mmask16 *nonfinite, __mmask16 *negative)
 {
-  __m512i k = fold_key(FOLD2048), x0, x1, x2, x3, y;
+  __m512i k = fold_key(FOLD2048), x[4], next[4], y;
   __m128i r;
   uint64_t c64;
 
-  x0 = _mm512_loadu_si512(p);
-  x1 = _mm512_loadu_si512(p + 64);
-  x2 = _mm512_loadu_si512(p + 128);
-  x3 = _mm512_loadu_si512(p + 192);
-  if (check) {
-    flag(x0, nonfinite, negative);
-    flag(x1, nonfinite, negative);
-    flag(x2, nonfinite, negative);
-    flag(x3, nonfinite, negative);
-  }
-  x0 = _mm512_xor_si512(x0, _mm512_maskz_set1_epi32(1, (int)c)); /* c in the first lane, zeros elsewhere */
+  load256(p, x, check, nonfinite, negative);
+  x[0] = _mm512_xor_si512(x[0], _mm512_maskz_set1_epi32(1, (int)c)); /* c in the first lane, zeros elsewhere */
   for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
-    __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64), n2 = _mm512_loadu_si512(p + 128),
-            n3 = _mm512_loadu_si512(p + 192);
-    if (check) {
-      flag(n0, nonfinite, negative);
-      flag(n1, nonfinite, negative);
-      flag(n2, nonfinite, negative);
-      flag(n3, nonfinite, negative);
-    }
-    x0 = fold512(x0, k, n0);
-    x1 = fold512(x1, k, n1);
-    x2 = fold512(x2, k, n2);
-    x3 = fold512(x3, k, n3);
+    load256(p, next, check, nonfinite, negative);
+    UNROLL4 for (int i = 0; i < 4; i++) x[i] = fold512(x[i], k, next[i]);
   }
   k = fold_key(FOLD512);
-  x1 = fold512(x0, k, x1);
-  x2 = fold512(x1, k, x2);
-  x3 = fold512(x2, k, x3);
+  UNROLL4 for (int i = 1; i < 4; i++) x[i] = fold512(x[i - 1], k, x[i]);
   for (; len >= 64; p += 64, len -= 64) {
     y = _mm512_loadu_si512(p);
     if (check) flag(y, nonfinite, negative);
-    x3 = fold512(x3, k, y);
+    x[3] = fold512(x[3], k, y);
   }
   r = _mm_xor_si128(
-      _mm_xor_si128(fold128(_mm512_extracti32x4_epi32(x3, 0), FOLD384),
-                    fold128(_mm512_extracti32x4_epi32(x3, 1), FOLD256)),
-      _mm_xor_si128(fold128(_mm512_extracti32x4_epi32(x3, 2), FOLD128), _mm512_extracti32x4_epi32(x3, 3)));
+      _mm_xor_si128(fold128(_mm512_extracti32x4_epi32(x[3], 0), FOLD384),
+                    fold128(_mm512_extracti32x4_epi32(x[3], 1), FOLD256)),
+      _mm_xor_si128(fold128(_mm512_extracti32x4_epi32(x[3], 2), FOLD128), _mm512_extracti32x4_epi32(x[3], 3)));
   for (; len >= 16; p += 16, len -= 16) r = _mm_xor_si128(fold128(r, FOLD128), _mm_loadu_si128((const __m128i *)p));
   c64 = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
   c64 = __builtin_ia32_crc32di(c64, (uint64_t)_mm_extract_epi64(r, 1));
