@@ -83,8 +83,9 @@ typedef struct {
 /* Loading one unit: what its steps share.  A unit's datasets are read into
    staging (its shard, then its packed state tensors), checked against their
    checksums and for non-finite values, and only then moved into the shard
-   and the optimizer state (their pages exchanged with staging's on the host).  Each step is collective: every rank makes every
-   call, whatever failed on it, and the ranks agree on the outcome after. */
+   and the optimizer state (on the host, their pages exchanged with
+   staging's).  Each step is collective: every rank makes every call,
+   whatever failed on it, and the ranks agree on the outcome after. */
 typedef struct {
   FSDPContext ctx;
   FSDPOptimizer opt;

@@ -58,14 +58,12 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
    machine has it: its piece straight from the file, a step at a time, each
    scanned (CRC and checks) while it is still in cache.  0, the errno of a
    failed read, or -1 where the file ends before the piece. */
-static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, bool second_moment)
+static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, int64_t *nonfinite, int64_t *negative)
 {
   enum { CHUNK = 256 * 1024 }; /* bytes: read and scanned in L2 */
   const Item *it = &L->items[k];
   const Piece *pc = &L->pieces[it->param];
   size_t es = FSDPDataTypeSize(L->unit->dtype), total = (size_t)len * es, done = 0;
-  int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
-  int64_t *negative = second_moment ? &L->negative[k] : NULL;
   uint32_t crc = 0;
   off_t offset = (off_t)(at + (haddr_t)pc->begin * es);
 
@@ -114,6 +112,9 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
   int64_t len = pc->end - pc->begin;
   hid_t ds, space = -1, memspace = -1, ftype = -1;
   haddr_t at;
+  /* What verify.c refuses: non-finite values (unless the check is off), and AdamW's negative second moments. */
+  int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
+  int64_t *negative = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq") ? &L->negative[k] : NULL;
   void *convert = NULL;
   herr_t status = -1;
 
@@ -131,8 +132,7 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
   }
   if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
   else if (space >= 0 && ftype >= 0 && len > 0 && (at = direct_offset(L, ds, ftype, p->numel)) != HADDR_UNDEF) {
-    bool second_moment = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq");
-    int err = read_direct(L, k, at, mem, len, second_moment);
+    int err = read_direct(L, k, at, mem, len, nonfinite, negative);
     if (err < 0 && !*ierr)
       *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: it ends before the values of %s", L->path, dpath);
     else if (err && !*ierr)
@@ -158,9 +158,6 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
       status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, L->dxpl,
                        convert ? convert : mem);
     if (status >= 0 && len > 0) {
-      bool second_moment = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq");
-      int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
-      int64_t *negative = second_moment ? &L->negative[k] : NULL;
       uint32_t crc;
       if (convert) { /* the CRC of the file's values, the checks of the unit's: three passes */
         L->crc[k] = CheckpointPieceCRC_Private(it, pc, convert, fs);
