@@ -629,7 +629,13 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
     to take 50 ms at most), and an optimizer step; the candidates' compute then scales these times instead of
     counting flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
-    not timed, nor one on a GPU (-fsdp_device cuda).
+    not timed, nor one on a GPU (-fsdp_device cuda).  Where every node has as many ranks, it last times the
+    collectives themselves, every group at once as in a step: for each shard group size F a candidate can take, the
+    all-gather and reduce-scatter within groups of F consecutive ranks in node order and the all-reduce across their
+    replicas, at three sizes, two at a time (as a step prefetches an all-gather beside a reduction), waiting as the
+    job's collectives would (-fsdp_wait).  For a job of the shape probed
+    (FSDPPlanSetJob may change it), a candidate's communication is then those times summed over its collectives,
+    interpolated by size, instead of its bytes at the rates.
     @collective Collective on the planner's communicator.
     @param[in,out] plan  the planner
     @retval FSDP_ERR_ARG  plan is NULL

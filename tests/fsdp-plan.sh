@@ -105,6 +105,12 @@ expect_grep '^  job: 1 node x 2 ranks (W = 2), from the planner.s communicator' 
 expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [kMGT]*FLOP/s per rank, intra-node [0-9.]* [kMGT]*B/s, inter-node unknown, latency [0-9.]* [um]*s$' \
   "$fsdp_tmp/out"
 expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
+# The collectives were timed for both group sizes, and stand for the rates on this job.
+expect_grep '^  collectives (timed by FSDPPlanProbe on 1 node x 2 ranks, every group at once; ms when each rank puts in the bytes shown): the comm column sums them over each candidate.s collectives$' \
+  "$fsdp_tmp/out"
+expect_grep '^    F = 1 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-reduce across 2 replicas [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' "$fsdp_tmp/out"
+expect_grep '^    F = 2 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-gather [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*; reduce-scatter [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' \
+  "$fsdp_tmp/out"
 # The model itself was timed, and every row's compute is those times scaled: a line through the two
 # passes for each micro-batch, 4/3 of it under checkpointing, and the optimizer's step over 1/F.
 expect_grep "^  the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward [0-9.]* ms for [0-9]* rows\?, [0-9.]* ms for [0-9]*; the optimizer [0-9.]* ms for all [0-9]* parameters; " \

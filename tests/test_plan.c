@@ -344,6 +344,8 @@ static void check_probe(int rank, int size)
     text[got] = '\0';
     TEST_ASSERT(strstr(text, "the model's step (measured by FSDPPlanProbe"),
                 "the view does not show the model's timing: %s", text);
+    TEST_ASSERT(size == 1 || strstr(text, "collectives (timed by FSDPPlanProbe on 1 node x "),
+                "the view does not show the timed collectives: %s", text);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) remove("test_plan_view.txt");
   }
@@ -362,6 +364,29 @@ static void check_probe(int rank, int size)
           TEST_ASSERT(d.compute_seconds > c.compute_seconds, "checkpointing: compute %g s, without %g s",
                       d.compute_seconds, c.compute_seconds);
       }
+    }
+  }
+  /* The step's collectives, timed on this job, stand for the rates on a job of its shape, and only there: a
+     latency of 10 s changes no candidate here, and every one that runs a collective on 2 nodes of this size. */
+  if (size > 1) {
+    FSDPPlanCandidate c;
+    int n;
+    TEST_OK(FSDPPlanSetRates(plan, 0, 0, 1e9, 10.0));
+    TEST_OK(FSDPPlanSetUp(plan));
+    TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+    for (int i = 0; i < n; i++) {
+      TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+      TEST_ASSERT(c.comm_seconds > 0 && c.comm_seconds < 1, "candidate %d (F = %d, R = %d): comm %g s on the job timed",
+                  i, c.factor, c.replicas, c.comm_seconds);
+    }
+    TEST_OK(FSDPPlanSetJob(plan, 2, size));
+    TEST_OK(FSDPPlanSetBatch(plan, 16 * size));
+    TEST_OK(FSDPPlanSetUp(plan));
+    TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+    for (int i = 0; i < n; i++) {
+      TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+      TEST_ASSERT(c.comm_seconds >= 10, "candidate %d (F = %d, R = %d) on 2 nodes: comm %g s, not at the rates", i,
+                  c.factor, c.replicas, c.comm_seconds);
     }
   }
   TEST_OK(FSDPPlanDestroy(&plan));

@@ -20,6 +20,17 @@
 
 #define MAX_ACCUM 8
 
+/* The collectives of shard groups of F consecutive ranks in node order (as
+   ShardGroup lays them out) and of their W/F replicas, timed with every group
+   at once, each at PROBE_SIZES sizes: seconds[kind][i] when each rank puts
+   bytes[i] in (seconds[kind][0] < 0: that kind does not run at this F). */
+#define PROBE_SIZES 3
+typedef struct {
+  int factor;
+  double bytes[PROBE_SIZES];
+  double seconds[COMM_NUM_KINDS][PROBE_SIZES];
+} GroupTiming;
+
 struct FSDPPlan_s {
   MPI_Comm comm;
   char *spec;
@@ -47,6 +58,11 @@ struct FSDPPlan_s {
   int64_t model_rows[2];
   double model_seconds[2], opt_seconds;
   bool model_untimed; /* the probe could not time it (too large, or on a GPU) */
+  /* The collectives of each shard group size, timed by FSDPPlanProbe on a
+     job of timed_nodes x timed_rpn ranks (ngroups == 0: none timed); they
+     stand for the candidates' communication on a job of that shape. */
+  GroupTiming *groups;
+  int ngroups, timed_nodes, timed_rpn;
   FSDPPlanCandidate *cand;
   int ncand;
 };
@@ -535,6 +551,132 @@ done:
   return FSDP_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ the collectives, timed */
+
+#define PROBE_STREAM 2 /* collectives in flight at once: as -fsdp_limit_all_gathers' default lets a step have */
+#define PROBE_COLL_BUFFER ((size_t)32 << 20) /* a rank's buffer for them: PROBE_STREAM x (F + 1) x the largest size */
+#define PROBE_COLL_LARGE ((size_t)4 << 20)   /* bytes each rank puts in at the largest size, at most */
+
+/* Waits for n (at most PROBE_STREAM) requests as a context's collectives
+   would: where it sleeps (-fsdp_wait), tests with naps of 1 to 32 us, which
+   give the core back on an oversubscribed node; MPICH's blocking calls spin
+   there and wait for time slices. */
+static int wait_as_job(int n, MPI_Request *req, bool sleep)
+{
+  MPI_Status status[PROBE_STREAM]; /* not MPI_STATUSES_IGNORE: GCC 12 takes MPICH's for an empty array */
+  long ns = 1000;
+  int done = 0, err;
+  if (!sleep) return MPI_Waitall(n, req, status);
+  while ((err = MPI_Testall(n, req, &done, status)) == MPI_SUCCESS && !done) FSDPNap_Private(&ns, 32000);
+  return err;
+}
+
+/* Seconds one collective of `bytes` per rank on c (of `group` ranks) costs on
+   this rank where a step has PROBE_STREAM in flight (a unit's all-gather
+   prefetched while the previous one's reduction runs): that many started at
+   once, each on its own (group + 1) x bytes of buf (zeros, which sum to
+   zeros), their time over PROBE_STREAM; the median of reps, after one untimed
+   round if warm (a first call may set up connections). */
+static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_t bytes, float *buf, int reps,
+                                     bool warm, bool sleep, double *seconds)
+{
+  double t[PROBE_MAX_REPS];
+  const size_t n = bytes / sizeof(float);
+  for (int r = warm ? -1 : 0; r < reps; r++) {
+    const double t0 = FSDPTime_Private();
+    MPI_Request req[PROBE_STREAM];
+    for (int i = 0; i < PROBE_STREAM; i++) {
+      float *b = buf + (size_t)i * (size_t)(group + 1) * n;
+      if (kind == COMM_ALLGATHER)
+        FSDPCallMPI(MPI_Iallgather(b, (int)n, MPI_FLOAT, b + n, (int)n, MPI_FLOAT, c, &req[i]));
+      else if (kind == COMM_REDUCE_SCATTER)
+        FSDPCallMPI(MPI_Ireduce_scatter_block(b, b + (size_t)group * n, (int)n, MPI_FLOAT, MPI_SUM, c, &req[i]));
+      else FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, c, &req[i]));
+    }
+    FSDPCallMPI(wait_as_job(PROBE_STREAM, req, sleep));
+    if (r >= 0) t[r] = (FSDPTime_Private() - t0) / PROBE_STREAM;
+  }
+  qsort(t, (size_t)reps, sizeof t[0], compare_doubles);
+  *seconds = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  return FSDP_SUCCESS;
+}
+
+/* The shard group sizes a candidate can take at W = size, rpn ranks per node:
+   1 (none), the hybrid F (2 to rpn, dividing it, below W) and W (full).
+   f holds rpn + 2. */
+static int group_sizes(int size, int rpn, int *f)
+{
+  int n = 0;
+  f[n++] = 1;
+  for (int g = 2; g <= rpn && g < size; g++)
+    if (rpn % g == 0) f[n++] = g;
+  if (size > 1) f[n++] = size;
+  return n;
+}
+
+/* The bytes each rank puts into a timed collective in groups of `factor`:
+   the largest that fits the buffer (4 MiB at most, a large unit's shard),
+   1/16 of it and 1/1024 of it (where a collective's cost is its latency). */
+static void probe_sizes(int factor, double bytes[PROBE_SIZES])
+{
+  size_t large = PROBE_COLL_BUFFER / PROBE_STREAM / (size_t)(factor + 1);
+  if (large > PROBE_COLL_LARGE) large = PROBE_COLL_LARGE;
+  large = large / 1024 * 1024;
+  bytes[0] = (double)(large / 1024);
+  bytes[1] = (double)(large / 16);
+  bytes[2] = (double)large;
+}
+
+/* Every shard group size's collectives, on `ordered` (the job's ranks in node
+   order, rpn on each node), all groups at once as in a step: the all-gather
+   and reduce-scatter within groups of F consecutive ranks, the all-reduce
+   across their W/F replicas, each at PROBE_SIZES sizes; the slowest rank's
+   median sets each time.  Collective on ordered; g holds rpn + 2 entries. */
+static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *buf, GroupTiming *g, int *ngroups)
+{
+  static const int reps[PROBE_SIZES] = {7, 3, 3};
+  int size, rank, *f = NULL, n = 0;
+  FSDPErrorCode ierr;
+  FSDPCallMPI(MPI_Comm_size(ordered, &size));
+  FSDPCallMPI(MPI_Comm_rank(ordered, &rank));
+  *ngroups = 0;
+  ierr = FSDPMalloc((size_t)(rpn + 2) * sizeof *f, FSDP_MEM_OTHER, &f);
+  if (!ierr) n = group_sizes(size, rpn, f);
+  ierr = FSDPErrorAgree_Private(ordered, ierr);
+  for (int i = 0; !ierr && i < n; i++) {
+    const int factor = f[i], replicas = size / factor;
+    MPI_Comm shard = MPI_COMM_NULL, replica = MPI_COMM_NULL;
+    g[i].factor = factor;
+    probe_sizes(factor, g[i].bytes);
+    if (MPI_Comm_split(ordered, rank / factor, rank, &shard) || MPI_Comm_split(ordered, rank % factor, rank, &replica))
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Comm_split failed");
+    for (int k = 0; !ierr && k < COMM_NUM_KINDS; k++) {
+      const bool runs = k == COMM_ALLREDUCE ? replicas > 1 : factor > 1;
+      for (int b = 0; !ierr && b < PROBE_SIZES; b++) {
+        MPI_Request req;
+        g[i].seconds[k][b] = -1;
+        if (!runs) continue;
+        if (MPI_Ibarrier(ordered, &req) || wait_as_job(1, &req, sleep)) /* every group starts at once */
+          ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Ibarrier failed");
+        else
+          ierr = time_collective((CommKind)k, k == COMM_ALLREDUCE ? replica : shard, factor, (size_t)g[i].bytes[b], buf,
+                                 reps[b], b == 0, sleep, &g[i].seconds[k][b]);
+      }
+    }
+    if (shard != MPI_COMM_NULL) MPI_Comm_free(&shard);
+    if (replica != MPI_COMM_NULL) MPI_Comm_free(&replica);
+    if (!ierr && MPI_Allreduce(MPI_IN_PLACE, g[i].seconds, COMM_NUM_KINDS * PROBE_SIZES, MPI_DOUBLE, MPI_MAX, ordered))
+      ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allreduce failed");
+  }
+  if (!ierr) *ngroups = n;
+  {
+    FSDPErrorCode e = FSDPFree(&f);
+    if (!ierr) ierr = e;
+  }
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
   MPI_Comm comm, node;
@@ -613,6 +755,48 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr) ierr = ping_pong(comm, inter_peer, buf, PROBE_BYTES, 5, &t);
   if (!ierr && t > 0) rates[2] = PROBE_BYTES / t;
   if (!ierr) ierr = MPI_Bcast(&rates[1], 3, MPI_DOUBLE, 0, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+  /* The collectives themselves, where every node has as many ranks: their algorithms, the links shared by
+     a node's ranks and the waiting for a core, which one pair's ping-pong leaves out. */
+  if (!ierr) ierr = FSDPFree(&plan->groups);
+  if (!ierr) {
+    int span[3] = {-node_size, node_size, node_size > cpus};
+    FSDPContext opts = NULL; /* the job's -fsdp_wait */
+    bool sleep = false;
+    plan->ngroups = 0;
+    ierr = MPI_Allreduce(MPI_IN_PLACE, span, 3, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
+    if (!ierr) ierr = FSDPContextSetFromOptions(opts);
+    /* As FSDPContextSetUp decides auto on the host: sleep everywhere if any node has more ranks than CPUs. */
+    if (!ierr) sleep = opts->wait_requested == FSDP_WAIT_SLEEP || (opts->wait_requested == FSDP_WAIT_AUTO && span[2]);
+    {
+      FSDPErrorCode e = FSDPContextDestroy(&opts);
+      if (!ierr) ierr = e;
+    }
+    ierr = FSDPErrorAgree_Private(comm, ierr);
+    if (!ierr && -span[0] == span[1] && size > 1) {
+      MPI_Comm ordered;
+      int key = 0; /* this rank's place in node order */
+      for (int r = 0; r < size; r++) key += leader[r] < leader[rank] || (leader[r] == leader[rank] && r < rank);
+      ierr = MPI_Comm_split(comm, 0, key, &ordered) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+      if (!ierr) {
+        float *zeros = NULL;
+        GroupTiming *g = NULL;
+        int n = 0;
+        ierr = FSDPCalloc((size_t)node_size + 2, sizeof *g, FSDP_MEM_OTHER, &g);
+        if (!ierr) ierr = FSDPCalloc(PROBE_COLL_BUFFER, 1, FSDP_MEM_COMM_STAGING, &zeros);
+        ierr = FSDPErrorAgree_Private(ordered, ierr);
+        if (!ierr) ierr = time_groups(ordered, node_size, sleep, zeros, g, &n);
+        if (!ierr) {
+          plan->groups = g;
+          plan->ngroups = n;
+          plan->timed_nodes = size / node_size;
+          plan->timed_rpn = node_size;
+        } else (void)FSDPFree(&g);
+        (void)FSDPFree(&zeros);
+        MPI_Comm_free(&ordered);
+      }
+    }
+  }
   {
     FSDPErrorCode e = FSDPFree(&buf);
     if (!ierr) ierr = e;
@@ -628,6 +812,29 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 
 /* ------------------------------------------------------------------ the candidates */
 
+/* Seconds of one timed collective in which each rank puts in `bytes`: the
+   timed sizes' line through the two nearest, past the largest its last
+   segment's, and below the smallest the smallest's time (its latency). */
+static double timed_cost(const GroupTiming *g, CommKind kind, double bytes)
+{
+  const double *t = g->seconds[kind], *x = g->bytes;
+  int i = bytes <= x[1] ? 0 : 1;
+  double v;
+  if (t[0] < 0) return 0;
+  if (bytes <= x[0]) return t[0];
+  v = t[i] + (t[i + 1] - t[i]) / (x[i + 1] - x[i]) * (bytes - x[i]);
+  return v > t[0] ? v : t[0];
+}
+
+/* The timing of shard groups of `factor`, if the probe timed them on a job of this shape; else NULL. */
+static const GroupTiming *find_group(const FSDPPlan plan, int factor)
+{
+  if (plan->timed_nodes != plan->nodes || plan->timed_rpn != plan->ranks_per_node) return NULL;
+  for (int i = 0; i < plan->ngroups; i++)
+    if (plan->groups[i].factor == factor) return &plan->groups[i];
+  return NULL;
+}
+
 /* What the collectives of one step send, on each rank (the paper's volumes),
    and where.  Ranks are placed in node order, as ShardGroup places them.
    - A shard group wider than a node runs its all-gathers and
@@ -639,8 +846,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
      replicas of a node (hierarchy's least; measured, doc/fsdp-plan.md).
    t[0]: the bytes a rank sends within its node; t[1]: those its node's link
    carries each way; they pace the step at the intra- and inter-node rates. */
-static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPlanCandidate *c, double *collectives,
-                        double t[2])
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, const GroupTiming *g, FSDPPlanCandidate *c,
+                        double *collectives, double t[2], double *timed)
 {
   int64_t f = c->factor, r = c->replicas, rpn = plan->ranks_per_node;
   int64_t local = f <= rpn && rpn % f == 0 ? rpn / f : 1; /* replicas of a rank on its node */
@@ -648,6 +855,7 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPl
   bool wide = f > rpn, apart = plan->nodes > 1 && local < r;
   size_t rs = FSDPDataTypeSize(ctx->reduce_dtype);
   double k = c->grad_accum, shard = 0, replicate = 0, across = 0, n = 0;
+  *timed = g ? 0 : -1;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype);
@@ -661,6 +869,9 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPl
       shard += k * (ag * (double)(f - 1) / (double)f * padded * (double)ps +
                     (double)(f - 1) / (double)f * padded * (double)rs);
       n += k * (ag + 1);
+      if (g)
+        *timed += k * (ag * timed_cost(g, COMM_ALLGATHER, padded / (double)f * (double)ps) +
+                       timed_cost(g, COMM_REDUCE_SCATTER, padded / (double)f * (double)rs));
     }
     /* Across replicas once per step: the micro-batches before the last keep their sums (fsdp-train's no_sync). */
     if (r > 1) {
@@ -668,6 +879,7 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPl
       replicate += 2.0 * (double)(r - 1) / (double)r * v;
       if (apart) across += 2.0 * (1.0 / (double)local - 1.0 / (double)r) * v;
       n += 1;
+      if (g) *timed += timed_cost(g, COMM_ALLREDUCE, v);
     }
   }
   c->shard_bytes = shard;
@@ -680,10 +892,11 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, FSDPPl
   *collectives = n;
 }
 
-static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives, const double t[2])
+/* timed >= 0: the step's collectives as the probe timed them, which then stand for the rates. */
+static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives, const double t[2], double timed)
 {
   double rows = (double)c->batch / (double)(c->factor * c->replicas) * c->grad_accum;
-  bool known = plan->flops > 0 && (t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0);
+  bool known = plan->flops > 0 && (timed >= 0 || ((t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0)));
   c->compute_seconds = c->comm_seconds = c->seconds = -1;
   if (!known) return;
   if (plan->model_rows[1] > 0) {
@@ -699,8 +912,10 @@ static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double colle
                          plan->opt_seconds / (double)c->factor;
   } else /* Forward, and backward's two GEMMs per forward one; checkpointing runs forward again. */
     c->compute_seconds = rows * plan->row_flops * (c->activation_checkpointing ? 4 : 3) / plan->flops;
-  c->comm_seconds =
-      (t[0] > 0 ? t[0] / plan->intra : 0) + (t[1] > 0 ? t[1] / plan->inter : 0) + collectives * plan->latency;
+  if (timed >= 0) c->comm_seconds = timed;
+  else
+    c->comm_seconds =
+        (t[0] > 0 ? t[0] / plan->intra : 0) + (t[1] > 0 ? t[1] / plan->inter : 0) + collectives * plan->latency;
   c->seconds = c->compute_seconds + c->comm_seconds;
 }
 
@@ -752,7 +967,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
         if (plan->batch % ((int64_t)k * w)) continue;
         for (int ckpt = 0; !ierr && ckpt < 2; ckpt++) {
           FSDPPlanCandidate *c;
-          double collectives, t[2];
+          double collectives, t[2], timed;
           size_t act;
           if ((ierr = FSDPModelGetActivationBytes(model, plan->batch / ((int64_t)k * w), ckpt, &act))) break;
           if ((ierr = grow(plan, capacity))) break;
@@ -771,8 +986,8 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->bytes[FSDP_MEM_OTHER] = act + scratch;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
-          count_bytes(ctx, plan, lay.views, c, &collectives, t);
-          predict_time(plan, c, collectives, t);
+          count_bytes(ctx, plan, lay.views, find_group(plan, factor), c, &collectives, t, &timed);
+          predict_time(plan, c, collectives, t, timed);
         }
       }
     }
@@ -953,6 +1168,41 @@ static void format_seconds(char *text, size_t len, double s)
   else snprintf(text, len, "%.4g", s * 1e3);
 }
 
+/* The timed collectives, and whether they stand for this job's. */
+static FSDPErrorCode view_groups(FSDPViewer v, const FSDPPlan plan)
+{
+  static const char *const kinds[COMM_NUM_KINDS] = {"all-gather", "reduce-scatter", "all-reduce"};
+  FSDPCall(FSDPViewerASCIIPrintf(
+      v,
+      "collectives (timed by FSDPPlanProbe on %d node%s x %d rank%s, every group at once; ms when each rank puts "
+      "in the bytes shown)%s\n",
+      plan->timed_nodes, plan->timed_nodes == 1 ? "" : "s", plan->timed_rpn, plan->timed_rpn == 1 ? "" : "s",
+      find_group(plan, 1) ? ": the comm column sums them over each candidate's collectives"
+                          : ": not this job's shape, so the comm column counts bytes at the rates"));
+  FSDPCall(FSDPViewerASCIIPushTab(v));
+  for (int i = 0; i < plan->ngroups; i++) {
+    const GroupTiming *g = &plan->groups[i];
+    char line[400], b[PROBE_SIZES][32];
+    int len;
+    bool first = true;
+    for (int j = 0; j < PROBE_SIZES; j++) FSDPFormatBytes(b[j], sizeof b[j], g->bytes[j]);
+    len = snprintf(line, sizeof line, "F = %d (%s, %s, %s):", g->factor, b[0], b[1], b[2]);
+    for (int k = 0; k < COMM_NUM_KINDS; k++) {
+      const double *t = g->seconds[k];
+      char across[48] = "";
+      if (t[0] < 0 || len <= 0 || (size_t)len >= sizeof line) continue;
+      if (k == COMM_ALLREDUCE)
+        snprintf(across, sizeof across, " across %d replicas", plan->timed_nodes * plan->timed_rpn / g->factor);
+      len += snprintf(line + len, sizeof line - (size_t)len, "%s %s%s %.3g, %.3g, %.3g", first ? "" : ";", kinds[k],
+                      across, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3);
+      first = false;
+    }
+    FSDPCall(FSDPViewerASCIIPrintf(v, "%s\n", line));
+  }
+  FSDPCall(FSDPViewerASCIIPopTab(v));
+  return FSDP_SUCCESS;
+}
+
 static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
 {
   FSDPPlan plan = arg;
@@ -986,6 +1236,7 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
     FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (on a GPU, or its parameters, gradients and "
                                       "optimizer state pass 1 GiB or half the budget); the compute column is its "
                                       "GEMMs at the rate above\n"));
+  if (plan->ngroups > 0) FSDPCall(view_groups(v, plan));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,
                                  "%4s %-12s %4s %4s %5s %4s %8s %4s %9s %9s %9s %9s %9s %9s %9s %10s %10s %10s %9s "
@@ -1050,6 +1301,7 @@ FSDPErrorCode FSDPPlanDestroy(FSDPPlan *plan)
   FSDPCheck(plan, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanDestroy: plan must not be NULL");
   if (!*plan) return FSDP_SUCCESS;
   FSDPCall(FSDPFree(&(*plan)->cand));
+  FSDPCall(FSDPFree(&(*plan)->groups));
   FSDPCall(FSDPFree(&(*plan)->spec));
   FSDPCall(FSDPFree(plan));
   return FSDP_SUCCESS;
