@@ -583,7 +583,8 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetMemoryBudget(FSDPPlan plan, size_t bytes);
     @retval FSDP_ERR_ARG  plan is NULL, type is not an FSDPOptimizerType, or momentum is negative
     @see FSDPOptimizerCreate */
 FSDP_EXTERN FSDPErrorCode FSDPPlanSetOptimizer(FSDPPlan plan, FSDPOptimizerType type, double momentum);
-/** Sets the machine's rates; 0 leaves a rate as it was.
+/** Sets the machine's rates; 0 leaves a rate as it was.  Where FSDPPlanProbe timed the collectives on a job of
+    the planned shape, those times set the candidates' communication, not intra, inter and latency.
     @collective Not collective: each rank may call it alone.
     @param[in,out] plan   the planner
     @param[in] flops      floating-point operations per second of one rank (fp32 GEMMs)
@@ -632,8 +633,10 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     not timed, nor one on a GPU (-fsdp_device cuda).  Where every node has as many ranks, it last times the
     collectives themselves, every group at once as in a step: for each shard group size F a candidate can take, the
     all-gather and reduce-scatter within groups of F consecutive ranks in node order and the all-reduce across their
-    replicas, at three sizes, two at a time (as a step prefetches an all-gather beside a reduction), waiting as the
-    job's collectives would (-fsdp_wait).  For a job of the shape probed
+    replicas, at three sizes, two of a kind at a time (as a step may have two all-gathers in flight), waiting as
+    the job's collectives would (-fsdp_wait); not on a GPU (-fsdp_device cuda: NCCL's are not these), nor on more
+    than 16383 ranks.  Within a node the job's fp32 reduce-scatters and all-gathers into views go through shared
+    memory (-fsdp_shm_reduce, -fsdp_shm_views), which these MPI times stand for.  For a job of the shape probed
     (FSDPPlanSetJob may change it), a candidate's communication is then those times summed over its collectives,
     interpolated by size, instead of its bytes at the rates.
     @collective Collective on the planner's communicator.

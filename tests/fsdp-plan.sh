@@ -106,7 +106,7 @@ expect_grep '^  rates (measured by FSDPPlanProbe): compute [0-9.]* [kMGT]*FLOP/s
   "$fsdp_tmp/out"
 expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
 # The collectives were timed for both group sizes, and stand for the rates on this job.
-expect_grep '^  collectives (timed by FSDPPlanProbe on 1 node x 2 ranks, every group at once; ms when each rank puts in the bytes shown): the comm column sums them over each candidate.s collectives$' \
+expect_grep '^  collectives (timed by FSDPPlanProbe on 1 node x 2 ranks, every group at once; ms for a rank.s shard of the sizes shown): the comm column sums them over each candidate.s collectives$' \
   "$fsdp_tmp/out"
 expect_grep '^    F = 1 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-reduce across 2 replicas [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' "$fsdp_tmp/out"
 expect_grep '^    F = 2 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-gather [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*; reduce-scatter [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' \

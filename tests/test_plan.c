@@ -367,7 +367,8 @@ static void check_probe(int rank, int size)
     }
   }
   /* The step's collectives, timed on this job, stand for the rates on a job of its shape, and only there: a
-     latency of 10 s changes no candidate here, and every one that runs a collective on 2 nodes of this size. */
+     latency of 10 s changes no candidate here (each one's timed collectives take less), and sets every one's on
+     2 nodes of this size (each runs a collective). */
   if (size > 1) {
     FSDPPlanCandidate c;
     int n;
@@ -376,8 +377,8 @@ static void check_probe(int rank, int size)
     TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
     for (int i = 0; i < n; i++) {
       TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
-      TEST_ASSERT(c.comm_seconds > 0 && c.comm_seconds < 1, "candidate %d (F = %d, R = %d): comm %g s on the job timed",
-                  i, c.factor, c.replicas, c.comm_seconds);
+      TEST_ASSERT(c.comm_seconds > 0 && c.comm_seconds < 10,
+                  "candidate %d (F = %d, R = %d): comm %g s on the job timed", i, c.factor, c.replicas, c.comm_seconds);
     }
     TEST_OK(FSDPPlanSetJob(plan, 2, size));
     TEST_OK(FSDPPlanSetBatch(plan, 16 * size));

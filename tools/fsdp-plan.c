@@ -33,7 +33,7 @@ static const Option options[] = {
     {"-inter_bw", "-fsdp_plan_inter_bw", "bytes/s a rank sends to another node"},
     {"-latency", "-fsdp_plan_latency", "seconds of one small message"},
     {"-probe", NULL,
-     "measure the rates on this job first (GEMMs, ping-pongs, the model itself, the collectives; about a second)"},
+     "measure the rates on this job first (GEMMs, ping-pongs, the model itself, the collectives; a few seconds)"},
     {"-options_out", NULL, "write the chosen layout to this file, an -options_file for fsdp-train"},
 };
 #define NOPTIONS ((int)(sizeof options / sizeof options[0]))

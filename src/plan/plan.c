@@ -555,7 +555,8 @@ done:
 
 #define PROBE_STREAM 2 /* collectives in flight at once: as -fsdp_limit_all_gathers' default lets a step have */
 #define PROBE_COLL_BUFFER ((size_t)32 << 20) /* a rank's buffer for them: PROBE_STREAM x (F + 1) x the largest size */
-#define PROBE_COLL_LARGE ((size_t)4 << 20)   /* bytes each rank puts in at the largest size, at most */
+#define PROBE_COLL_LARGE ((size_t)4 << 20)   /* bytes of a rank's shard at the largest size, at most */
+#define PROBE_COLL_MAX_W 16383               /* larger jobs: the largest size would be under 1 KiB */
 
 /* Waits for n (at most PROBE_STREAM) requests as a context's collectives
    would: where it sleeps (-fsdp_wait), tests with naps of 1 to 32 us, which
@@ -571,9 +572,9 @@ static int wait_as_job(int n, MPI_Request *req, bool sleep)
   return err;
 }
 
-/* Seconds one collective of `bytes` per rank on c (of `group` ranks) costs on
-   this rank where a step has PROBE_STREAM in flight (a unit's all-gather
-   prefetched while the previous one's reduction runs): that many started at
+/* Seconds one collective of a `bytes` shard on c (of `group` ranks) costs on
+   this rank where a step has PROBE_STREAM of a kind in flight (two
+   all-gathers under -fsdp_limit_all_gathers' default): that many started at
    once, each on its own (group + 1) x bytes of buf (zeros, which sum to
    zeros), their time over PROBE_STREAM; the median of reps, after one untimed
    round if warm (a first call may set up connections). */
@@ -585,15 +586,22 @@ static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_
   for (int r = warm ? -1 : 0; r < reps; r++) {
     const double t0 = FSDPTime_Private();
     MPI_Request req[PROBE_STREAM];
-    for (int i = 0; i < PROBE_STREAM; i++) {
-      float *b = buf + (size_t)i * (size_t)(group + 1) * n;
+    int started = 0, err = MPI_SUCCESS;
+    for (; started < PROBE_STREAM && err == MPI_SUCCESS; started++) {
+      float *b = buf + (size_t)started * (size_t)(group + 1) * n;
       if (kind == COMM_ALLGATHER)
-        FSDPCallMPI(MPI_Iallgather(b, (int)n, MPI_FLOAT, b + n, (int)n, MPI_FLOAT, c, &req[i]));
+        err = MPI_Iallgather(b, (int)n, MPI_FLOAT, b + n, (int)n, MPI_FLOAT, c, &req[started]);
       else if (kind == COMM_REDUCE_SCATTER)
-        FSDPCallMPI(MPI_Ireduce_scatter_block(b, b + (size_t)group * n, (int)n, MPI_FLOAT, MPI_SUM, c, &req[i]));
-      else FSDPCallMPI(MPI_Iallreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, c, &req[i]));
+        err = MPI_Ireduce_scatter_block(b, b + (size_t)group * n, (int)n, MPI_FLOAT, MPI_SUM, c, &req[started]);
+      else err = MPI_Iallreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, c, &req[started]);
     }
-    FSDPCallMPI(wait_as_job(PROBE_STREAM, req, sleep));
+    if (err != MPI_SUCCESS) started--; /* the failed one started nothing */
+    /* Every started one is waited for, even after an error: the caller frees buf and c. */
+    if (started > 0) {
+      int e = wait_as_job(started, req, sleep);
+      if (err == MPI_SUCCESS) err = e;
+    }
+    FSDPCallMPI(err);
     if (r >= 0) t[r] = (FSDPTime_Private() - t0) / PROBE_STREAM;
   }
   qsort(t, (size_t)reps, sizeof t[0], compare_doubles);
@@ -614,16 +622,18 @@ static int group_sizes(int size, int rpn, int *f)
   return n;
 }
 
-/* The bytes each rank puts into a timed collective in groups of `factor`:
-   the largest that fits the buffer (4 MiB at most, a large unit's shard),
-   1/16 of it and 1/1024 of it (where a collective's cost is its latency). */
+/* The shard sizes a collective in groups of `factor` is timed at (a rank's
+   part of an all-gather, its result of a reduce-scatter, the vector of an
+   all-reduce): the largest that fits the buffer (4 MiB at most, a large
+   unit's shard), 1/16 of it and 1/1024 of it (where a collective's cost is
+   its latency), never under 16 bytes (factor <= PROBE_COLL_MAX_W). */
 static void probe_sizes(int factor, double bytes[PROBE_SIZES])
 {
   size_t large = PROBE_COLL_BUFFER / PROBE_STREAM / (size_t)(factor + 1);
   if (large > PROBE_COLL_LARGE) large = PROBE_COLL_LARGE;
   large = large / 1024 * 1024;
-  bytes[0] = (double)(large / 1024);
-  bytes[1] = (double)(large / 16);
+  bytes[0] = (double)(large / 1024 < 16 ? 16 : large / 1024 / 4 * 4);
+  bytes[1] = (double)(large / 16 / 4 * 4);
   bytes[2] = (double)large;
 }
 
@@ -650,6 +660,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
     probe_sizes(factor, g[i].bytes);
     if (MPI_Comm_split(ordered, rank / factor, rank, &shard) || MPI_Comm_split(ordered, rank % factor, rank, &replica))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Comm_split failed");
+    ierr = FSDPErrorAgree_Private(ordered, ierr);
     for (int k = 0; !ierr && k < COMM_NUM_KINDS; k++) {
       const bool runs = k == COMM_ALLREDUCE ? replicas > 1 : factor > 1;
       for (int b = 0; !ierr && b < PROBE_SIZES; b++) {
@@ -665,6 +676,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
     }
     if (shard != MPI_COMM_NULL) MPI_Comm_free(&shard);
     if (replica != MPI_COMM_NULL) MPI_Comm_free(&replica);
+    ierr = FSDPErrorAgree_Private(ordered, ierr);
     if (!ierr && MPI_Allreduce(MPI_IN_PLACE, g[i].seconds, COMM_NUM_KINDS * PROBE_SIZES, MPI_DOUBLE, MPI_MAX, ordered))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allreduce failed");
   }
@@ -759,21 +771,29 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
      a node's ranks and the waiting for a core, which one pair's ping-pong leaves out. */
   if (!ierr) ierr = FSDPFree(&plan->groups);
   if (!ierr) {
-    int span[3] = {-node_size, node_size, node_size > cpus};
-    FSDPContext opts = NULL; /* the job's -fsdp_wait */
-    bool sleep = false;
+    /* Whether nodes differ in ranks, any is oversubscribed, any has under 2 CPUs a rank. */
+    int span[4] = {-node_size, node_size, node_size > cpus, 2 * node_size > cpus};
+    FSDPContext opts = NULL; /* the job's -fsdp_wait and device */
+    bool sleep = false, host = false;
     plan->ngroups = 0;
-    ierr = MPI_Allreduce(MPI_IN_PLACE, span, 3, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    ierr = MPI_Allreduce(MPI_IN_PLACE, span, 4, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
     if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
     if (!ierr) ierr = FSDPContextSetFromOptions(opts);
-    /* As FSDPContextSetUp decides auto on the host: sleep everywhere if any node has more ranks than CPUs. */
-    if (!ierr) sleep = opts->wait_requested == FSDP_WAIT_SLEEP || (opts->wait_requested == FSDP_WAIT_AUTO && span[2]);
+    if (!ierr) {
+      /* As FSDPContextSetUp decides auto on the host with the default engine: the nonblocking engine (some node
+         with under 2 CPUs a rank) sleeps where its own node is oversubscribed, the thread engine everywhere if
+         any node is. */
+      bool over = node_size > cpus;
+      host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
+      sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
+              (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
+    }
     {
       FSDPErrorCode e = FSDPContextDestroy(&opts);
       if (!ierr) ierr = e;
     }
     ierr = FSDPErrorAgree_Private(comm, ierr);
-    if (!ierr && -span[0] == span[1] && size > 1) {
+    if (!ierr && -span[0] == span[1] && size > 1 && size <= PROBE_COLL_MAX_W && host) {
       MPI_Comm ordered;
       int key = 0; /* this rank's place in node order */
       for (int r = 0; r < size; r++) key += leader[r] < leader[rank] || (leader[r] == leader[rank] && r < rank);
@@ -786,6 +806,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
         if (!ierr) ierr = FSDPCalloc(PROBE_COLL_BUFFER, 1, FSDP_MEM_COMM_STAGING, &zeros);
         ierr = FSDPErrorAgree_Private(ordered, ierr);
         if (!ierr) ierr = time_groups(ordered, node_size, sleep, zeros, g, &n);
+        ierr = FSDPErrorAgree_Private(ordered, ierr); /* every rank keeps the timings, or none */
         if (!ierr) {
           plan->groups = g;
           plan->ngroups = n;
@@ -812,17 +833,23 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 
 /* ------------------------------------------------------------------ the candidates */
 
-/* Seconds of one timed collective in which each rank puts in `bytes`: the
-   timed sizes' line through the two nearest, past the largest its last
-   segment's, and below the smallest the smallest's time (its latency). */
+/* Seconds of one timed collective of a `bytes` shard: between two timed
+   sizes the line through them; past the largest, its time and the last
+   segment's slope if that grows (timings of 3 pairs are noisy); below the
+   smallest, the smallest's time (its latency); never under that. */
 static double timed_cost(const GroupTiming *g, CommKind kind, double bytes)
 {
   const double *t = g->seconds[kind], *x = g->bytes;
-  int i = bytes <= x[1] ? 0 : 1;
   double v;
   if (t[0] < 0) return 0;
   if (bytes <= x[0]) return t[0];
-  v = t[i] + (t[i + 1] - t[i]) / (x[i + 1] - x[i]) * (bytes - x[i]);
+  if (bytes > x[2]) {
+    double slope = x[2] > x[1] ? (t[2] - t[1]) / (x[2] - x[1]) : 0;
+    v = t[2] + (slope > 0 ? slope : 0) * (bytes - x[2]);
+  } else {
+    int i = bytes <= x[1] ? 0 : 1;
+    v = x[i + 1] > x[i] ? t[i] + (t[i + 1] - t[i]) / (x[i + 1] - x[i]) * (bytes - x[i]) : t[i + 1];
+  }
   return v > t[0] ? v : t[0];
 }
 
@@ -1174,8 +1201,8 @@ static FSDPErrorCode view_groups(FSDPViewer v, const FSDPPlan plan)
   static const char *const kinds[COMM_NUM_KINDS] = {"all-gather", "reduce-scatter", "all-reduce"};
   FSDPCall(FSDPViewerASCIIPrintf(
       v,
-      "collectives (timed by FSDPPlanProbe on %d node%s x %d rank%s, every group at once; ms when each rank puts "
-      "in the bytes shown)%s\n",
+      "collectives (timed by FSDPPlanProbe on %d node%s x %d rank%s, every group at once; ms for a rank's shard of "
+      "the sizes shown)%s\n",
       plan->timed_nodes, plan->timed_nodes == 1 ? "" : "s", plan->timed_rpn, plan->timed_rpn == 1 ? "" : "s",
       find_group(plan, 1) ? ": the comm column sums them over each candidate's collectives"
                           : ": not this job's shape, so the comm column counts bytes at the rates"));
