@@ -120,6 +120,10 @@ void FSDPSetSleepWaits_Private(bool sleep);
    it up to `most`.  A rank that waits this way gives its core to the ranks it
    waits for; the short first naps notice a collective that finishes soon. */
 void FSDPNap_Private(long *ns, long most);
+/* Waits for n requests: in MPI_Wait, or, where sleep, testing each with naps
+   of 1 us doubling to 32 us, which give the core back.  Returns the first
+   error; every request is waited for all the same. */
+int FSDPWaitRequests_Private(int n, MPI_Request *req, bool sleep);
 int FSDPAllreduce_Private(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 int FSDPBcast_Private(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int FSDPAllgather_Private(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,

@@ -416,6 +416,13 @@ static int compare_doubles(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
+/* The median of t[0..n), which it sorts. */
+static double median(double *t, int n)
+{
+  qsort(t, (size_t)n, sizeof t[0], compare_doubles);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 /* Rank 0 and peer exchange `bytes` reps times; every rank calls it, the
    others wait.  Seconds of one way, on rank 0 (0 elsewhere): the median
    round trip's half, because on a node with more ranks than cores one
@@ -441,8 +448,7 @@ static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, in
     trip[r] = FSDPTime_Private() - t0;
   }
   if (rank != 0) return FSDP_SUCCESS;
-  qsort(trip, (size_t)reps, sizeof trip[0], compare_doubles);
-  *one_way = (reps % 2 ? trip[reps / 2] : 0.5 * (trip[reps / 2 - 1] + trip[reps / 2])) / 2.0;
+  *one_way = median(trip, reps) / 2.0;
   return FSDP_SUCCESS;
 }
 
@@ -558,20 +564,6 @@ done:
 #define PROBE_COLL_LARGE ((size_t)4 << 20)   /* bytes of a rank's shard at the largest size, at most */
 #define PROBE_COLL_MAX_W 16383               /* larger jobs: the largest size would be under 1 KiB */
 
-/* Waits for n (at most PROBE_STREAM) requests as a context's collectives
-   would: where it sleeps (-fsdp_wait), tests with naps of 1 to 32 us, which
-   give the core back on an oversubscribed node; MPICH's blocking calls spin
-   there and wait for time slices. */
-static int wait_as_job(int n, MPI_Request *req, bool sleep)
-{
-  MPI_Status status[PROBE_STREAM]; /* not MPI_STATUSES_IGNORE: GCC 12 takes MPICH's for an empty array */
-  long ns = 1000;
-  int done = 0, err;
-  if (!sleep) return MPI_Waitall(n, req, status);
-  while ((err = MPI_Testall(n, req, &done, status)) == MPI_SUCCESS && !done) FSDPNap_Private(&ns, 32000);
-  return err;
-}
-
 /* Seconds one collective of a `bytes` shard on c (of `group` ranks) costs on
    this rank where a step has PROBE_STREAM of a kind in flight (two
    all-gathers under -fsdp_limit_all_gathers' default): that many started at
@@ -598,14 +590,13 @@ static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_
     if (err != MPI_SUCCESS) started--; /* the failed one started nothing */
     /* Every started one is waited for, even after an error: the caller frees buf and c. */
     if (started > 0) {
-      int e = wait_as_job(started, req, sleep);
+      int e = FSDPWaitRequests_Private(started, req, sleep);
       if (err == MPI_SUCCESS) err = e;
     }
     FSDPCallMPI(err);
     if (r >= 0) t[r] = (FSDPTime_Private() - t0) / PROBE_STREAM;
   }
-  qsort(t, (size_t)reps, sizeof t[0], compare_doubles);
-  *seconds = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  *seconds = median(t, reps);
   return FSDP_SUCCESS;
 }
 
@@ -667,7 +658,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
         MPI_Request req;
         g[i].seconds[k][b] = -1;
         if (!runs) continue;
-        if (MPI_Ibarrier(ordered, &req) || wait_as_job(1, &req, sleep)) /* every group starts at once */
+        if (MPI_Ibarrier(ordered, &req) || FSDPWaitRequests_Private(1, &req, sleep)) /* every group starts at once */
           ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Ibarrier failed");
         else
           ierr = time_collective((CommKind)k, k == COMM_ALLREDUCE ? replica : shard, factor, (size_t)g[i].bytes[b], buf,

@@ -25,14 +25,21 @@ void FSDPNap_Private(long *ns, long most)
    how to wait each for its own node (and a rank without a context keeps
    MPI's).  MPI_Wait, or tests with naps of 1 us at first, doubling to 32 us:
    most of these finish within a tick, and a short nap notices soon after. */
-static int wait_for(MPI_Request *req)
+int FSDPWaitRequests_Private(int n, MPI_Request *req, bool sleep)
 {
-  long ns = 1000;
-  int done = 0, err;
-  if (!sleep_waits) return MPI_Wait(req, MPI_STATUS_IGNORE);
-  while ((err = MPI_Test(req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) FSDPNap_Private(&ns, 32000);
+  int err = MPI_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    long ns = 1000;
+    int done = 0, e;
+    if (!sleep) e = MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+    else
+      while ((e = MPI_Test(&req[i], &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) FSDPNap_Private(&ns, 32000);
+    if (err == MPI_SUCCESS) err = e; /* the rest are still waited for */
+  }
   return err;
 }
+
+static int wait_for(MPI_Request *req) { return FSDPWaitRequests_Private(1, req, sleep_waits); }
 
 int FSDPAllreduce_Private(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
