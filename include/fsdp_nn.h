@@ -628,12 +628,13 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     the job cannot measure (one rank per node, one node) stays as it was.  With a model set, every rank also
     times the model itself at once, unsharded on MPI_COMM_SELF with the program's -fsdp_* options: forward,
     loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
-    to take 50 ms at most), and an optimizer step; the candidates' compute then scales these times instead of
-    counting flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
+    to take 50 ms at most), and an optimizer step, each the median of 3 that every rank starts together (ranks
+    sharing cores compete as a step's do); the candidates' compute then scales these times instead of counting
+    flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
     not timed, nor one on a GPU (-fsdp_device cuda).  Where every node has as many ranks, it last times the
     collectives themselves, every group at once as in a step: for each shard group size F a candidate can take, the
     all-gather and reduce-scatter within groups of F consecutive ranks in node order and the all-reduce across their
-    replicas, at three sizes, two of a kind at a time (as a step may have two all-gathers in flight), waiting as
+    replicas, at three sizes, as many at a time as a step has in flight (two all-gathers, one reduction), waiting as
     the job's collectives would (-fsdp_wait); not on a GPU (-fsdp_device cuda: NCCL's are not these), nor on more
     than 16383 ranks.  Within a node the job's fp32 reduce-scatters and all-gathers into views go through shared
     memory (-fsdp_shm_reduce, -fsdp_shm_views), which these MPI times stand for.  For a job of the shape probed

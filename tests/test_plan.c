@@ -306,6 +306,25 @@ static void check_ranking(void)
   TEST_OK(FSDPPlanDestroy(&plan));
 }
 
+/* The planner's view, as rank 0 wrote it, into text on every rank. */
+static void view_text(FSDPPlan plan, int rank, char *text, size_t len)
+{
+  FSDPViewer v;
+  FILE *f;
+  size_t got = 0;
+  TEST_OK(FSDPViewerASCIIOpen(MPI_COMM_WORLD, "test_plan_view.txt", &v));
+  TEST_OK(FSDPPlanView(plan, v));
+  TEST_OK(FSDPViewerDestroy(&v));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if ((f = fopen("test_plan_view.txt", "r"))) {
+    got = fread(text, 1, len - 1, f);
+    fclose(f);
+  }
+  text[got] = '\0';
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) remove("test_plan_view.txt");
+}
+
 static void check_probe(int rank, int size)
 {
   FSDPPlan plan;
@@ -329,25 +348,12 @@ static void check_probe(int rank, int size)
   TEST_ASSERT(MPI_Wtime() - t0 < 30, "the probe with a model took %g s", MPI_Wtime() - t0);
   TEST_OK(FSDPPlanSetUp(plan));
   { /* the view says the model was timed */
-    FSDPViewer v;
-    char text[8192] = "";
-    FILE *f;
-    size_t got = 0;
-    TEST_OK(FSDPViewerASCIIOpen(MPI_COMM_WORLD, "test_plan_view.txt", &v));
-    TEST_OK(FSDPPlanView(plan, v));
-    TEST_OK(FSDPViewerDestroy(&v));
-    MPI_Barrier(MPI_COMM_WORLD);
-    if ((f = fopen("test_plan_view.txt", "r"))) {
-      got = fread(text, 1, sizeof text - 1, f);
-      fclose(f);
-    }
-    text[got] = '\0';
+    char text[8192];
+    view_text(plan, rank, text, sizeof text);
     TEST_ASSERT(strstr(text, "the model's step (measured by FSDPPlanProbe"),
                 "the view does not show the model's timing: %s", text);
     TEST_ASSERT(size == 1 || strstr(text, "collectives (timed by FSDPPlanProbe on 1 node x "),
                 "the view does not show the timed collectives: %s", text);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) remove("test_plan_view.txt");
   }
   {
     FSDPPlanCandidate c, d;
@@ -389,6 +395,21 @@ static void check_probe(int rank, int size)
       TEST_ASSERT(c.comm_seconds >= 10, "candidate %d (F = %d, R = %d) on 2 nodes: comm %g s, not at the rates", i,
                   c.factor, c.replicas, c.comm_seconds);
     }
+  }
+  TEST_OK(FSDPPlanDestroy(&plan));
+  /* A model too large to time on one rank (its budget is its own) is timed on none, and the ranks, which time
+     each pass together, all return. */
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetModel(plan, "gpt:vocab=16,ctx=8,dim=16,heads=2,layers=2"));
+  TEST_OK(FSDPPlanSetBatch(plan, 8 * size));
+  if (rank == size - 1) TEST_OK(FSDPPlanSetMemoryBudget(plan, 1000));
+  TEST_OK(FSDPPlanProbe(plan));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
+  TEST_OK(FSDPPlanSetUp(plan));
+  {
+    char text[8192];
+    view_text(plan, rank, text, sizeof text);
+    TEST_ASSERT(strstr(text, "the model's step: not timed"), "one rank's budget too small to time the model: %s", text);
   }
   TEST_OK(FSDPPlanDestroy(&plan));
 }

@@ -469,13 +469,27 @@ static FSDPErrorCode time_pass(FSDPModel model, FSDPContext ctx, int64_t n, cons
   return FSDP_SUCCESS;
 }
 
+#define PROBE_MODEL_REPS 3 /* timed passes of each size, and optimizer steps */
+
+/* Whether every rank of comm is ready for the next timed pass: the ranks
+   start each together (as a step's do, on cores they may share) and stop
+   together when any cannot go on (an error, a model too large to time). */
+static bool all_ready(MPI_Comm comm, bool ready)
+{
+  int go = ready;
+  if (MPI_Allreduce(MPI_IN_PLACE, &go, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
+  return go != 0;
+}
+
 /* The model itself on this rank, unsharded on MPI_COMM_SELF with the job's
-   -fsdp_* options: the quickest of 2 passes of rows[0] and of rows[1] rows,
-   and of 2 optimizer steps.  Nothing is timed (seconds[1] stays 0) when
-   its parameters, gradients and optimizer state would pass
-   PROBE_MODEL_BYTES or the budget. */
-static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int64_t rows[2], double seconds[2],
-                                double *opt_seconds)
+   -fsdp_* options: the median of PROBE_MODEL_REPS passes of rows[0] and of
+   rows[1] rows, and of as many optimizer steps, every rank of comm starting
+   each together.  The minimum would be a pass that found its core free
+   while other ranks were between passes, which a step's ranks never are.
+   Nothing is timed (seconds[1] stays 0) when its parameters, gradients and
+   optimizer state would pass PROBE_MODEL_BYTES or the budget on any rank. */
+static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, double gemm, int blas_share, int64_t rows[2],
+                                double seconds[2], double *opt_seconds)
 {
   FSDPContext ctx, opts = NULL;
   FSDPModel model;
@@ -484,37 +498,42 @@ static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int6
   int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
   float *x = NULL, *target = NULL;
   int64_t *labels = NULL;
+  double times[2][PROBE_MODEL_REPS], steps[PROBE_MODEL_REPS];
+  bool skip = false;
   FSDPErrorCode ierr, e;
 
   seconds[0] = seconds[1] = *opt_seconds = 0;
   rows[0] = rows[1] = 0;
-  FSDPCall(open_model(plan->spec, &ctx, &model));
+  ierr = open_model(plan->spec, &ctx, &model);
+  if (ierr) (void)all_ready(comm, false); /* the ranks that opened it wait there */
+  FSDPCall(ierr);
   ierr = FSDPModelGetSizes(model, &in, &out, &numel);
-  if (!ierr &&
-      (double)numel * (double)(2 + nstates) * sizeof(float) >
-          (double)(plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES))
-    goto done;
+  {
+    size_t most = plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES;
+    skip = !ierr && (double)numel * (double)(2 + nstates) * sizeof(float) > (double)most;
+  }
   /* The job's options that change its compute (its parameters' type, its device), and none of those that
      lay out, bind or print it (a sharding factor, -fsdp_bind, -fsdp_view): read on a context of their own. */
-  if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
-  if (!ierr) ierr = FSDPContextSetFromOptions(opts);
+  if (!ierr && !skip) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
+  if (!ierr && !skip) ierr = FSDPContextSetFromOptions(opts);
   /* On a context of one rank every rank would take the node's first GPU: planning for GPUs is not done. */
-  if (!ierr && opts->device != FSDP_DEVICE_HOST) goto done;
-  if (!ierr) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
-  if (!ierr) ierr = FSDPContextSetDevice(ctx, opts->device);
-  if (!ierr) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
-  if (!ierr) ierr = FSDPModelSetFromOptions(model);
-  if (!ierr) ierr = FSDPModelSetActivationCheckpointing(model, false); /* the candidates scale for it */
-  if (!ierr) {
+  if (!ierr && !skip) skip = opts->device != FSDP_DEVICE_HOST;
+  if (!ierr && !skip) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
+  if (!ierr && !skip) ierr = FSDPContextSetDevice(ctx, opts->device);
+  if (!ierr && !skip) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
+  if (!ierr && !skip) ierr = FSDPModelSetFromOptions(model);
+  if (!ierr && !skip) ierr = FSDPModelSetActivationCheckpointing(model, false); /* the candidates scale for it */
+  if (!ierr && !skip) {
     model->blas_share = blas_share; /* the job's OpenBLAS threads, not a lone rank's */
     ierr = FSDPModelSetUp(model);
   }
-  if (!ierr) ierr = FSDPOptimizerCreate(ctx, &opt);
-  if (!ierr) ierr = FSDPOptimizerSetType(opt, plan->opt_type);
-  if (!ierr && plan->opt_type == FSDP_OPTIMIZER_SGD) ierr = FSDPOptimizerSetMomentum(opt, plan->momentum, false);
-  if (!ierr) ierr = FSDPOptimizerSetUp(opt);
-  if (!ierr) ierr = FSDPModelGetTokens(model, &ctxlen, &vocab); /* 0 and 0 unless a GPT */
-  if (!ierr) {
+  if (!ierr && !skip) ierr = FSDPOptimizerCreate(ctx, &opt);
+  if (!ierr && !skip) ierr = FSDPOptimizerSetType(opt, plan->opt_type);
+  if (!ierr && !skip && plan->opt_type == FSDP_OPTIMIZER_SGD)
+    ierr = FSDPOptimizerSetMomentum(opt, plan->momentum, false);
+  if (!ierr && !skip) ierr = FSDPOptimizerSetUp(opt);
+  if (!ierr && !skip) ierr = FSDPModelGetTokens(model, &ctxlen, &vocab); /* 0 and 0 unless a GPT */
+  if (!ierr && !skip) {
     /* A rank's rows of one step, and of 8 micro-batches; no more than a pass of PROBE_MODEL_SECONDS. */
     int64_t w = (int64_t)plan->nodes * plan->ranks_per_node, most = plan->batch >= w ? plan->batch / w : 1;
     double row = FSDPModelForwardFlops_Private(model);
@@ -523,28 +542,33 @@ static FSDPErrorCode time_model(FSDPPlan plan, double gemm, int blas_share, int6
     rows[1] = n = most > 1 ? most : 1;
     rows[0] = n / 8 > 1 ? n / 8 : 1;
   }
-  if (!ierr) ierr = FSDPMalloc((size_t)(n * in) * sizeof *x, FSDP_MEM_OTHER, &x);
-  if (!ierr && vocab) ierr = FSDPMalloc((size_t)(n * in) * sizeof *labels, FSDP_MEM_OTHER, &labels);
-  if (!ierr && !vocab) ierr = FSDPMalloc((size_t)(n * out) * sizeof *target, FSDP_MEM_OTHER, &target);
-  if (!ierr) {
+  if (!ierr && !skip) ierr = FSDPMalloc((size_t)(n * in) * sizeof *x, FSDP_MEM_OTHER, &x);
+  if (!ierr && !skip && vocab) ierr = FSDPMalloc((size_t)(n * in) * sizeof *labels, FSDP_MEM_OTHER, &labels);
+  if (!ierr && !skip && !vocab) ierr = FSDPMalloc((size_t)(n * out) * sizeof *target, FSDP_MEM_OTHER, &target);
+  if (!ierr && !skip) {
     for (int64_t i = 0; i < n * in; i++) x[i] = vocab ? (float)(i * 5 % vocab) : (float)(i % 13) * 0.01f;
     for (int64_t i = 0; vocab && i < n * in; i++) labels[i] = i * 7 % vocab;
     for (int64_t i = 0; !vocab && i < n * out; i++) target[i] = (float)(i % 7) * 0.1f;
   }
-  for (int pass = 0; !ierr && pass < 5; pass++) { /* the first allocates what the passes use */
-    const int64_t m = rows[pass % 2 ? 0 : 1];
+  /* The first pass allocates what the others use; then both sizes in turn. */
+  for (int pass = 0; pass < 1 + 2 * PROBE_MODEL_REPS; pass++) {
+    const int size = pass % 2 ? 0 : 1;
     double t = 0;
-    ierr = time_pass(model, ctx, m, x, vocab ? (const void *)labels : (const void *)target, vocab > 0, &t);
-    if (!ierr && pass > 0) {
-      double *best = &seconds[pass % 2 ? 0 : 1];
-      *best = *best > 0 && *best < t ? *best : t;
-    }
+    if (!all_ready(comm, !ierr && !skip)) goto done;
+    ierr = time_pass(model, ctx, rows[size], x, vocab ? (const void *)labels : (const void *)target, vocab > 0, &t);
+    if (pass > 0) times[size][(pass - 1) / 2] = t;
   }
-  for (int step = 0; !ierr && step < 3; step++) { /* on the last pass's gradients; the first allocates */
-    double t0 = FSDPTime_Private(), t;
+  for (int step = 0; step < 1 + PROBE_MODEL_REPS; step++) { /* on the last pass's gradients; the first allocates */
+    double t0;
+    if (!all_ready(comm, !ierr)) goto done;
+    t0 = FSDPTime_Private();
     ierr = FSDPOptimizerStep(opt);
-    t = FSDPTime_Private() - t0;
-    if (!ierr && step > 0) *opt_seconds = step > 1 && *opt_seconds < t ? *opt_seconds : t;
+    if (step > 0) steps[step - 1] = FSDPTime_Private() - t0;
+  }
+  if (all_ready(comm, !ierr)) {
+    seconds[0] = median(times[0], PROBE_MODEL_REPS);
+    seconds[1] = median(times[1], PROBE_MODEL_REPS);
+    *opt_seconds = median(steps, PROBE_MODEL_REPS);
   }
 done:
   if ((e = FSDPFree(&x)) && !ierr) ierr = e;
@@ -559,27 +583,30 @@ done:
 
 /* ------------------------------------------------------------------ the collectives, timed */
 
-#define PROBE_STREAM 2 /* collectives in flight at once: as -fsdp_limit_all_gathers' default lets a step have */
+#define PROBE_STREAM 2 /* all-gathers in flight at once: as -fsdp_limit_all_gathers' default lets a step have */
 #define PROBE_COLL_BUFFER ((size_t)32 << 20) /* a rank's buffer for them: PROBE_STREAM x (F + 1) x the largest size */
 #define PROBE_COLL_LARGE ((size_t)4 << 20)   /* bytes of a rank's shard at the largest size, at most */
 #define PROBE_COLL_MAX_W 16383               /* larger jobs: the largest size would be under 1 KiB */
 
 /* Seconds one collective of a `bytes` shard on c (of `group` ranks) costs on
-   this rank where a step has PROBE_STREAM of a kind in flight (two
-   all-gathers under -fsdp_limit_all_gathers' default): that many started at
-   once, each on its own (group + 1) x bytes of buf (zeros, which sum to
-   zeros), their time over PROBE_STREAM; the median of reps, after one untimed
-   round if warm (a first call may set up connections). */
+   this rank with as many of its kind in flight as a step has: PROBE_STREAM
+   all-gathers (-fsdp_limit_all_gathers' default), one reduction (a unit's
+   reduce-scatter and all-reduce follow one another, and the next unit's
+   wait for them).  That many started at once, each on its own (group + 1) x
+   bytes of buf (zeros, which sum to zeros), their time over their number;
+   the median of reps, after one untimed round if warm (a first call may set
+   up connections). */
 static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_t bytes, float *buf, int reps,
                                      bool warm, bool sleep, double *seconds)
 {
   double t[PROBE_MAX_REPS];
   const size_t n = bytes / sizeof(float);
+  const int stream = kind == COMM_ALLGATHER ? PROBE_STREAM : 1;
   for (int r = warm ? -1 : 0; r < reps; r++) {
     const double t0 = FSDPTime_Private();
     MPI_Request req[PROBE_STREAM];
     int started = 0, err = MPI_SUCCESS;
-    for (; started < PROBE_STREAM && err == MPI_SUCCESS; started++) {
+    for (; started < stream && err == MPI_SUCCESS; started++) {
       float *b = buf + (size_t)started * (size_t)(group + 1) * n;
       if (kind == COMM_ALLGATHER)
         err = MPI_Iallgather(b, (int)n, MPI_FLOAT, b + n, (int)n, MPI_FLOAT, c, &req[started]);
@@ -594,7 +621,7 @@ static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_
       if (err == MPI_SUCCESS) err = e;
     }
     FSDPCallMPI(err);
-    if (r >= 0) t[r] = (FSDPTime_Private() - t0) / PROBE_STREAM;
+    if (r >= 0) t[r] = (FSDPTime_Private() - t0) / stream;
   }
   *seconds = median(t, reps);
   return FSDP_SUCCESS;
@@ -737,7 +764,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr && timed) {
     int64_t rows[2];
     double timing[3];
-    ierr = MPI_Barrier(comm) == MPI_SUCCESS ? time_model(plan, gemm, share, rows, timing, &timing[2]) : FSDP_ERR_MPI;
+    ierr = time_model(plan, comm, gemm, share, rows, timing, &timing[2]);
     int all = timing[1] > 0;
     ierr = FSDPErrorAgree_Private(comm, ierr);
     /* One timing for every rank, or none: ranks that differ would rank the candidates differently. */
