@@ -279,6 +279,17 @@ int main(int argc, char **argv)
   flip_byte(file("flip-state.h5"), "/optim/exp_avg_sq/blocks.0.fc.bias", 1);
   expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT,
                  "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
+  { /* each transfer mode reads and checks the values its own way (POSIX and independent: a step at a time) */
+    static const FSDPCheckpointIO modes[] = {FSDP_CHECKPOINT_IO_COLLECTIVE, FSDP_CHECKPOINT_IO_INDEPENDENT,
+                                             FSDP_CHECKPOINT_IO_POSIX};
+    for (int m = 0; m < 3; m++) {
+      TEST_OK(FSDPContextSetCheckpointIO(ctx, modes[m]));
+      expect_failure(ctx, opt, file("flip.h5"), FSDP_ERR_CORRUPT, "checksum mismatch in /params/blocks.0.fc.weight");
+      expect_failure(ctx, opt, file("flip-state.h5"), FSDP_ERR_CORRUPT,
+                     "checksum mismatch in /optim/exp_avg_sq/blocks.0.fc.bias");
+    }
+    TEST_OK(FSDPContextSetCheckpointIO(ctx, FSDP_CHECKPOINT_IO_AUTO));
+  }
   copy_file(file("good.h5"), file("flip-head.h5"));
   flip_byte(file("flip-head.h5"), "/params/head.weight", 0);
   corrupt_last_unit(ctx, opt, good);

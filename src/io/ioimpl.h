@@ -108,7 +108,8 @@ typedef struct {
   int64_t *nonfinite;   /* per item: its first non-finite value read, or -1 */
   int64_t *negative;    /* per item: its first negative value read (of exp_avg_sq only), or -1 */
   hid_t dxpl;
-  int fd; /* POSIX transfers: HDF5's file descriptor, for read_direct; else -1 */
+  int fd;             /* POSIX transfers: HDF5's file descriptor, for read_direct; else -1 */
+  MPI_File *mpi_file; /* independent transfers: HDF5's MPI-IO file, for read_direct; else NULL */
 } UnitLoad;
 
 /* HDF5's own error stack would print on every rank; the library's errors say

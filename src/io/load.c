@@ -54,10 +54,26 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
   return ierr;
 }
 
-/* POSIX transfers of a contiguous dataset in the unit's type, as this
-   machine has it: its piece straight from the file, a step at a time, each
-   scanned (CRC and checks) while it is still in cache.  0, the errno of a
-   failed read, or -1 where the file ends before the piece. */
+/* Up to `want` bytes at `offset` into mem: HDF5's file descriptor with
+   POSIX transfers, its MPI-IO file (an independent read) with independent
+   ones.  Bytes read (0 at the end of the file), or -1 with errno set. */
+static ssize_t read_some(const UnitLoad *L, char *mem, size_t want, off_t offset)
+{
+  MPI_Status st;
+  int got;
+  if (L->fd >= 0) return pread(L->fd, mem, want, offset);
+  if (MPI_File_read_at(*L->mpi_file, (MPI_Offset)offset, mem, (int)want, MPI_BYTE, &st) != MPI_SUCCESS ||
+      MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) {
+    errno = EIO;
+    return -1;
+  }
+  return got;
+}
+
+/* POSIX or independent transfers of a contiguous dataset in the unit's
+   type, as this machine has it: its piece straight from the file, a step at
+   a time, each scanned (CRC and checks) while it is still in cache.  0, the
+   errno of a failed read, or -1 where the file ends before the piece. */
 static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, int64_t *nonfinite, int64_t *negative)
 {
   enum { CHUNK = 256 * 1024 }; /* bytes: read and scanned in L2 */
@@ -70,7 +86,7 @@ static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, i
   while (done < total) {
     size_t want = total - done < CHUNK ? total - done : CHUNK, got = 0;
     while (got < want) { /* through interruptions and short reads */
-      ssize_t n = pread(L->fd, mem + done + got, want - got, offset + (off_t)(done + got));
+      ssize_t n = read_some(L, mem + done + got, want - got, offset + (off_t)(done + got));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return n < 0 ? errno : -1;
       got += (size_t)n;
@@ -91,7 +107,8 @@ static haddr_t direct_offset(const UnitLoad *L, hid_t ds, hid_t ftype, int64_t n
 {
   hid_t native = L->unit->dtype == FSDP_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
   hid_t little = L->unit->dtype == FSDP_FLOAT64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
-  if (L->fd < 0 || !L->h->libfsdp || H5Tequal(ftype, native) <= 0 || H5Tequal(native, little) <= 0) return HADDR_UNDEF;
+  if ((L->fd < 0 && !L->mpi_file) || !L->h->libfsdp || H5Tequal(ftype, native) <= 0 || H5Tequal(native, little) <= 0)
+    return HADDR_UNDEF;
   /* Contiguous, and all of it allocated (H5Dget_offset of one that is not can be garbage). */
   if (H5Dget_storage_size(ds) != (hsize_t)numel * FSDPDataTypeSize(L->unit->dtype)) return HADDR_UNDEF;
   return H5Dget_offset(ds);
@@ -208,7 +225,7 @@ static FSDPErrorCode commit_unit(const UnitLoad *L)
    every rank returns one and the unit is unchanged. */
 static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, const Header *h,
                                FlatParam unit, const Item *items, const bool *load, int nitems, void *staging, int fd,
-                               int64_t *bytes)
+                               MPI_File *mpi_file, int64_t *bytes)
 {
   UnitLoad L = {.ctx = ctx,
                 .opt = opt,
@@ -221,6 +238,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                 .nitems = nitems,
                 .staging = staging,
                 .fd = fd,
+                .mpi_file = mpi_file,
                 .dxpl = -1};
   FSDPErrorCode ierr = unit_load_begin(&L), e;
 
@@ -239,6 +257,26 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   return ierr ? ierr : e;
 }
 
+/* Whether fh's view is the whole file in bytes, where an offset is the file's. */
+static bool default_view(MPI_File fh)
+{
+  MPI_Offset disp;
+  MPI_Datatype etype, filetype;
+  char rep[MPI_MAX_DATAREP_STRING];
+  int n, a, d, combiner;
+  bool plain = true;
+  if (MPI_File_get_view(fh, &disp, &etype, &filetype, rep) != MPI_SUCCESS) return false;
+  for (int t = 0; t < 2; t++) { /* a named type is MPI_BYTE or not; a derived one is freed */
+    MPI_Datatype type = t ? filetype : etype;
+    if (MPI_Type_get_envelope(type, &n, &a, &d, &combiner) != MPI_SUCCESS) plain = false;
+    else if (combiner != MPI_COMBINER_NAMED) {
+      plain = false;
+      MPI_Type_free(&type);
+    } else if (type != MPI_BYTE) plain = false;
+  }
+  return plain && disp == 0 && !strcmp(rep, "native");
+}
+
 static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, const char *path, int64_t *bytes)
 {
   Item *items = NULL;
@@ -247,6 +285,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   size_t staging_bytes = 0;
   void *staging = NULL;
   int fd = -1;
+  MPI_File *mpi_file = NULL;
   Header h = {0};
   FSDPErrorCode ierr, e;
 
@@ -273,12 +312,17 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                        "read different checkpoints; nothing was loaded",
                        path);
   }
-  /* POSIX transfers: the values are read with the file descriptor HDF5 opened. */
-  if (!ierr && ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
-    hid_t fapl = H5Fget_access_plist(file);
+  /* POSIX and independent transfers: the values are read with the file
+     descriptor or the MPI-IO file HDF5 opened (its view the whole file in
+     bytes, as HDF5 leaves it between its own transfers). */
+  if (!ierr && ctx->checkpoint_io != FSDP_CHECKPOINT_IO_COLLECTIVE) {
+    hid_t fapl = H5Fget_access_plist(file), driver = fapl >= 0 ? H5Pget_driver(fapl) : -1;
     void *handle = NULL;
-    if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle)
-      fd = *(int *)handle;
+    if (driver >= 0 && (driver == H5FD_SEC2 || driver == H5FD_MPIO) && H5Fget_vfd_handle(file, fapl, &handle) >= 0 &&
+        handle) {
+      if (driver == H5FD_SEC2) fd = *(int *)handle;
+      else if (default_view(*(MPI_File *)handle)) mpi_file = handle;
+    }
     if (fapl >= 0) H5Pclose(fapl);
   }
   /* Staging for the largest unit: its shard and its state tensors, each
@@ -297,7 +341,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   for (int u = 0; u < ctx->nunits && !ierr; u++) ierr = FlatParamDropKept_Private(ctx->units[u]);
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
   for (int u = 0; u < ctx->nunits && !ierr; u++)
-    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, fd, bytes);
+    ierr = load_unit(ctx, opt, file, path, &h, ctx->units[u], items, load, nitems, staging, fd, mpi_file, bytes);
   if (!ierr) {
     ctx->training = h.training;
     FSDPContextSetStep_Private(ctx, h.training.step);
