@@ -471,14 +471,21 @@ static FSDPErrorCode time_pass(FSDPModel model, FSDPContext ctx, int64_t n, cons
 
 #define PROBE_MODEL_REPS 3 /* timed passes of each size, and optimizer steps */
 
-/* Whether every rank of comm is ready for the next timed pass: the ranks
-   start each together (as a step's do, on cores they may share) and stop
-   together when any cannot go on (an error, a model too large to time). */
-static bool all_ready(MPI_Comm comm, bool ready)
+/* Whether every rank of comm is ready for the next timed pass (*go): the
+   ranks start each together (as a step's do, on cores they may share) and
+   stop together when any cannot go on (an error, a model too large to
+   time).  The early ones wait as the job's collectives would (sleep). */
+static FSDPErrorCode all_ready(MPI_Comm comm, bool sleep, bool ready, bool *go)
 {
-  int go = ready;
-  if (MPI_Allreduce(MPI_IN_PLACE, &go, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
-  return go != 0;
+  int all = ready;
+  MPI_Request req;
+  *go = false;
+  if (MPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm, &req) != MPI_SUCCESS ||
+      FSDPWaitRequests_Private(1, &req, sleep) != MPI_SUCCESS)
+    return FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI,
+                     "FSDPPlanProbe: the ranks' agreement before a timed pass failed");
+  *go = all != 0;
+  return FSDP_SUCCESS;
 }
 
 /* The model itself on this rank, unsharded on MPI_COMM_SELF with the job's
@@ -488,7 +495,7 @@ static bool all_ready(MPI_Comm comm, bool ready)
    while other ranks were between passes, which a step's ranks never are.
    Nothing is timed (seconds[1] stays 0) when its parameters, gradients and
    optimizer state would pass PROBE_MODEL_BYTES or the budget on any rank. */
-static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, double gemm, int blas_share, int64_t rows[2],
+static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, bool sleep, double gemm, int blas_share, int64_t rows[2],
                                 double seconds[2], double *opt_seconds)
 {
   FSDPContext ctx, opts = NULL;
@@ -499,13 +506,13 @@ static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, double gemm, int b
   float *x = NULL, *target = NULL;
   int64_t *labels = NULL;
   double times[2][PROBE_MODEL_REPS], steps[PROBE_MODEL_REPS];
-  bool skip = false;
+  bool skip = false, go;
   FSDPErrorCode ierr, e;
 
   seconds[0] = seconds[1] = *opt_seconds = 0;
   rows[0] = rows[1] = 0;
   ierr = open_model(plan->spec, &ctx, &model);
-  if (ierr) (void)all_ready(comm, false); /* the ranks that opened it wait there */
+  if (ierr) (void)all_ready(comm, sleep, false, &go); /* the others wait for it at the first pass's agreement */
   FSDPCall(ierr);
   ierr = FSDPModelGetSizes(model, &in, &out, &numel);
   {
@@ -554,18 +561,21 @@ static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, double gemm, int b
   for (int pass = 0; pass < 1 + 2 * PROBE_MODEL_REPS; pass++) {
     const int size = pass % 2 ? 0 : 1;
     double t = 0;
-    if (!all_ready(comm, !ierr && !skip)) goto done;
+    if ((e = all_ready(comm, sleep, !ierr && !skip, &go)) && !ierr) ierr = e;
+    if (!go) goto done;
     ierr = time_pass(model, ctx, rows[size], x, vocab ? (const void *)labels : (const void *)target, vocab > 0, &t);
     if (pass > 0) times[size][(pass - 1) / 2] = t;
   }
   for (int step = 0; step < 1 + PROBE_MODEL_REPS; step++) { /* on the last pass's gradients; the first allocates */
     double t0;
-    if (!all_ready(comm, !ierr)) goto done;
+    if ((e = all_ready(comm, sleep, !ierr, &go)) && !ierr) ierr = e;
+    if (!go) goto done;
     t0 = FSDPTime_Private();
     ierr = FSDPOptimizerStep(opt);
     if (step > 0) steps[step - 1] = FSDPTime_Private() - t0;
   }
-  if (all_ready(comm, !ierr)) {
+  if ((e = all_ready(comm, sleep, !ierr, &go)) && !ierr) ierr = e;
+  if (go) {
     seconds[0] = median(times[0], PROBE_MODEL_REPS);
     seconds[1] = median(times[1], PROBE_MODEL_REPS);
     *opt_seconds = median(steps, PROBE_MODEL_REPS);
@@ -713,6 +723,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   int rank, size, node_rank, node_size, cpus, share, timed, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
+  bool sleep = false, host = false;
   FSDPErrorCode ierr;
 
   CHECK_PLAN(plan);
@@ -729,6 +740,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   FSDPCall(FSDPNodeCPUs_Private(node, &cpus));
   FSDPCallMPI(MPI_Comm_free(&node));
   share = cpus / node_size > 1 ? cpus / node_size : 1;
+  int span[4] = {-node_size, node_size, node_size > cpus, 2 * node_size > cpus};
   /* Every rank times the model, or none does (FSDPPlanSetModel is each rank's own). */
   timed = plan->spec != NULL;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &timed, 1, MPI_INT, MPI_MIN, comm));
@@ -744,6 +756,27 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   for (int r = 1; !ierr && r < size; r++) {
     if (leader[r] == leader[0] && intra_peer < 0) intra_peer = r;
     if (leader[r] != leader[0] && inter_peer < 0) inter_peer = r;
+  }
+  /* How the job's collectives would wait, and whether on the host: whether nodes differ in ranks, any is
+     oversubscribed, any has under 2 CPUs a rank. */
+  if (!ierr) {
+    FSDPContext opts = NULL; /* the job's -fsdp_wait and device */
+    ierr = MPI_Allreduce(MPI_IN_PLACE, span, 4, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
+    if (!ierr) ierr = FSDPContextSetFromOptions(opts);
+    if (!ierr) {
+      /* As FSDPContextSetUp decides auto on the host with the default engine: the nonblocking engine (some node
+         with under 2 CPUs a rank) sleeps where its own node is oversubscribed, the thread engine everywhere if
+         any node is. */
+      bool over = node_size > cpus;
+      host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
+      sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
+              (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
+    }
+    {
+      FSDPErrorCode e = FSDPContextDestroy(&opts);
+      if (!ierr) ierr = e;
+    }
   }
   /* Every rank multiplies at once, as in a step, with the BLAS threads the job's model would take: the slowest
      sets the pace. */
@@ -764,7 +797,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr && timed) {
     int64_t rows[2];
     double timing[3];
-    ierr = time_model(plan, comm, gemm, share, rows, timing, &timing[2]);
+    ierr = time_model(plan, comm, sleep, gemm, share, rows, timing, &timing[2]);
     int all = timing[1] > 0;
     ierr = FSDPErrorAgree_Private(comm, ierr);
     /* One timing for every rank, or none: ranks that differ would rank the candidates differently. */
@@ -789,28 +822,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
      a node's ranks and the waiting for a core, which one pair's ping-pong leaves out. */
   if (!ierr) ierr = FSDPFree(&plan->groups);
   if (!ierr) {
-    /* Whether nodes differ in ranks, any is oversubscribed, any has under 2 CPUs a rank. */
-    int span[4] = {-node_size, node_size, node_size > cpus, 2 * node_size > cpus};
-    FSDPContext opts = NULL; /* the job's -fsdp_wait and device */
-    bool sleep = false, host = false;
     plan->ngroups = 0;
-    ierr = MPI_Allreduce(MPI_IN_PLACE, span, 4, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
-    if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
-    if (!ierr) ierr = FSDPContextSetFromOptions(opts);
-    if (!ierr) {
-      /* As FSDPContextSetUp decides auto on the host with the default engine: the nonblocking engine (some node
-         with under 2 CPUs a rank) sleeps where its own node is oversubscribed, the thread engine everywhere if
-         any node is. */
-      bool over = node_size > cpus;
-      host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
-      sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
-              (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
-    }
-    {
-      FSDPErrorCode e = FSDPContextDestroy(&opts);
-      if (!ierr) ierr = e;
-    }
-    ierr = FSDPErrorAgree_Private(comm, ierr);
     if (!ierr && -span[0] == span[1] && size > 1 && size <= PROBE_COLL_MAX_W && host) {
       MPI_Comm ordered;
       int key = 0; /* this rank's place in node order */
