@@ -110,6 +110,7 @@ typedef struct {
   hid_t dxpl;
   int fd;             /* POSIX transfers: HDF5's file descriptor, for read_direct; else -1 */
   MPI_File *mpi_file; /* independent transfers: HDF5's MPI-IO file, for read_direct; else NULL */
+  int mpi_error;      /* the error code of read_direct's failed MPI-IO read, or MPI_SUCCESS */
 } UnitLoad;
 
 /* HDF5's own error stack would print on every rank; the library's errors say

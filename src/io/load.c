@@ -56,14 +56,18 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
 
 /* Up to `want` bytes at `offset` into mem: HDF5's file descriptor with
    POSIX transfers, its MPI-IO file (an independent read) with independent
-   ones.  Bytes read (0 at the end of the file), or -1 with errno set. */
-static ssize_t read_some(const UnitLoad *L, char *mem, size_t want, off_t offset)
+   ones.  Bytes read (0 at the end of the file), or -1 with errno set (EIO
+   for MPI-IO's, whose code L->mpi_error keeps). */
+static ssize_t read_some(UnitLoad *L, char *mem, size_t want, off_t offset)
 {
   MPI_Status st;
-  int got;
+  int got, rc;
   if (L->fd >= 0) return pread(L->fd, mem, want, offset);
-  if (MPI_File_read_at(*L->mpi_file, (MPI_Offset)offset, mem, (int)want, MPI_BYTE, &st) != MPI_SUCCESS ||
-      MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) {
+  rc = MPI_File_read_at(*L->mpi_file, (MPI_Offset)offset, mem, (int)want, MPI_BYTE, &st);
+  if (rc == MPI_SUCCESS) rc = MPI_Get_count(&st, MPI_BYTE, &got);
+  if (rc == MPI_SUCCESS && got == MPI_UNDEFINED) rc = MPI_ERR_COUNT;
+  if (rc != MPI_SUCCESS) {
+    L->mpi_error = rc;
     errno = EIO;
     return -1;
   }
@@ -152,9 +156,14 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
     int err = read_direct(L, k, at, mem, len, nonfinite, negative);
     if (err < 0 && !*ierr)
       *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: it ends before the values of %s", L->path, dpath);
-    else if (err && !*ierr)
+    else if (err && !*ierr) {
+      char why[MPI_MAX_ERROR_STRING] = "";
+      int n;
+      if (L->mpi_error == MPI_SUCCESS || MPI_Error_string(L->mpi_error, why, &n) != MPI_SUCCESS)
+        snprintf(why, sizeof why, "%s", strerror(err));
       *ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO,
-                        "FSDPContextLoad: cannot read %s from '%s': %s", dpath, L->path, strerror(err));
+                        "FSDPContextLoad: cannot read %s from '%s': %s", dpath, L->path, why);
+    }
     status = 0;
     *bytes += len * (int64_t)es;
   } else if (space >= 0 && ftype >= 0) {
@@ -239,6 +248,7 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                 .staging = staging,
                 .fd = fd,
                 .mpi_file = mpi_file,
+                .mpi_error = MPI_SUCCESS,
                 .dxpl = -1};
   FSDPErrorCode ierr = unit_load_begin(&L), e;
 
