@@ -630,8 +630,8 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
     to take 50 ms at most), and an optimizer step, each the median of 3 that every rank starts together (ranks
     sharing cores compete as a step's do); the candidates' compute then scales these times instead of counting
-    flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget is
-    not timed, nor one on a GPU (-fsdp_device cuda).  Where every node has as many ranks, it last times the
+    flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget on any
+    rank is not timed, nor one on a GPU (-fsdp_device cuda).  Where every node has as many ranks, it last times the
     collectives themselves, every group at once as in a step: for each shard group size F a candidate can take, the
     all-gather and reduce-scatter within groups of F consecutive ranks in node order and the all-reduce across their
     replicas, at three sizes, as many at a time as a step has in flight (two all-gathers, one reduction), waiting as
