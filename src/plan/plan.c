@@ -489,16 +489,16 @@ static FSDPErrorCode all_ready(MPI_Comm comm, bool sleep, bool ready, bool *go)
 }
 
 /* The model itself on this rank, unsharded on MPI_COMM_SELF with the job's
-   -fsdp_* options: the median of PROBE_MODEL_REPS passes of rows[0] and of
+   -fsdp_* options (opts): the median of PROBE_MODEL_REPS passes of rows[0] and of
    rows[1] rows, and of as many optimizer steps, every rank of comm starting
    each together.  The minimum would be a pass that found its core free
    while other ranks were between passes, which a step's ranks never are.
    Nothing is timed (seconds[1] stays 0) when its parameters, gradients and
    optimizer state would pass PROBE_MODEL_BYTES or the budget on any rank. */
-static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, bool sleep, double gemm, int blas_share, int64_t rows[2],
-                                double seconds[2], double *opt_seconds)
+static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, bool sleep, double gemm, int blas_share,
+                                int64_t rows[2], double seconds[2], double *opt_seconds)
 {
-  FSDPContext ctx, opts = NULL;
+  FSDPContext ctx;
   FSDPModel model;
   FSDPOptimizer opt = NULL;
   int64_t in, out, numel, ctxlen = 0, vocab = 0, n = 0;
@@ -519,10 +519,6 @@ static FSDPErrorCode time_model(FSDPPlan plan, MPI_Comm comm, bool sleep, double
     size_t most = plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES;
     skip = !ierr && (double)numel * (double)(2 + nstates) * sizeof(float) > (double)most;
   }
-  /* The job's options that change its compute (its parameters' type, its device), and none of those that
-     lay out, bind or print it (a sharding factor, -fsdp_bind, -fsdp_view): read on a context of their own. */
-  if (!ierr && !skip) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
-  if (!ierr && !skip) ierr = FSDPContextSetFromOptions(opts);
   /* On a context of one rank every rank would take the node's first GPU: planning for GPUs is not done. */
   if (!ierr && !skip) skip = opts->device != FSDP_DEVICE_HOST;
   if (!ierr && !skip) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
@@ -585,7 +581,6 @@ done:
   if ((e = FSDPFree(&labels)) && !ierr) ierr = e;
   if ((e = FSDPFree(&target)) && !ierr) ierr = e;
   if ((e = FSDPOptimizerDestroy(&opt)) && !ierr) ierr = e;
-  if ((e = FSDPContextDestroy(&opts)) && !ierr) ierr = e;
   if ((e = close_model(&ctx, &model)) && !ierr) ierr = e;
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
@@ -724,6 +719,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
   bool sleep = false, host = false;
+  FSDPContext opts = NULL; /* the job's -fsdp_* options */
   FSDPErrorCode ierr;
 
   CHECK_PLAN(plan);
@@ -757,10 +753,11 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     if (leader[r] == leader[0] && intra_peer < 0) intra_peer = r;
     if (leader[r] != leader[0] && inter_peer < 0) inter_peer = r;
   }
-  /* How the job's collectives would wait, and whether on the host: whether nodes differ in ranks, any is
-     oversubscribed, any has under 2 CPUs a rank. */
+  /* The job's -fsdp_* options, read on a context of their own: those that change its compute (its parameters'
+     type, its device) and how its collectives wait, none of those that lay out, bind or print it (a sharding
+     factor, -fsdp_bind, -fsdp_view).  Whether nodes differ in ranks, any is oversubscribed, any has under 2 CPUs
+     a rank. */
   if (!ierr) {
-    FSDPContext opts = NULL; /* the job's -fsdp_wait and device */
     ierr = MPI_Allreduce(MPI_IN_PLACE, span, 4, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
     if (!ierr) ierr = FSDPContextCreate(MPI_COMM_SELF, &opts);
     if (!ierr) ierr = FSDPContextSetFromOptions(opts);
@@ -772,10 +769,6 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
       host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
       sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
               (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
-    }
-    {
-      FSDPErrorCode e = FSDPContextDestroy(&opts);
-      if (!ierr) ierr = e;
     }
   }
   /* Every rank multiplies at once, as in a step, with the BLAS threads the job's model would take: the slowest
@@ -797,7 +790,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr && timed) {
     int64_t rows[2];
     double timing[3];
-    ierr = time_model(plan, comm, sleep, gemm, share, rows, timing, &timing[2]);
+    ierr = time_model(plan, opts, comm, sleep, gemm, share, rows, timing, &timing[2]);
     int all = timing[1] > 0;
     ierr = FSDPErrorAgree_Private(comm, ierr);
     /* One timing for every rank, or none: ranks that differ would rank the candidates differently. */
@@ -823,7 +816,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr) ierr = FSDPFree(&plan->groups);
   if (!ierr) {
     plan->ngroups = 0;
-    if (!ierr && -span[0] == span[1] && size > 1 && size <= PROBE_COLL_MAX_W && host) {
+    if (-span[0] == span[1] && size > 1 && size <= PROBE_COLL_MAX_W && host) {
       MPI_Comm ordered;
       int key = 0; /* this rank's place in node order */
       for (int r = 0; r < size; r++) key += leader[r] < leader[rank] || (leader[r] == leader[rank] && r < rank);
@@ -852,6 +845,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     FSDPErrorCode e = FSDPFree(&buf);
     if (!ierr) ierr = e;
     e = FSDPFree(&leader);
+    if (!ierr) ierr = e;
+    e = FSDPContextDestroy(&opts);
     if (!ierr) ierr = e;
   }
   MPI_Comm_free(&comm);
