@@ -1131,7 +1131,9 @@ typedef enum {
   FSDP_CHECKPOINT_IO_INDEPENDENT,    /**< independent transfers: each rank reads and writes its own contiguous
                                           pieces, with no synchronization per dataset */
   FSDP_CHECKPOINT_IO_AUTO,           /**< POSIX where a node of the job has more ranks than CPUs (MPI-IO's and
-                                          HDF5's collectives there wait for descheduled ranks), else collective */
+                                          HDF5's collectives there wait for descheduled ranks), else collective,
+                                          except loads without replicas: independent (no two ranks read the same
+                                          bytes, so a collective read would only synchronize them) */
   FSDP_CHECKPOINT_IO_POSIX,          /**< no MPI-IO: rank 0 writes the file's structure alone (serial HDF5), then
                                           each rank writes its own pieces with pwrite at their datasets' offsets; a
                                           load opens the file on each rank alone and reads its pieces */

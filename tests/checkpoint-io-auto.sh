@@ -1,8 +1,10 @@
 #!/bin/sh
 # -fsdp_checkpoint_io auto (the default) takes POSIX transfers (no MPI-IO)
-# where a node has more ranks than CPUs (2 ranks bound to one CPU here) and
-# collective MPI-IO ones otherwise (1 rank), and -fsdp_view says which and
-# why; a mode given is kept, and says so.  The checkpoints saved either way
+# where a node has more ranks than CPUs (2 ranks bound to one CPU here), and
+# otherwise collective MPI-IO saves with independent loads (1 rank; 2 ranks
+# sharding) or collective loads where replicas read the same bytes (2 ranks,
+# strategy none), and -fsdp_view says which and why; a mode given is kept,
+# and says so.  The checkpoints saved either way
 # resume, and a POSIX save of 2 ranks loads through MPI-IO and back.
 # (doc/overlap.md, "Checkpoint I/O on an oversubscribed node".)
 . "${srcdir:-.}/tests/testlib.sh"
@@ -35,8 +37,18 @@ expect_grep "^  \[1\] waits sleep: 2 ranks on 1 CPU of this node (oversubscribed
 echo "2 ranks on 1 CPU: POSIX transfers, and the checkpoint resumes"
 
 run one 1 ""
-expect_grep "^  checkpoint I/O: collective transfers (auto: no node has more ranks than CPUs)" "$fsdp_tmp/one.out"
-echo "1 rank: collective transfers"
+expect_grep "^  checkpoint I/O: collective saves, independent loads (auto: no node has more ranks than CPUs; no two ranks read the same bytes" "$fsdp_tmp/one.out"
+echo "1 rank: collective saves, independent loads"
+
+if [ "$(nproc)" -ge 2 ]; then
+  run shard 2 ""
+  expect_grep "^  checkpoint I/O: collective saves, independent loads (auto: no node has more ranks than CPUs; no two ranks" "$fsdp_tmp/shard-resume.out"
+  run replicas 2 "" -fsdp_sharding_strategy none
+  expect_grep "^  checkpoint I/O: collective transfers (auto: no node has more ranks than CPUs; replicas read the same bytes" "$fsdp_tmp/replicas-resume.out"
+  echo "2 ranks on 2 CPUs: independent loads when sharded, collective ones with replicas"
+else
+  echo "(2 ranks on 2 CPUs not checked: this shell has $(nproc) CPU)"
+fi
 
 run given 2 "$cpu" -fsdp_checkpoint_io collective
 expect_grep "^  checkpoint I/O: collective transfers (-fsdp_checkpoint_io)" "$fsdp_tmp/given.out"

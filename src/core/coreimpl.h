@@ -143,15 +143,17 @@ struct FSDPContext_s {
   int checkpoint_keep;
   bool checkpoint_strict;
   bool check_finite;                        /* -fsdp_check_finite: steps, saves and loads refuse NaN and Inf */
-  FSDPCheckpointIO checkpoint_io;           /* what save and load do: after SetUp, COLLECTIVE or INDEPENDENT */
+  FSDPCheckpointIO checkpoint_save_io;      /* what a save does: after SetUp, COLLECTIVE, INDEPENDENT or POSIX */
+  FSDPCheckpointIO checkpoint_load_io;      /* and a load */
   FSDPCheckpointIO checkpoint_io_requested; /* as set: AUTO is decided at SetUp */
-  const char *checkpoint_io_why;            /* why AUTO chose checkpoint_io; NULL when it was set */
+  const char *checkpoint_io_why;            /* why AUTO chose them; NULL when it was set */
   FSDPTrainingState training;
   FSDPLogEvent ev_save, ev_load;
 };
 
-/* Settles checkpoint_io from checkpoint_io_requested: AUTO by the node load
-   SetUp agreed on (before SetUp, nothing to do). */
+/* Settles checkpoint_save_io and checkpoint_load_io from
+   checkpoint_io_requested: AUTO by the node load SetUp agreed on and the
+   replicas (before SetUp, nothing to do). */
 void FSDPContextResolveCheckpointIO_Private(FSDPContext ctx);
 /* -fsdp_checkpoint_io's name of a mode. */
 const char *FSDPCheckpointIOName_Private(FSDPCheckpointIO io);

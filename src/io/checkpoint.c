@@ -45,7 +45,7 @@ FSDPErrorCode FSDPContextSetCheckpointIO(FSDPContext ctx, FSDPCheckpointIO io)
   FSDPCheck(ctx, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPContextSetCheckpointIO: ctx must not be NULL");
   FSDPCheck((int)io >= 0 && io < FSDP_NUM_CHECKPOINT_IO, MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPContextSetCheckpointIO: io %d is not collective, independent, auto or posix", (int)io);
-  ctx->checkpoint_io = ctx->checkpoint_io_requested = io;
+  ctx->checkpoint_save_io = ctx->checkpoint_load_io = ctx->checkpoint_io_requested = io;
   FSDPContextResolveCheckpointIO_Private(ctx); /* after SetUp, auto as SetUp decided it */
   return FSDP_SUCCESS;
 }

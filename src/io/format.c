@@ -532,12 +532,12 @@ int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc)
    systems without flock refuse it; older HDF5 needs HDF5_USE_FILE_LOCKING=FALSE
    there).
    Object headers with checksums either way. */
-hid_t CheckpointFileAccess_Private(FSDPContext ctx)
+hid_t CheckpointFileAccess_Private(FSDPContext ctx, FSDPCheckpointIO io)
 {
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   herr_t s = 0;
   if (fapl < 0) return -1;
-  if (ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
+  if (io == FSDP_CHECKPOINT_IO_POSIX) {
 #if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
     s |= H5Pset_file_locking(fapl, false, true);
 #endif
@@ -556,12 +556,11 @@ hid_t CheckpointFileAccess_Private(FSDPContext ctx)
 
 /* The transfer list of H5Dread and H5Dwrite: MPI-IO's collective or
    independent mode; POSIX transfers need none. */
-hid_t CheckpointTransferList_Private(FSDPContext ctx)
+hid_t CheckpointTransferList_Private(FSDPCheckpointIO io)
 {
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  H5FD_mpio_xfer_t mode =
-      ctx->checkpoint_io == FSDP_CHECKPOINT_IO_COLLECTIVE ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT;
-  if (dxpl >= 0 && ctx->checkpoint_io != FSDP_CHECKPOINT_IO_POSIX && H5Pset_dxpl_mpio(dxpl, mode) < 0) {
+  H5FD_mpio_xfer_t mode = io == FSDP_CHECKPOINT_IO_COLLECTIVE ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT;
+  if (dxpl >= 0 && io != FSDP_CHECKPOINT_IO_POSIX && H5Pset_dxpl_mpio(dxpl, mode) < 0) {
     H5Pclose(dxpl);
     return -1;
   }
@@ -585,11 +584,10 @@ void CheckpointQuietEnd_Private(const QuietHDF5 *q)
    changed since SetUp (FSDPContextSetCheckpointIO, ...), must be every
    rank's: another transfer mode is another collective, another strictness
    another set of reads. */
-FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller)
+FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller, FSDPCheckpointIO io)
 {
   FSDPSetting s[4];
-  FSDPCall(
-      FSDPSettingSet_Private(&s[0], "-fsdp_checkpoint_io", "%s", FSDPCheckpointIOName_Private(ctx->checkpoint_io)));
+  FSDPCall(FSDPSettingSet_Private(&s[0], "-fsdp_checkpoint_io", "%s", FSDPCheckpointIOName_Private(io)));
   FSDPCall(FSDPSettingSet_Private(&s[1], "-fsdp_checkpoint_strict", "%s", ctx->checkpoint_strict ? "true" : "false"));
   FSDPCall(FSDPSettingSet_Private(&s[2], "-fsdp_checkpoint_keep", "%d", ctx->checkpoint_keep));
   FSDPCall(FSDPSettingSet_Private(&s[3], "-fsdp_check_finite", "%s", ctx->check_finite ? "true" : "false"));

@@ -161,12 +161,12 @@ int CheckpointGetAttr_Private(hid_t loc, const char *name, hid_t type, int n, vo
 int CheckpointGetString_Private(hid_t loc, const char *name, char *value, size_t len);
 int CheckpointGetStringAlloc_Private(hid_t loc, const char *name, char **value);
 int CheckpointMetadataDigest_Private(hid_t file, uint32_t *crc);
-hid_t CheckpointFileAccess_Private(FSDPContext ctx);
-hid_t CheckpointTransferList_Private(FSDPContext ctx);
+hid_t CheckpointFileAccess_Private(FSDPContext ctx, FSDPCheckpointIO io);
+hid_t CheckpointTransferList_Private(FSDPCheckpointIO io);
 void CheckpointQuietBegin_Private(QuietHDF5 *q);
 void CheckpointQuietEnd_Private(const QuietHDF5 *q);
 FSDPErrorCode CheckpointMPIRecord_Private(int err, int line, const char *func, const char *call);
-FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller);
+FSDPErrorCode CheckpointAgreeSettings_Private(FSDPContext ctx, const char *caller, FSDPCheckpointIO io);
 /* verify.c */
 void CheckpointNameListAdd_Private(NameList *l, const char *name, const char *detail);
 void CheckpointNameListFormat_Private(const NameList *l, char *buf, size_t len);

@@ -34,7 +34,7 @@ static FSDPErrorCode unit_load_begin(UnitLoad *L)
   if ((ierr = FSDPMalloc(((size_t)L->nitems + 1) * sizeof *L->negative, FSDP_MEM_OTHER, &L->negative))) goto cleanup;
   for (int k = 0; k < L->nitems; k++) L->nonfinite[k] = L->negative[k] = -1;
   CheckpointReadPieces_Private(L->unit, L->pieces);
-  L->dxpl = CheckpointTransferList_Private(L->ctx);
+  L->dxpl = CheckpointTransferList_Private(L->ctx->checkpoint_load_io);
   if (L->dxpl < 0) ierr = H5ERR("cannot create a transfer property list");
 cleanup:
   return ierr;
@@ -312,7 +312,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
     fflush(stderr);
   }
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
-  if (!ierr && ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX) {
+  if (!ierr && ctx->checkpoint_load_io == FSDP_CHECKPOINT_IO_POSIX) {
     /* Each rank opened the file alone: the same one, unless path was replaced in between. */
     uint64_t id[2] = {h.file_id, ~h.file_id};
     ierr = MPI_RECORD(FSDPAllreduce_Private(MPI_IN_PLACE, id, 2, MPI_UINT64_T, MPI_MIN, ctx->comm));
@@ -325,7 +325,7 @@ static FSDPErrorCode load_file(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
   /* POSIX and independent transfers: the values are read with the file
      descriptor or the MPI-IO file HDF5 opened (its view the whole file in
      bytes, as HDF5 leaves it between its own transfers). */
-  if (!ierr && ctx->checkpoint_io != FSDP_CHECKPOINT_IO_COLLECTIVE) {
+  if (!ierr && ctx->checkpoint_load_io != FSDP_CHECKPOINT_IO_COLLECTIVE) {
     hid_t fapl = H5Fget_access_plist(file), driver = fapl >= 0 ? H5Pget_driver(fapl) : -1;
     void *handle = NULL;
     if (driver >= 0 && (driver == H5FD_SEC2 || driver == H5FD_MPIO) && H5Fget_vfd_handle(file, fapl, &handle) >= 0 &&
@@ -396,10 +396,11 @@ FSDPErrorCode FSDPContextLoad(FSDPContext ctx, FSDPOptimizer opt, const char *pa
     int64_t bytes = 0;
     char reason[256];
 
-    FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextLoad"));
+    FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextLoad", ctx->checkpoint_load_io));
     FSDPCall(FSDPLogEventBegin(ctx->ev_load));
     CheckpointQuietBegin_Private(&quiet);
-    fapl = CheckpointFileAccess_Private(ctx); /* POSIX transfers: each rank opens the file alone */
+    /* POSIX transfers: each rank opens the file alone */
+    fapl = CheckpointFileAccess_Private(ctx, ctx->checkpoint_load_io);
     if (fapl >= 0) file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
       struct stat st;

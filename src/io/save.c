@@ -269,12 +269,12 @@ static FSDPErrorCode payload_get(FSDPContext ctx, FSDPOptimizer opt, const char 
 static FSDPErrorCode write_datasets(FSDPContext ctx, hid_t file, const char *tmp, Payload *pl, int64_t *bytes,
                                     FSDPWatch *watch)
 {
-  bool posix = ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX;
+  bool posix = ctx->checkpoint_save_io == FSDP_CHECKPOINT_IO_POSIX;
   hid_t dxpl = -1, dcpl = -1;
   FSDPErrorCode ierr = FSDP_SUCCESS, failed = FSDP_SUCCESS;
 
   if (file >= 0) {
-    dxpl = CheckpointTransferList_Private(ctx);
+    dxpl = CheckpointTransferList_Private(ctx->checkpoint_save_io);
     dcpl = H5Pcreate(H5P_DATASET_CREATE);
     if (dxpl < 0 || dcpl < 0 || H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
         (posix && H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0))
@@ -449,13 +449,13 @@ static FSDPErrorCode write_file(FSDPContext ctx, FSDPOptimizer opt, const char *
   FSDPErrorCode ierr = FSDP_SUCCESS, e;
   uint64_t file_id;
   Payload pl = {0};
-  bool posix = ctx->checkpoint_io == FSDP_CHECKPOINT_IO_POSIX, opens = !posix || ctx->rank == 0;
+  bool posix = ctx->checkpoint_save_io == FSDP_CHECKPOINT_IO_POSIX, opens = !posix || ctx->rank == 0;
 
   FSDPCall(new_file_id(ctx, &file_id));
   FSDPCall(CheckpointListItems_Private(ctx, opt ? opt->nstates : 0, &items, &pl.nitems));
   pl.items = items;
   if (opens) {
-    fapl = CheckpointFileAccess_Private(ctx);
+    fapl = CheckpointFileAccess_Private(ctx, ctx->checkpoint_save_io);
     if (fapl >= 0) file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (file < 0)
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_IO, "cannot create '%s': %s", tmp,
@@ -662,7 +662,7 @@ FSDPErrorCode FSDPContextSave(FSDPContext ctx, FSDPOptimizer opt, const char *pa
   FSDPCheck(!opt || opt->trainable_changes == ctx->trainable_changes, MPI_COMM_SELF, FSDP_ERR_STATE,
             "FSDPContextSave: parameters were frozen or unfrozen after FSDPOptimizerSetUp: the optimizer state no "
             "longer matches them (set trainability before it)");
-  FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextSave"));
+  FSDPCall(CheckpointAgreeSettings_Private(ctx, "FSDPContextSave", ctx->checkpoint_save_io));
   /* Rank 0 resolves links, and every rank writes the file it chose. */
   if (ctx->rank == 0) ierr = follow_links(path, target, sizeof target);
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, ierr));
