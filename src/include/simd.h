@@ -45,9 +45,24 @@ FSDPErrorCode FSDPSimdSetFromOptions_Private(void);
     default: name##_generic args; break;                                                                               \
     }                                                                                                                  \
   }
+/* The same for a kernel that returns a value of type. */
+#define FSDP_SIMD_KERNEL_RET(type, name, params, args)                                                                 \
+  static type name##_generic params { return name##_body args; }                                                       \
+  FSDP_TARGET_AVX2 static type name##_avx2 params { return name##_body args; }                                         \
+  FSDP_TARGET_AVX512 static type name##_avx512 params { return name##_body args; }                                     \
+  static type name params                                                                                              \
+  {                                                                                                                    \
+    switch (FSDPSimdLevel_Private()) {                                                                                 \
+    case FSDP_SIMD_AVX512: return name##_avx512 args;                                                                  \
+    case FSDP_SIMD_AVX2: return name##_avx2 args;                                                                      \
+    default: return name##_generic args;                                                                               \
+    }                                                                                                                  \
+  }
 #else
 #define FSDP_SIMD_KERNEL(name, params, args)                                                                           \
   static void name params { name##_body args; }
+#define FSDP_SIMD_KERNEL_RET(type, name, params, args)                                                                 \
+  static type name params { return name##_body args; }
 #endif
 
 /* sum_{j < h} term(j) in double, in FSDP_LANES interleaved partial sums
@@ -93,6 +108,40 @@ FSDP_INLINE float fsdp_expf(float x)
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   return p * fsdp_bits_float((uint32_t)((int32_t)k + 127) << 23);
+}
+
+/* e^x in double for x in [-708, 709] (clamped), relative error a few units
+   in the last place: x = k ln2 + r as fsdp_expf does (ln2 in fdlibm's two
+   parts, whose first makes k ln2 exact), e^r by its Taylor polynomial to
+   degree 13 (the remainder below 5e-18 for |r| <= ln2/2), and 2^k from the
+   integer k that adding 1.5 2^52 leaves in the low bits: 64-bit integer
+   additions and shifts, which AVX2 has too. */
+FSDP_INLINE double fsdp_exp(double x)
+{
+  double shifted, k, r, p, scale;
+  uint64_t bits;
+  x = x < -708.0 ? -708.0 : x > 709.0 ? 709.0 : x;
+  shifted = x * 1.4426950408889634 + 6755399441055744.0;
+  k = shifted - 6755399441055744.0;
+  r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  p = 1.0 / 6227020800;
+  p = p * r + 1.0 / 479001600;
+  p = p * r + 1.0 / 39916800;
+  p = p * r + 1.0 / 3628800;
+  p = p * r + 1.0 / 362880;
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  memcpy(&bits, &shifted, sizeof bits);
+  bits = (bits - 0x4338000000000000ull + 1023) << 52;
+  memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
 }
 
 /* erf(x / sqrt 2) given e = exp(-x^2 / 2), which GELU's backward needs too:

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "nnimpl.h"
+#include "simd.h"
 
 FSDPErrorCode FSDPMSELoss(int64_t n, int64_t m, const float *y, const float *target, double *loss, float *dy)
 {
@@ -44,20 +45,36 @@ FSDPErrorCode FSDPCheckLabels_Private(const char *caller, int64_t n, int64_t cla
   return FSDP_SUCCESS;
 }
 
+/* One row's log-sum-exp, and (dz not NULL) its gradient k (softmax(z) -
+   e_label) into dz, in double: fsdp_exp's exponentials, vectorized, where
+   libm's exp goes a value at a time; the sum in FSDP_LANE_SUM's fixed order,
+   so every SIMD path gives the same bits.  Every exponent is at most 0: no
+   overflow. */
+FSDP_INLINE double cross_entropy_row_body(int64_t classes, const float *restrict z, int64_t label, double k,
+                                          float *restrict dz)
+{
+  float zmax = z[0];
+  double lse;
+  FSDP_PRAGMA(omp simd reduction(max : zmax))
+  for (int64_t c = 1; c < classes; c++) zmax = z[c] > zmax ? z[c] : zmax;
+#define E(c) fsdp_exp((double)z[c] - zmax)
+  lse = zmax + log(FSDP_LANE_SUM(classes, E));
+#undef E
+  if (dz) {
+    FSDP_SIMD_LOOP
+    for (int64_t c = 0; c < classes; c++) dz[c] = (float)((fsdp_exp(z[c] - lse) - (c == label ? 1.0 : 0.0)) * k);
+  }
+  return lse;
+}
+FSDP_SIMD_KERNEL_RET(double, cross_entropy_row,
+                     (int64_t classes, const float *restrict z, int64_t label, double k, float *restrict dz),
+                     (classes, z, label, k, dz))
 void FSDPCrossEntropyLoss_Private(int64_t n, int64_t classes, const float *logits, const int64_t *labels, double scale,
                                   double *loss, float *dlogits)
 {
-  double total = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const float *z = logits + i * classes;
-    double zmax = z[0], sum = 0, lse;
-    for (int64_t c = 1; c < classes; c++) zmax = z[c] > zmax ? z[c] : zmax;
-    for (int64_t c = 0; c < classes; c++) sum += exp(z[c] - zmax); /* every term <= 1: no overflow */
-    lse = zmax + log(sum);
-    total += lse - z[labels[i]];
-    if (dlogits)
-      for (int64_t c = 0; c < classes; c++)
-        dlogits[i * classes + c] = (float)((exp(z[c] - lse) - (c == labels[i] ? 1.0 : 0.0)) / (double)n * scale);
-  }
+  double total = 0, k = scale / (double)n;
+  for (int64_t i = 0; i < n; i++)
+    total += cross_entropy_row(classes, logits + i * classes, labels[i], k, dlogits ? dlogits + i * classes : NULL) -
+             logits[i * classes + labels[i]];
   *loss = total / (double)n;
 }
