@@ -143,31 +143,22 @@ static FSDPErrorCode gelu(FSDPModel m, bool backward, int64_t count, const float
   return FSDPActivationForward(FSDP_ACT_GELU, count, x, out);
 }
 
-/* Causal softmax of each row of s[t, t] in place, scores beyond the diagonal
-   zeroed.  Row i's loops run to i + 1 rounded up to 16 (or t), masking the
-   scores past the diagonal: whole vectors, where rows of varying length
-   spent their time in scalar remainders.  The masked values count as -inf
-   in the maximum and 0 in the sum, which changes no bit of either. */
+/* Causal softmax of each row of s[t, t] in place, scores beyond the diagonal zeroed. */
 FSDP_INLINE void causal_softmax_body(int64_t t, float *restrict s)
 {
   for (int64_t i = 0; i < t; i++) {
     float *row = s + i * t, mx = row[0];
-    int64_t n = (i + 16) & ~(int64_t)15;
-    double inv;
-    n = n < t ? n : t;
+    double sum;
     FSDP_PRAGMA(omp simd reduction(max : mx))
-    for (int64_t j = 1; j < n; j++) {
-      float v = j <= i ? row[j] : -INFINITY;
-      mx = v > mx ? v : mx;
-    }
+    for (int64_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
     FSDP_SIMD_LOOP
-    for (int64_t j = 0; j < n; j++) row[j] = j <= i ? fsdp_expf(row[j] - mx) : 0.0f;
+    for (int64_t j = 0; j <= i; j++) row[j] = fsdp_expf(row[j] - mx);
 #define P(j) (double)row[j]
-    inv = 1.0 / FSDP_LANE_SUM(n, P); /* a product per value, not a quotient: a double division is slow */
+    sum = FSDP_LANE_SUM(i + 1, P);
 #undef P
     FSDP_SIMD_LOOP
-    for (int64_t j = 0; j < n; j++) row[j] = (float)(row[j] * inv);
-    for (int64_t j = n; j < t; j++) row[j] = 0.0f;
+    for (int64_t j = 0; j <= i; j++) row[j] = (float)(row[j] / sum);
+    for (int64_t j = i + 1; j < t; j++) row[j] = 0.0f;
   }
 }
 FSDP_SIMD_KERNEL(causal_softmax, (int64_t t, float *restrict s), (t, s))
