@@ -4,9 +4,12 @@
    each path, the same bits as the generic path, for the kernels and for a
    few AdamW and SGD steps of a model (the optimizers' updates, the gradient
    norm of clipping) and of a GPT with the full and with the blocked
-   attention (the softmax kernels); a level the
-   CPU lacks is refused.
+   attention (the softmax kernels); the cross-entropy against libm's
+   double-precision log-sum-exp, in place too, raising no invalid,
+   overflow or division-by-zero flag on rows with a -inf logit or a span
+   beyond its vectorized exponentials'; a level the CPU lacks is refused.
    mpitest: -n 1 */
+#include <fenv.h>
 #include <math.h>
 #include <string.h>
 
@@ -201,6 +204,44 @@ static void train_gpt(const char *spec, int64_t ctxlen, float *params, int64_t *
   TEST_OK(FSDPContextDestroy(&ctx));
 }
 
+/* Cross-entropy rows of 1 to 300 classes (the vector body and its
+   remainders), one with a -inf logit among 20, one spanning 2000 units. */
+enum { CE_ROWS = 6, CE_MAXC = 300 };
+static const int64_t ce_classes[CE_ROWS] = {1, 3, 17, 20, 64, 300};
+
+static void check_cross_entropy(FSDPSimd level, float dl_ref[CE_ROWS][CE_MAXC], double loss_ref[CE_ROWS])
+{
+  for (int r = 0; r < CE_ROWS; r++) {
+    int64_t n = ce_classes[r], label = (r * 7) % n;
+    float z[CE_MAXC], dl[CE_MAXC], inplace[CE_MAXC];
+    double loss, zmax = -INFINITY, sum = 0, want;
+    for (int64_t c = 0; c < n; c++) z[c] = 8.0f * test_value(40 + r, (int)c);
+    if (n == 20) z[(label + 3) % n] = -INFINITY;
+    if (n == 64) z[(label + 5) % n] = -2000.0f;
+    for (int64_t c = 0; c < n; c++) zmax = z[c] > zmax ? z[c] : zmax;
+    for (int64_t c = 0; c < n; c++) sum += exp(z[c] - zmax);
+    want = zmax + log(sum) - z[label];
+    feclearexcept(FE_ALL_EXCEPT);
+    TEST_OK(FSDPCrossEntropyLoss(1, n, z, &label, &loss, dl));
+    TEST_ASSERT(!fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO),
+                "%s: the cross-entropy of %lld classes raised a floating-point exception", FSDPSimdName(level),
+                (long long)n);
+    TEST_ASSERT(fabs(loss - want) <= 1e-12 * fabs(want), "%s: cross-entropy of %lld classes %.17g, libm's %.17g",
+                FSDPSimdName(level), (long long)n, loss, want);
+    memcpy(inplace, z, sizeof z);
+    TEST_OK(FSDPCrossEntropyLoss(1, n, inplace, &label, &loss, inplace));
+    TEST_ASSERT(!memcmp(inplace, dl, (size_t)n * sizeof *dl), "%s: the cross-entropy's gradient in place differs",
+                FSDPSimdName(level));
+    if (level == FSDP_SIMD_GENERIC) {
+      memcpy(dl_ref[r], dl, (size_t)n * sizeof *dl);
+      loss_ref[r] = loss;
+    } else
+      TEST_ASSERT(loss == loss_ref[r] && !memcmp(dl, dl_ref[r], (size_t)n * sizeof *dl),
+                  "%s: the cross-entropy of %lld classes is not the generic path's, bit for bit", FSDPSimdName(level),
+                  (long long)n);
+  }
+}
+
 static Out ref, out;
 
 static void run_level(FSDPSimd level, Out *o)
@@ -252,7 +293,17 @@ int main(int argc, char **argv)
                       !memcmp(o->mean, g.mean, sizeof g.mean) && !memcmp(o->rstd, g.rstd, sizeof g.rstd),
                   "%s: LayerNorm with h = %lld is not the generic path's, bit for bit", name, (long long)h);
     }
-    printf("%s: GELU, LayerNorm (h = 1 to 600), AdamW, SGD and the GPTs give the generic path's bits\n", name);
+    {
+      static float dl_ref[CE_ROWS][CE_MAXC];
+      static double loss_ref[CE_ROWS];
+      TEST_OK(FSDPSetSimd(FSDP_SIMD_GENERIC));
+      check_cross_entropy(FSDP_SIMD_GENERIC, dl_ref, loss_ref);
+      TEST_OK(FSDPSetSimd((FSDPSimd)l));
+      check_cross_entropy((FSDPSimd)l, dl_ref, loss_ref);
+    }
+    printf("%s: GELU, LayerNorm (h = 1 to 600), the cross-entropy, AdamW, SGD and the GPTs give the generic path's "
+           "bits\n",
+           name);
   }
   if (best < FSDP_SIMD_AVX512) {
     TEST_CODE(FSDP_ERR_UNSUPPORTED, FSDPSetSimd((FSDPSimd)(best + 1)));
