@@ -944,8 +944,8 @@ static void resolve_checkpoint_io(FSDPContext ctx)
   } else {
     ctx->checkpoint_save_io = FSDP_CHECKPOINT_IO_COLLECTIVE;
     ctx->checkpoint_load_io = FSDP_CHECKPOINT_IO_INDEPENDENT;
-    ctx->checkpoint_io_why = "auto: no node has more ranks than CPUs; no two ranks read the same bytes, which "
-                             "collective reads would only make wait for each other";
+    ctx->checkpoint_io_why = "auto: no node has more ranks than CPUs; each rank reads bytes no other rank reads, "
+                             "where a collective read would only make the ranks wait for each other";
   }
 }
 

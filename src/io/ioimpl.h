@@ -108,6 +108,7 @@ typedef struct {
   int64_t *nonfinite;   /* per item: its first non-finite value read, or -1 */
   int64_t *negative;    /* per item: its first negative value read (of exp_avg_sq only), or -1 */
   hid_t dxpl;
+  hid_t dxpl_chunked; /* independent transfers: the collective list that chunked datasets take; else -1 */
   int fd;             /* POSIX transfers: HDF5's file descriptor, for read_direct; else -1 */
   MPI_File *mpi_file; /* independent transfers: HDF5's MPI-IO file, for read_direct; else NULL */
   int mpi_error;      /* the error code of read_direct's failed MPI-IO read, or MPI_SUCCESS */

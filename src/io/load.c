@@ -35,7 +35,10 @@ static FSDPErrorCode unit_load_begin(UnitLoad *L)
   for (int k = 0; k < L->nitems; k++) L->nonfinite[k] = L->negative[k] = -1;
   CheckpointReadPieces_Private(L->unit, L->pieces);
   L->dxpl = CheckpointTransferList_Private(L->ctx->checkpoint_load_io);
-  if (L->dxpl < 0) ierr = H5ERR("cannot create a transfer property list");
+  if (L->ctx->checkpoint_load_io == FSDP_CHECKPOINT_IO_INDEPENDENT)
+    L->dxpl_chunked = CheckpointTransferList_Private(FSDP_CHECKPOINT_IO_COLLECTIVE);
+  if (L->dxpl < 0 || (L->ctx->checkpoint_load_io == FSDP_CHECKPOINT_IO_INDEPENDENT && L->dxpl_chunked < 0))
+    ierr = H5ERR("cannot create a transfer property list");
 cleanup:
   return ierr;
 }
@@ -44,7 +47,8 @@ static FSDPErrorCode unit_load_end(UnitLoad *L)
 {
   FSDPErrorCode ierr = FSDP_SUCCESS, e;
   if (L->dxpl >= 0) H5Pclose(L->dxpl);
-  L->dxpl = -1;
+  if (L->dxpl_chunked >= 0) H5Pclose(L->dxpl_chunked);
+  L->dxpl = L->dxpl_chunked = -1;
   if ((e = FSDPFree(&L->pieces)) && !ierr) ierr = e;
   if ((e = FSDPFree(&L->crc)) && !ierr) ierr = e;
   if ((e = FSDPFree(&L->want)) && !ierr) ierr = e;
@@ -103,10 +107,20 @@ static int read_direct(UnitLoad *L, int k, haddr_t at, char *mem, int64_t len, i
   return 0;
 }
 
-/* Where a dataset's values start in the file when read_direct can read them,
-   else HADDR_UNDEF.  Only libfsdp's own files, whose datasets are hard
-   links (verify.c), so in this file: another tool's may link to another
-   file, whose offsets mean nothing in this one. */
+/* Whether a dataset is contiguous, from its creation properties, which
+   H5Dopen read: nothing more is read from the file. */
+static bool contiguous(hid_t ds)
+{
+  hid_t dcpl = H5Dget_create_plist(ds);
+  bool yes = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
+  if (dcpl >= 0) H5Pclose(dcpl);
+  return yes;
+}
+
+/* Where a contiguous dataset's values start in the file when read_direct
+   can read them, else HADDR_UNDEF.  Only libfsdp's own files, whose
+   datasets are hard links (verify.c), so in this file: another tool's may
+   link to another file, whose offsets mean nothing in this one. */
 static haddr_t direct_offset(const UnitLoad *L, hid_t ds, hid_t ftype, int64_t numel)
 {
   hid_t native = L->unit->dtype == FSDP_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
@@ -131,8 +145,9 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
   size_t es = FSDPDataTypeSize(L->unit->dtype);
   char *mem = CheckpointStaged_Private(L, k), dpath[1200], reason[256];
   int64_t len = pc->end - pc->begin;
-  hid_t ds, space = -1, memspace = -1, ftype = -1;
+  hid_t ds, space = -1, memspace = -1, ftype = -1, dxpl = L->dxpl;
   haddr_t at;
+  bool contig = false;
   /* What verify.c refuses: non-finite values (unless the check is off), and AdamW's negative second moments. */
   int64_t *nonfinite = L->ctx->check_finite ? &L->nonfinite[k] : NULL;
   int64_t *negative = it->state >= 0 && !strcmp(L->names[it->state], "exp_avg_sq") ? &L->negative[k] : NULL;
@@ -150,9 +165,16 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
                       got < 0 ? "unreadable" : "missing");
     space = H5Dget_space(ds);
     ftype = H5Dget_type(ds);
+    /* The file's metadata is read collectively (CheckpointFileAccess_Private):
+       a chunked dataset's independent read would have each rank read its own
+       part of the chunk index, so every rank reads such a dataset
+       collectively, as every rank sees the same layout. */
+    contig = contiguous(ds);
+    if (!contig && L->dxpl_chunked >= 0) dxpl = L->dxpl_chunked;
   }
   if (space >= 0 && ftype >= 0 && p->numel == 0) status = 0;
-  else if (space >= 0 && ftype >= 0 && len > 0 && (at = direct_offset(L, ds, ftype, p->numel)) != HADDR_UNDEF) {
+  else if (space >= 0 && ftype >= 0 && len > 0 && contig &&
+           (at = direct_offset(L, ds, ftype, p->numel)) != HADDR_UNDEF) {
     int err = read_direct(L, k, at, mem, len, nonfinite, negative);
     if (err < 0 && !*ierr)
       *ierr = DAMAGED("FSDPContextLoad: '%s' is damaged: it ends before the values of %s", L->path, dpath);
@@ -181,8 +203,8 @@ static void read_item(UnitLoad *L, int k, int64_t *bytes, FSDPErrorCode *ierr)
       len = 0;
     }
     if (memspace >= 0)
-      status = H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, L->dxpl,
-                       convert ? convert : mem);
+      status =
+          H5Dread(ds, fs == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, memspace, space, dxpl, convert ? convert : mem);
     if (status >= 0 && len > 0) {
       uint32_t crc;
       if (convert) { /* the CRC of the file's values, the checks of the unit's: three passes */
@@ -249,7 +271,8 @@ static FSDPErrorCode load_unit(FSDPContext ctx, FSDPOptimizer opt, hid_t file, c
                 .fd = fd,
                 .mpi_file = mpi_file,
                 .mpi_error = MPI_SUCCESS,
-                .dxpl = -1};
+                .dxpl = -1,
+                .dxpl_chunked = -1};
   FSDPErrorCode ierr = unit_load_begin(&L), e;
 
   ierr = FSDPErrorAgree_Private(ctx->comm, ierr);
