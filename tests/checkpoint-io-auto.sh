@@ -40,7 +40,10 @@ run one 1 ""
 expect_grep "^  checkpoint I/O: collective saves, independent loads (auto: no node has more ranks than CPUs; each rank reads bytes no other rank reads" "$fsdp_tmp/one.out"
 echo "1 rank: collective saves, independent loads"
 
-if [ "$(nproc)" -ge 2 ]; then
+# The CPUs this shell may use (its affinity, as the library counts them):
+# nproc follows OMP_NUM_THREADS, which users often set to 1.
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+if [ "$cpus" -ge 2 ]; then
   run shard 2 ""
   expect_grep "^  checkpoint I/O: collective saves, independent loads (auto: no node has more ranks than CPUs; each rank" "$fsdp_tmp/shard-resume.out"
   # The same checkpoint chunked and compressed (h5repack): its datasets load
@@ -59,7 +62,7 @@ if [ "$(nproc)" -ge 2 ]; then
   expect_grep "^  checkpoint I/O: collective transfers (auto: no node has more ranks than CPUs; replicas read the same bytes" "$fsdp_tmp/replicas-resume.out"
   echo "2 ranks on 2 CPUs: independent loads when sharded, collective ones with replicas"
 else
-  echo "(2 ranks on 2 CPUs not checked: this shell has $(nproc) CPU)"
+  echo "(2 ranks on 2 CPUs not checked: this shell has $cpus CPU)"
 fi
 
 run given 2 "$cpu" -fsdp_checkpoint_io collective
