@@ -49,7 +49,7 @@ echo "srun -N 2 -n 4 on node0 and node1: MPI finds Slurm's 2 nodes, shard groups
 
 # ---- pre-emption by a job of a higher partition
 model="mlp:in=8,hidden=16,depth=2,out=2"
-steps=300
+steps=5000 # steps of about 1.5 ms here: SIGTERM comes hundreds of steps after step 20
 fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsdp_sharding_strategy hybrid \
   -fsdp_ranks_per_node 2 -loss_log "$w/reference.csv" >"$w/reference.out" 2>&1 ||
   { cat "$w/reference.out"; echo "FAIL: the uninterrupted run"; exit 1; }

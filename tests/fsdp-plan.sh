@@ -109,8 +109,14 @@ expect_count 0 '^ *[0-9][0-9]* .* - *yes$' "$fsdp_tmp/out"
 expect_grep '^  collectives (timed by FSDPPlanProbe on 1 node x 2 ranks, every group at once; ms for a rank.s shard of the sizes shown): the comm column sums them over each candidate.s collectives$' \
   "$fsdp_tmp/out"
 expect_grep '^    F = 1 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-reduce across 2 replicas [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' "$fsdp_tmp/out"
-expect_grep '^    F = 2 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-gather [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*; reduce-scatter [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' \
+# F = 2 is the node's 2 ranks: its all-gathers and reduce-scatters run in the node's shared memory, as the
+# job's would (-fsdp_shm_reduce); with -fsdp_shm_reduce false, through MPI.
+expect_grep '^    F = 2 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-gather in node shared memory [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*; reduce-scatter in node shared memory [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' \
   "$fsdp_tmp/out"
+fsdp_run 2 "$plan" -model "$model" -batch 32 -probe -fsdp_shm_reduce false >"$fsdp_tmp/mpi.out" 2>&1 ||
+  { cat "$fsdp_tmp/mpi.out"; echo "FAIL: fsdp-plan -probe -fsdp_shm_reduce false"; exit 1; }
+expect_grep '^    F = 2 ([0-9.]* KiB, [0-9.]* KiB, [0-9.]* MiB): all-gather [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*; reduce-scatter [0-9.e+-]*, [0-9.e+-]*, [0-9.e+-]*$' \
+  "$fsdp_tmp/mpi.out"
 # The model itself was timed, and every row's compute is those times scaled: a line through the two
 # passes for each micro-batch, 4/3 of it under checkpointing, and the optimizer's step over 1/F.
 expect_grep "^  the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward [0-9.]* ms for [0-9]* rows\?, [0-9.]* ms for [0-9]*; the optimizer [0-9.]* ms for all [0-9]* parameters; " \

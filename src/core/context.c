@@ -899,7 +899,7 @@ static FSDPErrorCode fit_to_node(FSDPContext ctx)
   int provided, any[3]; /* some node crowded (< 2 CPUs per rank), oversubscribed; some rank lacks threads */
   bool over, alike;
   FSDPCallMPI(MPI_Query_thread(&provided));
-  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus, &ctx->machine_hosts));
   over = ctx->node_ranks > ctx->node_cpus;
   any[0] = 2 * ctx->node_ranks > ctx->node_cpus;
   any[1] = over;
@@ -1270,7 +1270,7 @@ FSDPErrorCode FSDPContextSetUp(FSDPContext ctx)
   FSDPCallMPI(MPI_Comm_rank(ctx->shard_comm, &rank));
   FSDPCheck(rank == ctx->shard_index, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "shard index %d is rank %d of the shard comm",
             ctx->shard_index, rank);
-  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus));
+  FSDPCall(ShardGroupGetNodeLoad_Private(ctx->group, &ctx->node_ranks, &ctx->node_cpus, &ctx->machine_hosts));
   /* Before anything is allocated or decided: a refused plan leaves a context SetUp can be tried on again. */
   FSDPCall(FSDPErrorAgree_Private(ctx->comm, check_memory(ctx)));
   FSDPCall(fit_to_node(ctx));
@@ -1579,11 +1579,17 @@ static FSDPErrorCode view_context(FSDPViewer v, void *arg)
         has_views(ctx) ? "into views: each unit's parameters kept once per shard group, read in place (-fsdp_shm_views)"
         : ctx->shm && ctx->param_dtype == FSDP_FLOAT32 ? "node shared memory"
                                                        : "MPI"));
-  FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of this node%s%s%s\n", ctx->rank,
-                                             wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
-                                             ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s",
-                                             ctx->node_ranks > ctx->node_cpus ? " (oversubscribed)" : "",
-                                             ctx->wait_why ? "; " : "", ctx->wait_why ? ctx->wait_why : ""));
+  {
+    char machine[96] = "this node";
+    if (ctx->machine_hosts > 1)
+      snprintf(machine, sizeof machine, "this machine (%d nodes on one kernel: containers or namespaces of a host)",
+               ctx->machine_hosts);
+    FSDPCall(FSDPViewerASCIISynchronizedPrintf(v, "[%d] waits %s: %d rank%s on %d CPU%s of %s%s%s%s\n", ctx->rank,
+                                               wait_names[ctx->wait], ctx->node_ranks, ctx->node_ranks == 1 ? "" : "s",
+                                               ctx->node_cpus, ctx->node_cpus == 1 ? "" : "s", machine,
+                                               ctx->node_ranks > ctx->node_cpus ? " (oversubscribed)" : "",
+                                               ctx->wait_why ? "; " : "", ctx->wait_why ? ctx->wait_why : ""));
+  }
   if (ctx->checkpoint_save_io == ctx->checkpoint_load_io)
     FSDPCall(FSDPViewerASCIIPrintf(v, "checkpoint I/O: %s transfers (%s)\n",
                                    checkpoint_io_names[ctx->checkpoint_save_io],

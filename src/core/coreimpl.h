@@ -120,9 +120,10 @@ struct FSDPContext_s {
   FSDPWaitMode wait;           /* as set; after SetUp, POLL or SLEEP */
   FSDPWaitMode wait_requested; /* as set (AUTO is decided again by a SetUp tried again) */
   const char *wait_why;        /* why SetUp chose the waits, where not this node's load */
-  int node_ranks, node_cpus;
-  bool oversubscribed;  /* some node of the context has more ranks than CPUs (agreed at SetUp) */
-  int64_t memory_limit; /* -fsdp_memory_limit: bytes, 0 none, FSDP_MEMORY_LIMIT_AUTO */
+  int node_ranks, node_cpus;   /* on this rank's machine (ShardGroupGetNodeLoad_Private) */
+  int machine_hosts;           /* MPI's nodes on that machine: more than 1 for containers of one host */
+  bool oversubscribed;         /* some node of the context has more ranks than CPUs (agreed at SetUp) */
+  int64_t memory_limit;        /* -fsdp_memory_limit: bytes, 0 none, FSDP_MEMORY_LIMIT_AUTO */
   CommStream stream;
   MPI_Comm stream_shard_comm, stream_replicate_comm; /* only the stream communicates on these */
   MPI_Comm check_comm;                               /* -fsdp_debug_collectives: a duplicate of comm */

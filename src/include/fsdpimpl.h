@@ -179,9 +179,11 @@ FSDPErrorCode FSDPGrowArray_Private(void *array, size_t elemsize, int need, int 
    inside its own view instead). */
 FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor);
 FSDPErrorCode ShardGroupSetViewAtSetUp_Private(ShardGroup group, bool view);
-/* After SetUp: the ranks on this rank's node, and the CPUs they may run on
-   (the union of their affinity masks): more ranks than CPUs is oversubscribed. */
-FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus);
+/* After SetUp: the ranks on this rank's machine (its kernel: a host, or the
+   containers on one host), the CPUs they may run on (the union of their
+   affinity masks; more ranks than CPUs is oversubscribed), and the hosts
+   (MPI's shared-memory nodes) among them (may be NULL). */
+FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus, int *hosts);
 /* After SetUp: the node's physical memory, and this rank's cgroup memory
    limit (0: none), the node's ranks under it and the cgroup that sets it. */
 FSDPErrorCode ShardGroupGetNodeMemory_Private(ShardGroup group, size_t *physical, size_t *cgroup_limit,

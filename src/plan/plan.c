@@ -29,6 +29,7 @@ typedef struct {
   int factor;
   double bytes[PROBE_SIZES];
   double seconds[COMM_NUM_KINDS][PROBE_SIZES];
+  bool shm; /* the all-gathers and reduce-scatters timed in the node's shared memory, as the job runs them */
 } GroupTiming;
 
 struct FSDPPlan_s {
@@ -632,6 +633,71 @@ static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_
   return FSDP_SUCCESS;
 }
 
+/* Seconds one all-gather or reduce-scatter of a `bytes` shard costs in the
+   node's shared memory, where a context whose shard group lies within a node
+   runs its fp32 ones (-fsdp_shm_reduce): a reduce-scatter posts each rank's
+   whole gradient in its segment of the window and sums its block of every
+   rank's; an all-gather copies each rank's block into a view that every
+   rank reads (-fsdp_shm_views; its epoch released after each), or every
+   block into each rank's buffer.  On a stream of the nonblocking engine with
+   the job's waits; the median of reps after one untimed.  Collective on c
+   (group ranks); *seconds stays negative where they do not share a node
+   (CommShmCreate makes no window). */
+static FSDPErrorCode time_shm(CommKind kind, MPI_Comm c, int group, size_t bytes, bool views, int reps, bool sleep,
+                              double *seconds)
+{
+  const size_t grads = (size_t)group * bytes;
+  int rank;
+  CommShm shm = NULL;
+  CommStream stream = NULL;
+  float *mine = NULL, *out = NULL;
+  double t[PROBE_MAX_REPS];
+  FSDPErrorCode ierr, e;
+  *seconds = -1;
+  FSDPCallMPI(MPI_Comm_rank(c, &rank));
+  ierr = FSDPCalloc(bytes, 1, FSDP_MEM_COMM_STAGING, &mine);
+  if (!ierr) ierr = FSDPCalloc(grads, 1, FSDP_MEM_COMM_STAGING, &out);
+  /* Rank 0's segment holds the view too, after the gradients' room. */
+  e = CommShmCreate(c, !ierr, grads + (views && rank == 0 ? grads : 0), views ? 1 : 0, &shm);
+  if (!ierr) ierr = e;
+  if (!ierr && shm) ierr = CommStreamCreate("nonblocking", 0, c, NULL, NULL, &stream);
+  if (!ierr && stream) CommStreamSetSleep(stream, sleep);
+  ierr = FSDPErrorAgree_Private(c, ierr);
+  for (int r = -1; !ierr && shm && r < reps; r++) {
+    CommOp op = {.kind = kind,
+                 .send = mine,
+                 .recv = out,
+                 .count = (int)(bytes / sizeof(float)),
+                 .type = MPI_FLOAT,
+                 .op = MPI_SUM,
+                 .comm = c,
+                 .shm = shm,
+                 .unit = "FSDPPlanProbe",
+                 .event = -1,
+                 .unit_event = -1,
+                 .dtype = FSDP_FLOAT32};
+    uint64_t ticket;
+    double t0;
+    if (kind == COMM_REDUCE_SCATTER || !views) op.send = CommShmSegment(shm, rank); /* the peers read it there */
+    else {
+      op.recv = (char *)CommShmSegment(shm, 0) + grads;
+      op.epoch = (uint64_t)(r + 2); /* from 1 */
+    }
+    t0 = FSDPTime_Private();
+    ierr = CommStreamSubmit(stream, &op, &ticket);
+    if (!ierr) ierr = CommStreamWait(stream, ticket);
+    if (!ierr && op.epoch) CommShmRelease(shm, 0, op.epoch);
+    if (r >= 0) t[r] = FSDPTime_Private() - t0;
+  }
+  if (!ierr && shm) *seconds = median(t, reps);
+  if (stream && (e = CommStreamDestroy(&stream)) && !ierr) ierr = e;
+  if (shm && (e = CommShmDestroy(&shm)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&mine)) && !ierr) ierr = e;
+  if ((e = FSDPFree(&out)) && !ierr) ierr = e;
+  if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
+  return FSDP_SUCCESS;
+}
+
 /* The shard group sizes a candidate can take at W = size, rpn ranks per node:
    1 (none), the hybrid F (2 to rpn, dividing it, below W) and W (full).
    f holds rpn + 2. */
@@ -664,8 +730,12 @@ static void probe_sizes(int factor, double bytes[PROBE_SIZES])
    order, rpn on each node), all groups at once as in a step: the all-gather
    and reduce-scatter within groups of F consecutive ranks, the all-reduce
    across their W/F replicas, each at PROBE_SIZES sizes; the slowest rank's
-   median sets each time.  Collective on ordered; g holds rpn + 2 entries. */
-static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *buf, GroupTiming *g, int *ngroups)
+   median sets each time.  With shm (the job's contexts reduce in the
+   node's shared memory), groups within a node time their all-gathers and
+   reduce-scatters there (into views with views).  Collective on ordered; g
+   holds rpn + 2 entries. */
+static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, bool shm, bool views, float *buf,
+                                 GroupTiming *g, int *ngroups)
 {
   static const int reps[PROBE_SIZES] = {7, 3, 3};
   int size, rank, *f = NULL, n = 0;
@@ -686,15 +756,21 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
     ierr = FSDPErrorAgree_Private(ordered, ierr);
     for (int k = 0; !ierr && k < COMM_NUM_KINDS; k++) {
       const bool runs = k == COMM_ALLREDUCE ? replicas > 1 : factor > 1;
+      const bool in_shm = shm && k != COMM_ALLREDUCE && factor > 1 && rpn % factor == 0; /* a group within a node */
       for (int b = 0; !ierr && b < PROBE_SIZES; b++) {
         MPI_Request req;
         g[i].seconds[k][b] = -1;
         if (!runs) continue;
         if (MPI_Ibarrier(ordered, &req) || FSDPWaitRequests_Private(1, &req, sleep)) /* every group starts at once */
           ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Ibarrier failed");
-        else
+        else if (in_shm)
+          ierr =
+              time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], views, reps[b], sleep, &g[i].seconds[k][b]);
+        /* Through MPI, and where the group got no window (its seconds stay negative, alike on its ranks). */
+        if (!ierr && g[i].seconds[k][b] < 0)
           ierr = time_collective((CommKind)k, k == COMM_ALLREDUCE ? replica : shard, factor, (size_t)g[i].bytes[b], buf,
                                  reps[b], b == 0, sleep, &g[i].seconds[k][b]);
+        else if (!ierr) g[i].shm = true;
       }
     }
     if (shard != MPI_COMM_NULL) MPI_Comm_free(&shard);
@@ -702,6 +778,12 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
     ierr = FSDPErrorAgree_Private(ordered, ierr);
     if (!ierr && MPI_Allreduce(MPI_IN_PLACE, g[i].seconds, COMM_NUM_KINDS * PROBE_SIZES, MPI_DOUBLE, MPI_MAX, ordered))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allreduce failed");
+    if (!ierr) { /* in shared memory only if every group's were */
+      int all = g[i].shm;
+      if (MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, ordered))
+        ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allreduce failed");
+      g[i].shm = all;
+    }
   }
   if (!ierr) *ngroups = n;
   {
@@ -714,11 +796,12 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, float *b
 
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
-  MPI_Comm comm, node;
-  int rank, size, node_rank, node_size, cpus, share, timed, *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
+  MPI_Comm comm, node, machine;
+  int rank, size, node_rank, node_size, machine_size, hosts, cpus, share, timed, *leader = NULL, mine[2],
+                                                                                 intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
-  bool sleep = false, host = false;
+  bool sleep = false, host = false, shm = false;
   FSDPContext opts = NULL; /* the job's -fsdp_* options */
   FSDPErrorCode ierr;
 
@@ -733,10 +816,14 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   FSDPCallMPI(MPI_Comm_size(node, &node_size));
   mine[0] = rank;
   FSDPCallMPI(MPI_Bcast(mine, 1, MPI_INT, 0, node));
-  FSDPCall(FSDPNodeCPUs_Private(node, &cpus));
+  /* The CPUs are the machine's, which containers of one host share though each is a node to MPI. */
+  FSDPCall(FSDPMachineComm_Private(comm, node, &machine, &hosts));
+  FSDPCallMPI(MPI_Comm_size(machine, &machine_size));
+  FSDPCall(FSDPNodeCPUs_Private(machine, &cpus));
+  if (machine != node) FSDPCallMPI(MPI_Comm_free(&machine));
   FSDPCallMPI(MPI_Comm_free(&node));
-  share = cpus / node_size > 1 ? cpus / node_size : 1;
-  int span[4] = {-node_size, node_size, node_size > cpus, 2 * node_size > cpus};
+  share = cpus / machine_size > 1 ? cpus / machine_size : 1;
+  int span[4] = {-node_size, node_size, machine_size > cpus, 2 * machine_size > cpus};
   /* Every rank times the model, or none does (FSDPPlanSetModel is each rank's own). */
   timed = plan->spec != NULL;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &timed, 1, MPI_INT, MPI_MIN, comm));
@@ -765,8 +852,10 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
       /* As FSDPContextSetUp decides auto on the host with the default engine: the nonblocking engine (some node
          with under 2 CPUs a rank) sleeps where its own node is oversubscribed, the thread engine everywhere if
          any node is. */
-      bool over = node_size > cpus;
+      bool over = machine_size > cpus;
       host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
+      /* As start_shm and the stream decide: fp32 all-gathers and reduce-scatters through the window. */
+      shm = host && opts->shm_reduce && opts->reduce_dtype == FSDP_FLOAT32 && opts->param_dtype == FSDP_FLOAT32;
       sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
               (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
     }
@@ -828,7 +917,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
         ierr = FSDPCalloc((size_t)node_size + 2, sizeof *g, FSDP_MEM_OTHER, &g);
         if (!ierr) ierr = FSDPCalloc(PROBE_COLL_BUFFER, 1, FSDP_MEM_COMM_STAGING, &zeros);
         ierr = FSDPErrorAgree_Private(ordered, ierr);
-        if (!ierr) ierr = time_groups(ordered, node_size, sleep, zeros, g, &n);
+        if (!ierr) ierr = time_groups(ordered, node_size, sleep, shm, shm && opts->shm_views, zeros, g, &n);
         ierr = FSDPErrorAgree_Private(ordered, ierr); /* every rank keeps the timings, or none */
         if (!ierr) {
           plan->groups = g;
@@ -1245,6 +1334,7 @@ static FSDPErrorCode view_groups(FSDPViewer v, const FSDPPlan plan)
       if (t[0] < 0 || len <= 0 || (size_t)len >= sizeof line) continue;
       if (k == COMM_ALLREDUCE)
         snprintf(across, sizeof across, " across %d replicas", plan->timed_nodes * plan->timed_rpn / g->factor);
+      else if (g->shm) snprintf(across, sizeof across, " in node shared memory");
       len += snprintf(line + len, sizeof line - (size_t)len, "%s %s%s %.3g, %.3g, %.3g", first ? "" : ";", kinds[k],
                       across, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3);
       first = false;

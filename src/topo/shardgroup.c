@@ -54,7 +54,8 @@ struct ShardGroup_s {
   FSDPPlacement where;
   RankInfo *ranks; /* [size] */
   char host[MPI_MAX_PROCESSOR_NAME];
-  int node_ranks, node_cpus; /* the ranks on this rank's node, and the CPUs they may run on */
+  int node_ranks, node_cpus; /* the ranks on this rank's machine, and the CPUs they may run on */
+  int machine_hosts;         /* the hosts (MPI's shared-memory nodes) on that machine: 1 but in containers */
   size_t node_memory;        /* the node's physical memory, bytes */
   size_t cgroup_limit;       /* the memory limit of this rank's cgroup (0: none) */
   int cgroup_ranks;          /* the node's ranks under that limit */
@@ -222,11 +223,12 @@ FSDPErrorCode ShardGroupGetRequestedFactor_Private(ShardGroup group, int *factor
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus)
+FSDPErrorCode ShardGroupGetNodeLoad_Private(ShardGroup group, int *ranks, int *cpus, int *hosts)
 {
   FSDPCheck(group && group->setup, MPI_COMM_SELF, FSDP_ERR_STATE, "the group is not set up");
   *ranks = group->node_ranks;
   *cpus = group->node_cpus;
+  if (hosts) *hosts = group->machine_hosts;
   return FSDP_SUCCESS;
 }
 
@@ -745,8 +747,9 @@ static FSDPErrorCode count_node_memory(ShardGroup g, MPI_Comm host)
 
 /* The CPUs the node's ranks may run on: the union of their affinity masks
    (a launcher's or Slurm's binding, a cgroup's cpuset).  The node is the
-   machine the ranks share (MPI's shared-memory split), even where Slurm's
-   node ids name the ShardGroup's nodes (several slurmd on one machine). */
+   machine the ranks share (FSDPMachineComm_Private), even where Slurm's
+   node ids name the ShardGroup's nodes (several slurmd on one machine) or
+   each container of a host is a node of its own to MPI. */
 FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus)
 {
   enum { WORDS = CPU_SETSIZE / 64 };
@@ -765,14 +768,68 @@ FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus)
   return FSDP_SUCCESS;
 }
 
+/* This kernel's boot id (Linux), empty where there is none. */
+static void boot_id(char id[64])
+{
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  id[0] = '\0';
+  if (f) {
+    if (!fgets(id, 64, f)) id[0] = '\0';
+    fclose(f);
+  }
+}
+
+FSDPErrorCode FSDPMachineComm_Private(MPI_Comm comm, MPI_Comm host, MPI_Comm *machine, int *hosts)
+{
+  char id[64];
+  int rank, size, host_size, leader, same = 0, first = -1, split, seen = 0;
+  uint64_t mine[3], *all = NULL;
+  FSDPErrorCode ierr;
+  *machine = host;
+  FSDPCallMPI(MPI_Comm_rank(comm, &rank));
+  FSDPCallMPI(MPI_Comm_size(comm, &size));
+  FSDPCallMPI(MPI_Comm_size(host, &host_size));
+  leader = rank;
+  FSDPCallMPI(MPI_Bcast(&leader, 1, MPI_INT, 0, host));
+  /* The id's two hashes; without an id, the host's own (its first rank). */
+  boot_id(id);
+  mine[0] = id[0] ? FSDPHashBytes_Private(FSDP_HASH_INIT, id, strlen(id)) : 0;
+  mine[1] = id[0] ? FSDPHashBytes_Private(FSDP_HASH_INIT ^ 0x5bd1e995u, id, strlen(id)) : (uint64_t)leader;
+  mine[2] = (uint64_t)leader;
+  ierr = FSDPMalloc((size_t)size * sizeof mine, FSDP_MEM_OTHER, &all);
+  FSDPCall(FSDPErrorAgree_Private(comm, ierr));
+  ierr = MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+  /* The machine's ranks, the first of them, and its hosts (their first ranks, each counted once). */
+  for (int r = 0; !ierr && r < size; r++) {
+    const uint64_t *x = all + 3 * (size_t)r;
+    if (x[0] != mine[0] || x[1] != mine[1]) continue;
+    if (first < 0) first = r;
+    same++;
+    if ((int)x[2] == r) seen++;
+  }
+  {
+    FSDPErrorCode e = FSDPFree(&all);
+    if (!ierr) ierr = e;
+  }
+  FSDPCall(FSDPErrorAgree_Private(comm, ierr));
+  *hosts = seen;
+  split = same != host_size;
+  FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_INT, MPI_MAX, comm));
+  if (split) FSDPCallMPI(MPI_Comm_split(comm, first, rank, machine));
+  return FSDP_SUCCESS;
+}
+
+/* The load of this rank's machine: its ranks, their CPUs, its memory. */
 static FSDPErrorCode count_node_cpus(ShardGroup g)
 {
-  MPI_Comm host = g->node->comm;
+  MPI_Comm host = g->node->comm, machine;
   if (g->node_source != NODE_SOURCE_MPI)
     FSDPCallMPI(MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &host));
-  FSDPCallMPI(MPI_Comm_size(host, &g->node_ranks));
-  FSDPCall(FSDPNodeCPUs_Private(host, &g->node_cpus));
-  FSDPCall(count_node_memory(g, host));
+  FSDPCall(FSDPMachineComm_Private(g->comm, host, &machine, &g->machine_hosts));
+  FSDPCallMPI(MPI_Comm_size(machine, &g->node_ranks));
+  FSDPCall(FSDPNodeCPUs_Private(machine, &g->node_cpus));
+  FSDPCall(count_node_memory(g, machine));
+  if (machine != host) FSDPCallMPI(MPI_Comm_free(&machine));
   if (host != g->node->comm) FSDPCallMPI(MPI_Comm_free(&host));
   return FSDP_SUCCESS;
 }

@@ -35,6 +35,14 @@ FSDPErrorCode FSDPTopologyViewGPUs_Private(const FSDPTopology *topo, FSDPViewer 
    the union of their affinity masks (a launcher's or Slurm's binding, a
    cgroup's cpuset). */
 FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus);
+/* Collective on comm: the ranks of comm that share this rank's machine, its
+   CPUs and memory: those on the same Linux kernel (its boot id), as the
+   containers or network namespaces of one host are, though each has its own
+   /dev/shm and MPI puts them on nodes of their own.  *machine is host (MPI's
+   shared-memory node of this rank) where every rank's machine is its host,
+   the usual case, else a new communicator (free it); *hosts: the hosts on
+   this machine.  A rank that cannot read a boot id counts as its host. */
+FSDPErrorCode FSDPMachineComm_Private(MPI_Comm comm, MPI_Comm host, MPI_Comm *machine, int *hosts);
 
 #define FSDP_PLACEMENT_MAX_GPUS 64
 
