@@ -29,6 +29,9 @@
 #   cluster_kill_jobs                 SIGKILL to every job's processes in the nodes
 #   cluster_link_bytes NODE           bytes the node's link carried, both
 #                                     directions (the switch port's counters)
+#   cluster_link_counters NODE        those bytes and the frames that carried
+#                                     them (cluster_frame_header bytes of each
+#                                     are headers)
 #   cluster_link NODE up|down         the node's link (its switch port) up or
 #                                     down: a cable pulled, a switch port failed
 #   cluster_down                      remove everything (an EXIT, INT, TERM
@@ -259,10 +262,21 @@ cluster_kill_jobs() {
   done
 }
 
-cluster_link_bytes() {
+cluster_link_bytes() { cluster_link_counters "$1" | cut -d' ' -f1; }
+
+# cluster_link_counters NODE: "BYTES FRAMES", both directions, from the
+# counters of NODE's port on the switch.  Every frame carries
+# cluster_frame_header bytes of headers, so BYTES - cluster_frame_header x
+# FRAMES is what the frames carried: the TCP payload.  A shaped link (tbf)
+# splits the kernel's 64 KB segments into frames of the MTU, 1,448 bytes of
+# payload each, and every frame's acknowledgement has headers alone; both
+# are in BYTES.
+cluster_frame_header=66 # Ethernet 14, IPv4 20, TCP 20 plus its timestamps option 12
+cluster_link_counters() {
   i=${1#node}
   s="/sys/class/net/${cluster_prefix}p$i/statistics"
-  ip netns exec "${cluster_prefix}sw" sh -c "echo \$((\$(cat $s/rx_bytes) + \$(cat $s/tx_bytes)))"
+  ip netns exec "${cluster_prefix}sw" sh -c \
+    "echo \$((\$(cat $s/rx_bytes) + \$(cat $s/tx_bytes))) \$((\$(cat $s/rx_packets) + \$(cat $s/tx_packets)))"
 }
 
 # Up again, every node also forgets the neighbours it failed to resolve while
