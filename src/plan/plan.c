@@ -797,8 +797,8 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, bool shm
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
   MPI_Comm comm, node, machine;
-  int rank, size, node_rank, node_size, machine_size, hosts, cpus, share, timed, *leader = NULL, mine[2],
-                                                                                 intra_peer = -1, inter_peer = -1;
+  int rank, size, node_rank, node_size, machine_size, hosts, cpus, share, timed;
+  int *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
   bool sleep = false, host = false, shm = false;
