@@ -1331,7 +1331,8 @@ FSDP_EXTERN FSDPErrorCode FSDPContextSetWaitMode(FSDPContext ctx, FSDPWaitMode m
     @collective Not collective.
     @param[in] ctx          the context, set up
     @param[out] mode        FSDP_WAIT_POLL or FSDP_WAIT_SLEEP; NULL if not wanted
-    @param[out] node_ranks  the ranks on this rank's node; NULL if not wanted
+    @param[out] node_ranks  the ranks on this rank's node, counted by machine: the containers of one host (one
+                            Linux kernel) count together though MPI puts each on a node of its own; NULL if not wanted
     @param[out] node_cpus   the CPUs they may run on; NULL if not wanted
     @retval FSDP_ERR_ARG    ctx is NULL
     @retval FSDP_ERR_STATE  ctx is not set up, or a SetUp of it failed midway

@@ -34,7 +34,7 @@ typedef struct {
   int view;
   const char *unit;   /* for diagnostics */
   int64_t bytes;      /* what -fsdp_log_view counts */
-  FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none) */
+  FSDPLogEvent event; /* the event of this kind, and optionally of this unit (-1: none, for each) */
   FSDPLogEvent unit_event;
   bool after_previous; /* reads what the previous operation writes: starts when that one is done */
   /* device streams only */

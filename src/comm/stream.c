@@ -90,7 +90,7 @@ void CommAccount(CommStream s, Slot *sl)
   double t = sl->end - sl->start;
   s->comm_time += t;
   s->ncollectives++;
-  (void)FSDPLogEventAdd_Private(sl->op.event, 1, t, sl->op.bytes);
+  if (sl->op.event >= 0) (void)FSDPLogEventAdd_Private(sl->op.event, 1, t, sl->op.bytes);
   if (sl->op.unit_event >= 0) (void)FSDPLogEventAdd_Private(sl->op.unit_event, 1, t, sl->op.bytes);
   if (FSDPTraceOn_Private()) {
     char name[64];

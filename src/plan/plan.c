@@ -32,6 +32,15 @@ typedef struct {
   bool shm; /* the all-gathers and reduce-scatters timed in the node's shared memory, as the job runs them */
 } GroupTiming;
 
+/* What a context whose shard group lies within a node runs in the node's
+   shared memory (start_shm, the stream's submit): reduce-scatters with
+   -fsdp_shm_reduce and fp32 reductions, all-gathers too with fp32
+   parameters, into views with -fsdp_shm_views; nothing on a GPU. */
+typedef struct {
+  bool kind[COMM_NUM_KINDS];
+  bool views;
+} ShmPaths;
+
 struct FSDPPlan_s {
   MPI_Comm comm;
   char *spec;
@@ -640,11 +649,11 @@ static FSDPErrorCode time_collective(CommKind kind, MPI_Comm c, int group, size_
    rank's; an all-gather copies each rank's block into a view that every
    rank reads (-fsdp_shm_views; its epoch released after each), or every
    block into each rank's buffer.  On a stream of the nonblocking engine with
-   the job's waits; the median of reps after one untimed.  Collective on c
-   (group ranks); *seconds stays negative where they do not share a node
-   (CommShmCreate makes no window). */
+   the job's waits and watchdog (timeout, seconds); the median of reps after
+   one untimed.  Collective on c (group ranks); *seconds stays negative where
+   they do not share a node (CommShmCreate makes no window). */
 static FSDPErrorCode time_shm(CommKind kind, MPI_Comm c, int group, size_t bytes, bool views, int reps, bool sleep,
-                              double *seconds)
+                              double timeout, double *seconds)
 {
   const size_t grads = (size_t)group * bytes;
   int rank;
@@ -660,7 +669,7 @@ static FSDPErrorCode time_shm(CommKind kind, MPI_Comm c, int group, size_t bytes
   /* Rank 0's segment holds the view too, after the gradients' room. */
   e = CommShmCreate(c, !ierr, grads + (views && rank == 0 ? grads : 0), views ? 1 : 0, &shm);
   if (!ierr) ierr = e;
-  if (!ierr && shm) ierr = CommStreamCreate("nonblocking", 0, c, NULL, NULL, &stream);
+  if (!ierr && shm) ierr = CommStreamCreate("nonblocking", timeout, c, NULL, NULL, &stream);
   if (!ierr && stream) CommStreamSetSleep(stream, sleep);
   ierr = FSDPErrorAgree_Private(c, ierr);
   for (int r = -1; !ierr && shm && r < reps; r++) {
@@ -730,11 +739,10 @@ static void probe_sizes(int factor, double bytes[PROBE_SIZES])
    order, rpn on each node), all groups at once as in a step: the all-gather
    and reduce-scatter within groups of F consecutive ranks, the all-reduce
    across their W/F replicas, each at PROBE_SIZES sizes; the slowest rank's
-   median sets each time.  With shm (the job's contexts reduce in the
-   node's shared memory), groups within a node time their all-gathers and
-   reduce-scatters there (into views with views).  Collective on ordered; g
-   holds rpn + 2 entries. */
-static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, bool shm, bool views, float *buf,
+   median sets each time.  Groups within a node time in the node's shared
+   memory what the job's contexts run there (shm[kind], views: ShmPaths).
+   Collective on ordered; g holds rpn + 2 entries. */
+static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const ShmPaths *shm, double timeout, float *buf,
                                  GroupTiming *g, int *ngroups)
 {
   static const int reps[PROBE_SIZES] = {7, 3, 3};
@@ -754,18 +762,26 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, bool shm
     if (MPI_Comm_split(ordered, rank / factor, rank, &shard) || MPI_Comm_split(ordered, rank % factor, rank, &replica))
       ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Comm_split failed");
     ierr = FSDPErrorAgree_Private(ordered, ierr);
-    for (int k = 0; !ierr && k < COMM_NUM_KINDS; k++) {
+    /* A group's error stops every group at the next start: the groups' collectives differ, and one
+       group leaving early would meet the others' next start with another collective. */
+    for (int k = 0, stop = ierr != FSDP_SUCCESS; !stop && k < COMM_NUM_KINDS; k++) {
       const bool runs = k == COMM_ALLREDUCE ? replicas > 1 : factor > 1;
-      const bool in_shm = shm && k != COMM_ALLREDUCE && factor > 1 && rpn % factor == 0; /* a group within a node */
-      for (int b = 0; !ierr && b < PROBE_SIZES; b++) {
+      const bool in_shm = shm->kind[k] && factor > 1 && rpn % factor == 0; /* a group within a node */
+      for (int b = 0; !stop && b < PROBE_SIZES; b++) {
         MPI_Request req;
         g[i].seconds[k][b] = -1;
         if (!runs) continue;
-        if (MPI_Ibarrier(ordered, &req) || FSDPWaitRequests_Private(1, &req, sleep)) /* every group starts at once */
-          ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Ibarrier failed");
-        else if (in_shm)
-          ierr =
-              time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], views, reps[b], sleep, &g[i].seconds[k][b]);
+        stop = ierr != FSDP_SUCCESS;
+        if (MPI_Iallreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, ordered, &req) ||
+            FSDPWaitRequests_Private(1, &req, sleep)) { /* every group starts at once */
+          if (!ierr)
+            ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Iallreduce failed");
+          stop = 1;
+        }
+        if (stop) break;
+        if (in_shm)
+          ierr = time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], shm->views, reps[b], sleep, timeout,
+                          &g[i].seconds[k][b]);
         /* Through MPI, and where the group got no window (its seconds stay negative, alike on its ranks). */
         if (!ierr && g[i].seconds[k][b] < 0)
           ierr = time_collective((CommKind)k, k == COMM_ALLREDUCE ? replica : shard, factor, (size_t)g[i].bytes[b], buf,
@@ -801,7 +817,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   int *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
-  bool sleep = false, host = false, shm = false;
+  bool sleep = false, host = false;
+  ShmPaths paths = {{false}, false};
   FSDPContext opts = NULL; /* the job's -fsdp_* options */
   FSDPErrorCode ierr;
 
@@ -854,8 +871,9 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
          any node is. */
       bool over = machine_size > cpus;
       host = opts->device == FSDP_DEVICE_HOST; /* NCCL's collectives are not MPI's on the host */
-      /* As start_shm and the stream decide: fp32 all-gathers and reduce-scatters through the window. */
-      shm = host && opts->shm_reduce && opts->reduce_dtype == FSDP_FLOAT32 && opts->param_dtype == FSDP_FLOAT32;
+      paths.kind[COMM_REDUCE_SCATTER] = host && opts->shm_reduce && opts->reduce_dtype == FSDP_FLOAT32;
+      paths.kind[COMM_ALLGATHER] = paths.kind[COMM_REDUCE_SCATTER] && opts->param_dtype == FSDP_FLOAT32;
+      paths.views = paths.kind[COMM_ALLGATHER] && opts->shm_views;
       sleep = opts->wait_requested == FSDP_WAIT_SLEEP ||
               (opts->wait_requested == FSDP_WAIT_AUTO && (span[3] ? over : span[2] != 0));
     }
@@ -870,6 +888,13 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     if (!ierr) (void)FSDPFitBlasThreads_Private((int)asked, share, &why);
   }
   ierr = FSDPErrorAgree_Private(comm, ierr); /* before the barrier every rank must reach */
+  if (!ierr) {                               /* one path for every group, as a job's SetUp agrees on these options */
+    int p[3] = {paths.kind[COMM_REDUCE_SCATTER], paths.kind[COMM_ALLGATHER], paths.views};
+    ierr = MPI_Allreduce(MPI_IN_PLACE, p, 3, MPI_INT, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    paths.kind[COMM_REDUCE_SCATTER] = p[0];
+    paths.kind[COMM_ALLGATHER] = p[1];
+    paths.views = p[2];
+  }
   if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
   ierr = FSDPErrorAgree_Private(comm, ierr);
   if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
@@ -917,7 +942,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
         ierr = FSDPCalloc((size_t)node_size + 2, sizeof *g, FSDP_MEM_OTHER, &g);
         if (!ierr) ierr = FSDPCalloc(PROBE_COLL_BUFFER, 1, FSDP_MEM_COMM_STAGING, &zeros);
         ierr = FSDPErrorAgree_Private(ordered, ierr);
-        if (!ierr) ierr = time_groups(ordered, node_size, sleep, shm, shm && opts->shm_views, zeros, g, &n);
+        if (!ierr) ierr = time_groups(ordered, node_size, sleep, &paths, opts->timeout, zeros, g, &n);
         ierr = FSDPErrorAgree_Private(ordered, ierr); /* every rank keeps the timings, or none */
         if (!ierr) {
           plan->groups = g;

@@ -721,9 +721,12 @@ static size_t cgroup_memory_limit(char *where, size_t len)
   return limit;
 }
 
-/* The node's memory: its physical memory, and the limit of this rank's
-   cgroup with the number of the node's ranks that share it (those whose
-   limit is set in the same directory).  Collective on host. */
+/* The node's memory: its physical memory (the machine's ranks share it),
+   and the limit of this rank's cgroup with the number of the ranks that
+   share it: those of host (MPI's node) whose limit is set in the same
+   directory.  Not the machine's: a container has a cgroup of its own, which
+   it may see at the same path as other containers see theirs.  Collective
+   on host. */
 static FSDPErrorCode count_node_memory(ShardGroup g, MPI_Comm host)
 {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -734,7 +737,7 @@ static FSDPErrorCode count_node_memory(ShardGroup g, MPI_Comm host)
   h[0] = FSDPHashBytes_Private(FSDP_HASH_INIT, g->cgroup, strlen(g->cgroup) + 1);
   h[1] = ~h[0];
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MIN, host));
-  if (h[0] == ~h[1]) g->cgroup_ranks = g->node_ranks; /* one cgroup (or none) for the whole node: the usual case */
+  if (h[0] == ~h[1]) FSDPCallMPI(MPI_Comm_size(host, &g->cgroup_ranks)); /* one cgroup (or none): the usual case */
   else {
     MPI_Comm same;
     uint64_t mine = FSDPHashBytes_Private(FSDP_HASH_INIT, g->cgroup, strlen(g->cgroup) + 1);
@@ -798,7 +801,8 @@ FSDPErrorCode FSDPMachineComm_Private(MPI_Comm comm, MPI_Comm host, MPI_Comm *ma
   mine[2] = (uint64_t)leader;
   ierr = FSDPMalloc((size_t)size * sizeof mine, FSDP_MEM_OTHER, &all);
   FSDPCall(FSDPErrorAgree_Private(comm, ierr));
-  ierr = MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+  if (MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, comm))
+    ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Allgather of the boot ids failed");
   /* The machine's ranks, the first of them, and its hosts (their first ranks, each counted once). */
   for (int r = 0; !ierr && r < size; r++) {
     const uint64_t *x = all + 3 * (size_t)r;
@@ -828,7 +832,7 @@ static FSDPErrorCode count_node_cpus(ShardGroup g)
   FSDPCall(FSDPMachineComm_Private(g->comm, host, &machine, &g->machine_hosts));
   FSDPCallMPI(MPI_Comm_size(machine, &g->node_ranks));
   FSDPCall(FSDPNodeCPUs_Private(machine, &g->node_cpus));
-  FSDPCall(count_node_memory(g, machine));
+  FSDPCall(count_node_memory(g, host));
   if (machine != host) FSDPCallMPI(MPI_Comm_free(&machine));
   if (host != g->node->comm) FSDPCallMPI(MPI_Comm_free(&host));
   return FSDP_SUCCESS;
