@@ -813,7 +813,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const Sh
 FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
 {
   MPI_Comm comm, node, machine;
-  int rank, size, node_rank, node_size, machine_size, hosts, cpus, share, timed;
+  int rank, size, node_rank, node_size, machine_size, cpus, share, timed;
   int *leader = NULL, mine[2], intra_peer = -1, inter_peer = -1;
   double gemm, rates[4] = {0, 0, 0, 0}, t;
   char *buf = NULL;
@@ -834,7 +834,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   mine[0] = rank;
   FSDPCallMPI(MPI_Bcast(mine, 1, MPI_INT, 0, node));
   /* The CPUs are the machine's, which containers of one host share though each is a node to MPI. */
-  FSDPCall(FSDPMachineComm_Private(comm, node, &machine, &hosts));
+  FSDPCall(FSDPMachineComm_Private(comm, node, &machine, NULL));
   FSDPCallMPI(MPI_Comm_size(machine, &machine_size));
   FSDPCall(FSDPNodeCPUs_Private(machine, &cpus));
   if (machine != node) FSDPCallMPI(MPI_Comm_free(&machine));

@@ -816,7 +816,7 @@ FSDPErrorCode FSDPMachineComm_Private(MPI_Comm comm, MPI_Comm host, MPI_Comm *ma
     if (!ierr) ierr = e;
   }
   FSDPCall(FSDPErrorAgree_Private(comm, ierr));
-  *hosts = seen;
+  if (hosts) *hosts = seen;
   split = same != host_size;
   FSDPCallMPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_INT, MPI_MAX, comm));
   if (split) FSDPCallMPI(MPI_Comm_split(comm, first, rank, machine));

@@ -40,8 +40,8 @@ FSDPErrorCode FSDPNodeCPUs_Private(MPI_Comm host, int *cpus);
    containers or network namespaces of one host are, though each has its own
    /dev/shm and MPI puts them on nodes of their own.  *machine is host (MPI's
    shared-memory node of this rank) where every rank's machine is its host,
-   the usual case, else a new communicator (free it); *hosts: the hosts on
-   this machine.  A rank that cannot read a boot id counts as its host. */
+   the usual case, else a new communicator (free it); *hosts (hosts may be
+   NULL): the hosts on this machine.  A rank that cannot read a boot id counts as its host. */
 FSDPErrorCode FSDPMachineComm_Private(MPI_Comm comm, MPI_Comm host, MPI_Comm *machine, int *hosts);
 
 #define FSDP_PLACEMENT_MAX_GPUS 64
