@@ -707,6 +707,23 @@ static FSDPErrorCode time_shm(CommKind kind, MPI_Comm c, int group, size_t bytes
   return FSDP_SUCCESS;
 }
 
+/* How many times a collective is timed: least, or as many more as fit
+   PROBE_REP_SECONDS at `estimate` seconds each (up to PROBE_MOST_REPS).  As
+   the median of 3, a size's time moved by a third from one probe to the next
+   on a shaped link (a 4 MiB all-reduce across 2 nodes at 1 Gbit/s: 114 to
+   149 ms in four sweeps' probes); where they are quick, more reps cost
+   little.  The estimate is the previous size's slowest median
+   scaled by the bytes (an upper bound where latency counts), alike on
+   every rank. */
+#define PROBE_REP_SECONDS 1.0
+#define PROBE_MOST_REPS 9
+static int probe_reps(int least, double estimate)
+{
+  if (!(estimate > 0)) return least;
+  const double fit = PROBE_REP_SECONDS / estimate;
+  return fit >= PROBE_MOST_REPS ? PROBE_MOST_REPS : fit > least ? (int)fit : least;
+}
+
 /* The shard group sizes a candidate can take at W = size, rpn ranks per node:
    1 (none), the hybrid F (2 to rpn, dividing it, below W) and W (full).
    f holds rpn + 2. */
@@ -745,7 +762,7 @@ static void probe_sizes(int factor, double bytes[PROBE_SIZES])
 static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const ShmPaths *shm, double timeout, float *buf,
                                  GroupTiming *g, int *ngroups)
 {
-  static const int reps[PROBE_SIZES] = {7, 3, 3};
+  static const int least_reps[PROBE_SIZES] = {7, 3, 3};
   int size, rank, *f = NULL, n = 0;
   FSDPErrorCode ierr;
   FSDPCallMPI(MPI_Comm_size(ordered, &size));
@@ -769,23 +786,25 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const Sh
       const bool in_shm = shm->kind[k] && factor > 1 && rpn % factor == 0; /* a group within a node */
       for (int b = 0; !stop && b < PROBE_SIZES; b++) {
         MPI_Request req;
+        /* The start: any group's error, and the previous size's slowest time, which sets how many reps fit. */
+        double start[2] = {ierr != FSDP_SUCCESS, b > 0 ? g[i].seconds[k][b - 1] : 0};
         g[i].seconds[k][b] = -1;
         if (!runs) continue;
-        stop = ierr != FSDP_SUCCESS;
-        if (MPI_Iallreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, ordered, &req) ||
+        if (MPI_Iallreduce(MPI_IN_PLACE, start, 2, MPI_DOUBLE, MPI_MAX, ordered, &req) ||
             FSDPWaitRequests_Private(1, &req, sleep)) { /* every group starts at once */
           if (!ierr)
             ierr = FSDPError(MPI_COMM_SELF, __LINE__, __func__, __FILE__, FSDP_ERR_MPI, "MPI_Iallreduce failed");
-          stop = 1;
+          start[0] = 1;
         }
-        if (stop) break;
+        if ((stop = start[0] != 0)) break;
+        const int reps = probe_reps(least_reps[b], start[1] * g[i].bytes[b] / (b > 0 ? g[i].bytes[b - 1] : 1));
         if (in_shm)
-          ierr = time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], shm->views, reps[b], sleep, timeout,
+          ierr = time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], shm->views, reps, sleep, timeout,
                           &g[i].seconds[k][b]);
         /* Through MPI, and where the group got no window (its seconds stay negative, alike on its ranks). */
         if (!ierr && g[i].seconds[k][b] < 0)
           ierr = time_collective((CommKind)k, k == COMM_ALLREDUCE ? replica : shard, factor, (size_t)g[i].bytes[b], buf,
-                                 reps[b], b == 0, sleep, &g[i].seconds[k][b]);
+                                 reps, b == 0, sleep, &g[i].seconds[k][b]);
         else if (!ierr) g[i].shm = true;
       }
     }
