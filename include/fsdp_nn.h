@@ -549,7 +549,10 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per
 /** Plans for nodes described by an hwloc topology (lstopo's XML of a compute node, written on it with
     `lstopo node.xml`, or a synthetic description): a rank per core, and, while the memory budget is the default
     (auto), the topology's memory shared by those ranks.  The node count stays as it was (FSDPPlanSetJob sets it;
-    with other ranks per node too, the topology's memory still sets the budget).
+    with other ranks per node too, the topology's memory still sets the budget).  Planning for GPUs
+    (-fsdp_device cuda, read by FSDPPlanSetUp): a rank per GPU of the topology, and a GPU's memory as the auto
+    budget (shared by the ranks on it where a node has more ranks than GPUs), where the topology gives it: an
+    XML file that lstopo wrote where hwloc has its CUDA backend (CUDAGlobalMemorySize); else no auto budget.
     @collective Not collective: each rank may call it alone.
     @param[in,out] plan  the planner
     @param[in] source    an hwloc XML file, or a synthetic description like "pack:2 numa:2(memory=64GB) core:16 pu:2"

@@ -89,6 +89,28 @@ if grep -q '^#define FSDP_HAVE_HWLOC 1' "$top_builddir/src/include/fsdp_config.h
     expect_grep "^  memory budget per rank: 2.79 GiB (the topology's 5.59 GiB of physical memory shared by 2 ranks)$" \
       "$fsdp_tmp/out"
   fi
+  # Planning for GPUs: a rank per GPU, each with its GPU's memory (the XML's H100s carry 80 GiB as
+  # hwloc's CUDA backend writes it); more ranks than GPUs share them; the cores again on the host.
+  gpus="${srcdir:-.}/tests/topologies/2socket-8gpu.xml"
+  "$plan" -model "$model" -topology "$gpus" -nodes 2 -batch 32 -fsdp_device cuda >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology with GPUs"; exit 1; }
+  expect_grep "^  job: 2 nodes x 8 ranks (W = 16), from FSDPPlanSetJob, a rank per GPU of the topology of XML file '.*2socket-8gpu.xml' (2 packages, 2 NUMA nodes, 16 cores, 16 PUs, 8 GPUs);" \
+    "$fsdp_tmp/out"
+  expect_grep "^  memory budget per rank: 80.00 GiB (the topology's GPUs: 80.00 GiB each, 1 rank on each)\$" "$fsdp_tmp/out"
+  expect_grep '^ *[0-9][0-9]* hybrid  *8  *2 ' "$fsdp_tmp/out"
+  "$plan" -model "$model" -topology "$gpus" -ranks_per_node 16 -batch 32 -fsdp_device cuda >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology with GPUs, -ranks_per_node 16"; exit 1; }
+  expect_grep '^  job: 1 node x 16 ranks (W = 16), from FSDPPlanSetJob;' "$fsdp_tmp/out"
+  expect_grep "^  memory budget per rank: 40.00 GiB (the topology's GPUs: 80.00 GiB each, 2 ranks on each)\$" "$fsdp_tmp/out"
+  "$plan" -model "$model" -topology "$gpus" -batch 32 >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology with GPUs, on the host"; exit 1; }
+  expect_grep "^  job: 1 node x 16 ranks (W = 16), from a rank per core of the topology of XML file " "$fsdp_tmp/out"
+  expect_grep "^  memory budget per rank: .* (the topology's .* of physical memory shared by 16 ranks)\$" "$fsdp_tmp/out"
+  "$plan" -model "$model" -topology "${srcdir:-.}/tests/topologies/2socket-2gpu.xml" -batch 32 -fsdp_device cuda \
+    >"$fsdp_tmp/out" 2>&1 || { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology, GPUs of unknown memory"; exit 1; }
+  expect_grep '^  job: 1 node x 2 ranks (W = 2), from a rank per GPU of the topology of ' "$fsdp_tmp/out"
+  expect_grep "^  memory budget per rank: none (a GPU's memory is unknown: the topology does not give it; lstopo writes it where hwloc has its CUDA backend)\$" \
+    "$fsdp_tmp/out"
   "$plan" -model "$model" -topology "$fsdp_tmp/none.xml" >"$fsdp_tmp/out" 2>&1 &&
     { echo "FAIL: a missing topology file was accepted"; exit 1; }
   expect_grep "FSDPPlanSetTopology '$fsdp_tmp/none.xml': no such file" "$fsdp_tmp/out"

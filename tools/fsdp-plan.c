@@ -22,7 +22,8 @@ static const Option options[] = {
     {"-nodes", "-fsdp_plan_nodes", "nodes of the job (default: this job's, or the Slurm allocation's when run alone)"},
     {"-ranks_per_node", "-fsdp_plan_ranks_per_node", "ranks per node (default: likewise)"},
     {"-topology", "-fsdp_plan_topology",
-     "a node's hwloc XML (lstopo node.xml) or synthetic topology: a rank per core, its memory for -memory auto"},
+     "a node's hwloc XML (lstopo node.xml) or synthetic topology: a rank per core (per GPU with -fsdp_device cuda), "
+     "its memory (a GPU's) for -memory auto"},
     {"-batch", "-fsdp_plan_batch", "rows per optimizer step, all ranks and micro-batches together (default 64)"},
     {"-memory", "-fsdp_plan_memory",
      "memory budget per rank: auto (this node's memory shared by its ranks, the default), none, or bytes (12G)"},

@@ -50,9 +50,12 @@ struct FSDPPlan_s {
   char shape_text[480];
   int64_t batch;
   size_t budget;
-  bool budget_auto;      /* the node's memory shared by its ranks */
-  size_t node_memory;    /* the node's memory, bytes; 0: unknown */
-  const char *node_from; /* "this node's" or "the topology's" */
+  bool budget_auto;                  /* the node's memory shared by its ranks, or on GPUs a GPU's */
+  size_t node_memory;                /* the node's memory, bytes; 0: unknown */
+  int topology_cores, topology_gpus; /* of the last topology set; 0: none */
+  size_t gpu_memory;                 /* bytes of its smallest GPU; 0: unknown */
+  bool on_gpu;                       /* -fsdp_device is a GPU's, as of the last SetUp */
+  const char *node_from;             /* "this node's" or "the topology's" */
   char budget_from[160];
   FSDPOptimizerType opt_type;
   double momentum;
@@ -141,13 +144,29 @@ static FSDPErrorCode find_shape(FSDPPlan plan)
   return FSDP_SUCCESS;
 }
 
-/* The budget of -fsdp_plan_memory auto: the node's memory shared by its ranks. */
+/* The budget of -fsdp_plan_memory auto: the node's memory shared by its
+   ranks; on GPUs, a GPU's memory shared by the ranks on it (a rank each,
+   unless the node has more ranks than GPUs). */
 static void default_budget(FSDPPlan plan)
 {
   char a[32];
   plan->budget_auto = true;
   plan->budget = 0;
-  snprintf(plan->budget_from, sizeof plan->budget_from, "none (%s memory is unknown)", plan->node_from);
+  if (plan->on_gpu) {
+    int gpus = plan->topology_gpus, share = gpus > 0 ? (plan->ranks_per_node + gpus - 1) / gpus : 1;
+    if (!plan->gpu_memory) {
+      snprintf(plan->budget_from, sizeof plan->budget_from, "a GPU's memory is unknown: %s",
+               gpus > 0 ? "the topology does not give it; lstopo writes it where hwloc has its CUDA backend"
+                        : "-topology, an lstopo XML file of a GPU node, gives it");
+      return;
+    }
+    plan->budget = plan->gpu_memory / (size_t)share;
+    FSDPFormatBytes(a, sizeof a, (double)plan->gpu_memory);
+    snprintf(plan->budget_from, sizeof plan->budget_from, "the topology's GPUs: %s each, %d rank%s on each", a, share,
+             share == 1 ? "" : "s");
+    return;
+  }
+  snprintf(plan->budget_from, sizeof plan->budget_from, "%s memory is unknown", plan->node_from);
   if (!plan->node_memory) return;
   plan->budget = plan->node_memory / (size_t)plan->ranks_per_node;
   FSDPFormatBytes(a, sizeof a, (double)plan->node_memory);
@@ -248,14 +267,19 @@ FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
 {
   FSDPTopology *topo;
   char summary[160], text[sizeof((FSDPPlan)0)->topology];
-  int cores;
-  uint64_t memory;
+  int cores, gpus;
+  uint64_t memory, gpu_memory = 0;
   CHECK_PLAN(plan);
   FSDPCheck(source && source[0], MPI_COMM_SELF, FSDP_ERR_ARG,
             "FSDPPlanSetTopology: source must name an hwloc XML file or a synthetic description");
   FSDPCall(FSDPTopologyLoad_Private(MPI_COMM_SELF, "FSDPPlanSetTopology", source, &topo));
   cores = FSDPTopologyNumCores_Private(topo);
   memory = FSDPTopologyMemory_Private(topo);
+  gpus = FSDPTopologyNumGPUs_Private(topo);
+  for (int i = 0; i < gpus; i++) { /* the smallest, or unknown if any is */
+    uint64_t m = FSDPTopologyGPUMemory_Private(topo, i);
+    if (i == 0 || m < gpu_memory) gpu_memory = m;
+  }
   FSDPTopologySummary_Private(topo, summary, sizeof summary);
   snprintf(text, sizeof text, "%s (%s)", FSDPTopologySource_Private(topo), summary);
   FSDPCall(FSDPTopologyDestroy_Private(&topo));
@@ -267,6 +291,10 @@ FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
   plan->ranks_per_node = cores;
   plan->node_memory = (size_t)memory;
   plan->node_from = "the topology's";
+  plan->topology_cores = cores;
+  plan->topology_gpus = gpus;
+  plan->gpu_memory = (size_t)gpu_memory;
+  plan->on_gpu = false; /* until SetUp reads -fsdp_device: a rank per core */
   if (plan->budget_auto) default_budget(plan);
   plan->setup = false;
   return FSDP_SUCCESS;
@@ -357,6 +385,10 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_ranks_per_node", "FSDPPlan: ranks per node", plan->ranks_per_node, 1, 1 << 24,
                              &ranks, &set));
   if (any || set) FSDPCall(FSDPPlanSetJob(plan, (int)nodes, (int)ranks));
+  if (set && plan->topology[0]) { /* given, even as many as the topology's cores: not a rank per core (or GPU) */
+    plan->topology[0] = '\0';
+    plan->shape_from = "FSDPPlanSetJob";
+  }
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_batch", "FSDPPlan: rows per optimizer step, all ranks together", plan->batch,
                              0, INT64_MAX, &batch, &set));
   FSDPCheck(!set || batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "-fsdp_plan_batch 0: the batch must be positive");
@@ -1228,10 +1260,34 @@ static FSDPErrorCode rank_candidates(FSDPPlan plan)
   return FSDP_SUCCESS;
 }
 
+/* On GPUs (-fsdp_device), a node of the topology runs a rank per GPU, and
+   the auto budget is a GPU's memory. */
+static FSDPErrorCode shape_for_device(FSDPPlan plan)
+{
+  FSDPContext opts = NULL;
+  FSDPErrorCode ierr;
+  FSDPCall(FSDPContextCreate(MPI_COMM_SELF, &opts));
+  ierr = FSDPContextSetFromOptions(opts);
+  if (!ierr) plan->on_gpu = opts->device != FSDP_DEVICE_HOST;
+  (void)FSDPContextDestroy(&opts);
+  FSDPCall(ierr);
+  if (plan->topology[0]) { /* the ranks per node are the topology's */
+    const bool gpus = plan->on_gpu && plan->topology_gpus > 0;
+    const bool job = !strncmp(plan->shape_text, "FSDPPlanSetJob", strlen("FSDPPlanSetJob"));
+    plan->ranks_per_node = gpus ? plan->topology_gpus : plan->topology_cores;
+    snprintf(plan->shape_text, sizeof plan->shape_text, "%sa rank per %s of the topology of %s",
+             job ? "FSDPPlanSetJob, " : "", gpus ? "GPU" : "core", plan->topology);
+    plan->shape_from = plan->shape_text;
+  }
+  if (plan->budget_auto) default_budget(plan);
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan)
 {
   int capacity = 0, w;
   CHECK_PLAN(plan);
+  FSDPCall(shape_for_device(plan));
   w = plan->nodes * plan->ranks_per_node;
   FSDPCheck(plan->spec, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetUp: no model: call FSDPPlanSetModel first");
   FSDPCheck(plan->batch > 0, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetUp: no batch: call FSDPPlanSetBatch first");

@@ -20,7 +20,8 @@ const char *const FSDPShardDomainNames[] = {"node", "package", "numa", "world", 
 typedef struct {
   char busid[16]; /* dddd:bb:dd.f */
   unsigned vendor, device;
-  char near[160]; /* "package 0, PUs 0-7" */
+  char near[160];  /* "package 0, PUs 0-7" */
+  uint64_t memory; /* bytes; 0: unknown */
 #if FSDP_HAVE_HWLOC
   hwloc_bitmap_t cpuset;
 #endif
@@ -44,6 +45,7 @@ int FSDPTopologyNumGPUs_Private(const FSDPTopology *topo) { return topo->ngpus; 
 int FSDPTopologyNumCores_Private(const FSDPTopology *topo) { return topo->ncores; }
 uint64_t FSDPTopologyMemory_Private(const FSDPTopology *topo) { return topo->memory; }
 const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i) { return topo->gpus[i].busid; }
+uint64_t FSDPTopologyGPUMemory_Private(const FSDPTopology *topo, int i) { return topo->gpus[i].memory; }
 
 void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t len)
 {
@@ -119,6 +121,26 @@ FSDPErrorCode FSDPTopologyBind_Private(const FSDPTopology *topo, FSDPBind bind, 
 
 #else
 
+/* A GPU's memory, from an OS device of its own that hwloc's CUDA or OpenCL
+   backend made (KiB in both); 0 where there is none. */
+static uint64_t gpu_memory(hwloc_obj_t pci)
+{
+#if HWLOC_API_VERSION >= 0x00020000
+  static const char *const names[] = {"CUDAGlobalMemorySize", "OpenCLGlobalMemorySize"};
+  for (hwloc_obj_t o = pci->io_first_child; o; o = o->next_sibling) {
+    if (o->type != HWLOC_OBJ_OS_DEVICE) continue;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      const char *kib = hwloc_obj_get_info_by_name(o, names[i]);
+      unsigned long long v = kib ? strtoull(kib, NULL, 10) : 0;
+      if (v > 0) return (uint64_t)v << 10;
+    }
+  }
+#else
+  (void)pci;
+#endif
+  return 0;
+}
+
 /* GPUs are PCI display controllers (class 03xx) or processing accelerators
    (12xx, as AMD's MI300 reports itself) from NVIDIA or AMD: servers also
    carry a small VGA chip for the console (ASPEED, Matrox), which is not one. */
@@ -165,6 +187,7 @@ static FSDPErrorCode find_gpus(FSDPTopology *topo)
              pci->attr->pcidev.dev, pci->attr->pcidev.func);
     g->vendor = pci->attr->pcidev.vendor_id;
     g->device = pci->attr->pcidev.device_id;
+    g->memory = gpu_memory(pci);
     near = hwloc_get_non_io_ancestor_obj(topo->topology, pci);
     g->cpuset =
         hwloc_bitmap_dup(near && near->cpuset ? near->cpuset : hwloc_topology_get_topology_cpuset(topo->topology));

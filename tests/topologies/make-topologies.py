@@ -16,18 +16,29 @@ def clean(xml):
     # Drop lines that name the machine or program that made the file.
     return "".join(l for l in xml.splitlines(True) if "ProcessName" not in l and "hwlocVersion" not in l)
 
-def with_pci(xml, devices_by_package):
-    """devices_by_package: {package os_index: [(busid, class, vendor, device)]}, in the order to write."""
+def with_pci(xml, devices_by_package, cuda_memory_kib=None):
+    """devices_by_package: {package os_index: [(busid, class, vendor, device)]}, in the order to write.
+    cuda_memory_kib: NVIDIA GPUs get the OS device hwloc's CUDA backend adds (cuda0, ... in bus
+    order) with this CUDAGlobalMemorySize."""
     gp = [10000]
+    nvidia_gpus = sorted(d[0] for ds in devices_by_package.values() for d in ds
+                         if d[2] == NVIDIA and d[1] >> 8 in (0x03, 0x12))
     def obj(busid, cls, vendor, device):
-        gp[0] += 2
+        gp[0] += 3
         dom, bus = busid.split(":")[0], busid.split(":")[1]
+        pci = (f'        <object type="PCIDev" gp_index="{gp[0] + 1}" pci_busid="{busid}" '
+               f'pci_type="{cls:04x} [{vendor:04x}:{device:04x}] [{vendor:04x}:0000] a1" '
+               f'pci_link_speed="0.000000"')
+        if cuda_memory_kib and busid in nvidia_gpus:
+            pci += (f'>\n          <object type="OSDev" gp_index="{gp[0] + 2}" name="cuda{nvidia_gpus.index(busid)}" '
+                    f'subtype="CUDA" osdev_type="5">\n'
+                    f'            <info name="Backend" value="CUDA"/>\n'
+                    f'            <info name="CUDAGlobalMemorySize" value="{cuda_memory_kib}"/>\n'
+                    f'          </object>\n        </object>\n')
+        else:
+            pci += '/>\n'
         return (f'      <object type="Bridge" gp_index="{gp[0]}" bridge_type="0-1" depth="0" '
-                f'bridge_pci="{dom}:[{bus}-{bus}]">\n'
-                f'        <object type="PCIDev" gp_index="{gp[0] + 1}" pci_busid="{busid}" '
-                f'pci_type="{cls:04x} [{vendor:04x}:{device:04x}] [{vendor:04x}:0000] a1" '
-                f'pci_link_speed="0.000000"/>\n'
-                f'      </object>\n')
+                f'bridge_pci="{dom}:[{bus}-{bus}]">\n' + pci + '      </object>\n')
     out, package = [], None
     for line in xml.splitlines(True):
         m = re.match(r'\s*<object type="Package" os_index="(\d+)"', line)
@@ -45,7 +56,8 @@ H100, RTX_A6000, NVSWITCH, MI300X = 0x2330, 0x2230, 0x22a3, 0x74a1
 
 # A DGX H100-like node: 2 sockets of 8 cores, 8 H100 (3D controllers, class 0302),
 # 4 per socket, listed out of bus order (libfsdp numbers GPUs by bus id);
-# also a BMC's VGA chip, a NIC and an NVSwitch, none of which is a GPU.
+# also a BMC's VGA chip, a NIC and an NVSwitch, none of which is a GPU. The GPUs
+# carry their memory as an lstopo run where hwloc has its CUDA backend writes it.
 dgx = with_pci(synthetic_xml("pack:2 numa:1 core:8 pu:1"), {
     0: [("0000:3a:00.0", 0x0302, NVIDIA, H100), ("0000:18:00.0", 0x0302, NVIDIA, H100),
         ("0000:03:00.0", 0x0300, ASPEED, 0x2000), ("0000:5d:00.0", 0x0302, NVIDIA, H100),
@@ -53,7 +65,7 @@ dgx = with_pci(synthetic_xml("pack:2 numa:1 core:8 pu:1"), {
     1: [("0000:9a:00.0", 0x0302, NVIDIA, H100), ("0000:ab:00.0", 0x0302, NVIDIA, H100),
         ("0000:ba:00.0", 0x0302, NVIDIA, H100), ("0000:db:00.0", 0x0302, NVIDIA, H100),
         ("0000:c5:00.0", 0x0680, NVIDIA, NVSWITCH)],
-})
+}, cuda_memory_kib=80 << 20)  # 80 GiB each, as hwloc's CUDA backend writes it (KiB)
 # 2 sockets of 4 cores (2 PUs each), one GPU per socket: an NVIDIA display GPU
 # (VGA, class 0300) and an AMD MI300X (processing accelerator, class 1200);
 # fewer GPUs than ranks in most tests.
