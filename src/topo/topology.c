@@ -63,9 +63,16 @@ void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t le
 
 FSDPErrorCode FSDPTopologyViewGPUs_Private(const FSDPTopology *topo, FSDPViewer viewer)
 {
-  for (int g = 0; g < topo->ngpus; g++)
-    FSDPCall(FSDPViewerASCIISynchronizedPrintf(viewer, "GPU %d: %s [%04x:%04x] near %s\n", g, topo->gpus[g].busid,
-                                               topo->gpus[g].vendor, topo->gpus[g].device, topo->gpus[g].near));
+  for (int g = 0; g < topo->ngpus; g++) {
+    char memory[48] = "";
+    if (topo->gpus[g].memory) {
+      char b[32];
+      FSDPFormatBytes(b, sizeof b, (double)topo->gpus[g].memory);
+      snprintf(memory, sizeof memory, ", %s of memory", b);
+    }
+    FSDPCall(FSDPViewerASCIISynchronizedPrintf(viewer, "GPU %d: %s [%04x:%04x] near %s%s\n", g, topo->gpus[g].busid,
+                                               topo->gpus[g].vendor, topo->gpus[g].device, topo->gpus[g].near, memory));
+  }
   return FSDP_SUCCESS;
 }
 
