@@ -514,8 +514,9 @@ typedef struct {
 /** Creates a planner for jobs like the one on comm.
     Its defaults: the job's shape is comm's (its nodes, and its ranks on the busiest node) or, where the
     environment has them, the Slurm allocation's (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE); the memory budget
-    per rank is this node's physical memory shared by the ranks per node; the optimizer is AdamW; no model, no
-    batch and no rates (set them, or FSDPPlanProbe).
+    per rank is this node's physical memory shared by the ranks per node (on GPUs, -fsdp_device, a GPU's memory
+    where a topology gives it, else none: FSDPPlanSetTopology); the optimizer is AdamW; no model, no batch and no
+    rates (set them, or FSDPPlanProbe).
     @collective Collective on comm: its ranks find their nodes (MPI_Comm_split_type).
     @param[in] comm   the communicator FSDPPlanProbe measures and FSDPPlanView prints on; it is not duplicated
                       (the probe works on a duplicate of its own), so it must outlive the planner
@@ -539,6 +540,9 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan);
     @see FSDPModelCreate, FSDPPlanSetUp */
 FSDP_EXTERN FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec);
 /** Sets the job's shape: nodes and ranks per node (W = nodes x ranks_per_node).
+    After FSDPPlanSetTopology, ranks_per_node as many as the planner has now keeps the topology's (a rank per
+    core, or per GPU on GPUs, as FSDPPlanSetUp decides), so that only the node count changes; any other number is
+    the job's own.
     @collective Not collective: each rank may call it alone.
     @param[in,out] plan        the planner
     @param[in] nodes           nodes, > 0
@@ -611,7 +615,7 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanGetRates(FSDPPlan plan, double *flops, double 
     -fsdp_plan_nodes N, -fsdp_plan_ranks_per_node R, -fsdp_plan_batch B, -fsdp_plan_memory auto|none|bytes (12G),
     -fsdp_plan_optimizer adamw|sgd, -fsdp_plan_momentum X, and the rates -fsdp_plan_flops, -fsdp_plan_intra_bw,
     -fsdp_plan_inter_bw (bytes per second) and -fsdp_plan_latency (seconds).  fsdp-plan's -model, -nodes, ...
-    are these.
+    are these.  -fsdp_plan_ranks_per_node given is the job's own, even as many as the topology's cores.
     @collective Not collective: each rank reads its own options.
     @param[in,out] plan  the planner
     @retval FSDP_ERR_ARG     plan is NULL, or -fsdp_plan_model is malformed
@@ -655,7 +659,8 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanProbe(FSDPPlan plan);
     per node that divide them, below W), block and model wrapping, 1, 2, 4 or 8 micro-batches, and activation
     checkpointing off and on.  The candidates are then ranked: those that fit first, fastest first when
     the rates give every candidate a time, else fewest bytes moved first; then the rest, smallest first; ties keep
-    the order above.
+    the order above.  It reads -fsdp_device first: on GPUs a topology's node runs a rank per GPU, and the auto
+    memory budget is a GPU's (FSDPPlanSetTopology).
     @collective Not collective: each rank may call it alone (it builds the model's units on MPI_COMM_SELF).
     @param[in,out] plan  the planner, with a model and a batch
     @retval FSDP_ERR_ARG          plan is NULL; no model or no batch was set, or the batch does not divide

@@ -111,6 +111,10 @@ if grep -q '^#define FSDP_HAVE_HWLOC 1' "$top_builddir/src/include/fsdp_config.h
   expect_grep '^  job: 1 node x 2 ranks (W = 2), from a rank per GPU of the topology of ' "$fsdp_tmp/out"
   expect_grep "^  memory budget per rank: none (a GPU's memory is unknown: the topology does not give it; lstopo writes it where hwloc has its CUDA backend)\$" \
     "$fsdp_tmp/out"
+  "$plan" -model "$model" -topology "$synthetic" -batch 32 -fsdp_device cuda >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -topology without GPUs, on GPUs"; exit 1; }
+  expect_grep '^  job: 1 node x 8 ranks (W = 8), from a rank per core of the topology of ' "$fsdp_tmp/out"
+  expect_grep "^  memory budget per rank: none (a GPU's memory is unknown: the topology has no GPUs)\$" "$fsdp_tmp/out"
   "$plan" -model "$model" -topology "$fsdp_tmp/none.xml" >"$fsdp_tmp/out" 2>&1 &&
     { echo "FAIL: a missing topology file was accepted"; exit 1; }
   expect_grep "FSDPPlanSetTopology '$fsdp_tmp/none.xml': no such file" "$fsdp_tmp/out"

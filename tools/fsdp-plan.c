@@ -26,7 +26,8 @@ static const Option options[] = {
      "its memory (a GPU's) for -memory auto"},
     {"-batch", "-fsdp_plan_batch", "rows per optimizer step, all ranks and micro-batches together (default 64)"},
     {"-memory", "-fsdp_plan_memory",
-     "memory budget per rank: auto (this node's memory shared by its ranks, the default), none, or bytes (12G)"},
+     "memory budget per rank: auto (this node's memory shared by its ranks; on GPUs a GPU's from -topology; the "
+     "default), none, or bytes (12G)"},
     {"-optimizer", "-fsdp_plan_optimizer", "adamw (the default) or sgd"},
     {"-momentum", "-fsdp_plan_momentum", "sgd's momentum (0: no state)"},
     {"-flops", "-fsdp_plan_flops", "fp32 FLOP/s of one rank"},

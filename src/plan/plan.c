@@ -157,7 +157,8 @@ static void default_budget(FSDPPlan plan)
     if (!plan->gpu_memory) {
       snprintf(plan->budget_from, sizeof plan->budget_from, "a GPU's memory is unknown: %s",
                gpus > 0 ? "the topology does not give it; lstopo writes it where hwloc has its CUDA backend"
-                        : "-topology, an lstopo XML file of a GPU node, gives it");
+               : plan->topology_cores ? "the topology has no GPUs"
+                                      : "a topology (FSDPPlanSetTopology, an lstopo XML file of a GPU node) gives it");
       return;
     }
     plan->budget = plan->gpu_memory / (size_t)share;
@@ -375,10 +376,11 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   FSDPCall(
       FSDPOptionsGetString("-fsdp_plan_model", "FSDPPlan: the model, as -model spec", "", text, sizeof text, &set));
   if (set) FSDPCall(FSDPPlanSetModel(plan, text));
-  FSDPCall(FSDPOptionsGetString("-fsdp_plan_topology",
-                                "FSDPPlan: an hwloc XML file or synthetic description of a node: a rank per core, "
-                                "the auto budget from its memory",
-                                "", text, sizeof text, &set));
+  FSDPCall(
+      FSDPOptionsGetString("-fsdp_plan_topology",
+                           "FSDPPlan: an hwloc XML file or synthetic description of a node: a rank per core (per GPU "
+                           "with -fsdp_device cuda), the auto budget from its memory (a GPU's)",
+                           "", text, sizeof text, &set));
   if (set) FSDPCall(FSDPPlanSetTopology(plan, text));
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_nodes", "FSDPPlan: nodes of the job", plan->nodes, 1, 1 << 24, &nodes, &set));
   any = set;
@@ -394,8 +396,8 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   FSDPCheck(!set || batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "-fsdp_plan_batch 0: the batch must be positive");
   if (set) FSDPCall(FSDPPlanSetBatch(plan, batch));
   FSDPCall(FSDPOptionsGetString("-fsdp_plan_memory",
-                                "FSDPPlan: memory budget per rank: auto (this node's memory shared by its ranks), "
-                                "none, or bytes (12G)",
+                                "FSDPPlan: memory budget per rank: auto (this node's memory shared by its ranks; on "
+                                "GPUs a GPU's), none, or bytes (12G)",
                                 "auto", text, sizeof text, &set));
   if (set && !strcasecmp(text, "none")) FSDPCall(FSDPPlanSetMemoryBudget(plan, 0));
   else if (set && !strcasecmp(text, "auto")) default_budget(plan);
@@ -749,6 +751,7 @@ static FSDPErrorCode time_shm(CommKind kind, MPI_Comm c, int group, size_t bytes
    every rank. */
 #define PROBE_REP_SECONDS 1.0
 #define PROBE_MOST_REPS 9
+_Static_assert(PROBE_MOST_REPS <= PROBE_MAX_REPS, "time_collective's and time_shm's arrays hold PROBE_MAX_REPS");
 static int probe_reps(int least, double estimate)
 {
   if (!(estimate > 0)) return least;
@@ -829,6 +832,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const Sh
           start[0] = 1;
         }
         if ((stop = start[0] != 0)) break;
+        /* Time per collective: a round of all-gathers, PROBE_STREAM of them, takes as many times the estimate. */
         const int reps = probe_reps(least_reps[b], start[1] * g[i].bytes[b] / (b > 0 ? g[i].bytes[b - 1] : 1));
         if (in_shm)
           ierr = time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], shm->views, reps, sleep, timeout,
@@ -1274,7 +1278,9 @@ static FSDPErrorCode shape_for_device(FSDPPlan plan)
   if (plan->topology[0]) { /* the ranks per node are the topology's */
     const bool gpus = plan->on_gpu && plan->topology_gpus > 0;
     const bool job = !strncmp(plan->shape_text, "FSDPPlanSetJob", strlen("FSDPPlanSetJob"));
-    plan->ranks_per_node = gpus ? plan->topology_gpus : plan->topology_cores;
+    const int rpn = gpus ? plan->topology_gpus : plan->topology_cores;
+    FSDPCall(check_shape("FSDPPlanSetUp", plan->nodes, rpn));
+    plan->ranks_per_node = rpn;
     snprintf(plan->shape_text, sizeof plan->shape_text, "%sa rank per %s of the topology of %s",
              job ? "FSDPPlanSetJob, " : "", gpus ? "GPU" : "core", plan->topology);
     plan->shape_from = plan->shape_text;
@@ -1287,6 +1293,7 @@ FSDPErrorCode FSDPPlanSetUp(FSDPPlan plan)
 {
   int capacity = 0, w;
   CHECK_PLAN(plan);
+  plan->setup = false; /* the shape may change below: no candidates of another */
   FSDPCall(shape_for_device(plan));
   w = plan->nodes * plan->ranks_per_node;
   FSDPCheck(plan->spec, MPI_COMM_SELF, FSDP_ERR_ARG, "FSDPPlanSetUp: no model: call FSDPPlanSetModel first");
