@@ -27,8 +27,9 @@ uint64_t FSDPTopologyMemory_Private(const FSDPTopology *topo);
 /* The i-th GPU, in PCI bus id order. */
 const char *FSDPTopologyGPUBusId_Private(const FSDPTopology *topo, int i);
 /* Bytes of the i-th GPU's own memory; 0 when the topology does not say (only
-   hwloc's CUDA and OpenCL backends do, which the library does not run: an XML
-   file from lstopo on a node where hwloc has them carries it). */
+   hwloc's CUDA and OpenCL backends do, which the library's own discovery
+   leaves out: an XML file from lstopo on a node where hwloc has them carries
+   it). */
 uint64_t FSDPTopologyGPUMemory_Private(const FSDPTopology *topo, int i);
 /* "2 packages, 2 NUMA nodes, 16 cores, 16 PUs, 8 GPUs" */
 void FSDPTopologySummary_Private(const FSDPTopology *topo, char *text, size_t len);
