@@ -245,6 +245,13 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
   return FSDP_SUCCESS;
 }
 
+/* The ranks per node are the job's own from now on: not the topology's cores (or GPUs). */
+static void forget_topology(FSDPPlan plan)
+{
+  plan->topology[0] = '\0';
+  plan->shape_from = "FSDPPlanSetJob";
+}
+
 FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
 {
   CHECK_PLAN(plan);
@@ -253,10 +260,7 @@ FSDPErrorCode FSDPPlanSetJob(FSDPPlan plan, int nodes, int ranks_per_node)
     snprintf(plan->shape_text, sizeof plan->shape_text, "FSDPPlanSetJob, a rank per core of the topology of %s",
              plan->topology);
     plan->shape_from = plan->shape_text;
-  } else {
-    plan->topology[0] = '\0';
-    plan->shape_from = "FSDPPlanSetJob";
-  }
+  } else forget_topology(plan);
   plan->nodes = nodes;
   plan->ranks_per_node = ranks_per_node;
   if (plan->budget_auto) default_budget(plan); /* the node's memory, shared by the new number of ranks */
@@ -295,7 +299,6 @@ FSDPErrorCode FSDPPlanSetTopology(FSDPPlan plan, const char *source)
   plan->topology_cores = cores;
   plan->topology_gpus = gpus;
   plan->gpu_memory = (size_t)gpu_memory;
-  plan->on_gpu = false; /* until SetUp reads -fsdp_device: a rank per core */
   if (plan->budget_auto) default_budget(plan);
   plan->setup = false;
   return FSDP_SUCCESS;
@@ -316,7 +319,7 @@ FSDPErrorCode FSDPPlanSetMemoryBudget(FSDPPlan plan, size_t bytes)
   CHECK_PLAN(plan);
   plan->budget = bytes;
   plan->budget_auto = false;
-  snprintf(plan->budget_from, sizeof plan->budget_from, "%s", bytes ? "given" : "none");
+  snprintf(plan->budget_from, sizeof plan->budget_from, "given");
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -387,10 +390,7 @@ FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan)
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_ranks_per_node", "FSDPPlan: ranks per node", plan->ranks_per_node, 1, 1 << 24,
                              &ranks, &set));
   if (any || set) FSDPCall(FSDPPlanSetJob(plan, (int)nodes, (int)ranks));
-  if (set && plan->topology[0]) { /* given, even as many as the topology's cores: not a rank per core (or GPU) */
-    plan->topology[0] = '\0';
-    plan->shape_from = "FSDPPlanSetJob";
-  }
+  if (set) forget_topology(plan); /* given, even as many as the topology's cores */
   FSDPCall(FSDPOptionsGetInt("-fsdp_plan_batch", "FSDPPlan: rows per optimizer step, all ranks together", plan->batch,
                              0, INT64_MAX, &batch, &set));
   FSDPCheck(!set || batch > 0, MPI_COMM_SELF, FSDP_ERR_OPTION, "-fsdp_plan_batch 0: the batch must be positive");
@@ -832,7 +832,7 @@ static FSDPErrorCode time_groups(MPI_Comm ordered, int rpn, bool sleep, const Sh
           start[0] = 1;
         }
         if ((stop = start[0] != 0)) break;
-        /* Time per collective: a round of all-gathers, PROBE_STREAM of them, takes as many times the estimate. */
+        /* The estimate is per collective: a round of PROBE_STREAM all-gathers may take that many times it. */
         const int reps = probe_reps(least_reps[b], start[1] * g[i].bytes[b] / (b > 0 ? g[i].bytes[b - 1] : 1));
         if (in_shm)
           ierr = time_shm((CommKind)k, shard, factor, (size_t)g[i].bytes[b], shm->views, reps, sleep, timeout,
