@@ -216,6 +216,10 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
   TEST_ASSERT(stats.current[FSDP_MEM_PARAMS] >= plan.bytes[FSDP_MEM_PARAMS] && plan.bytes[FSDP_MEM_PARAMS] > 0,
               "%s: device parameter memory %zu, plan %zu", config, stats.current[FSDP_MEM_PARAMS],
               plan.bytes[FSDP_MEM_PARAMS]);
+  /* The pinned host buffer that MPI's collectives go through is host memory: the GPU's staging is the plan's. */
+  TEST_ASSERT(stats.current[FSDP_MEM_COMM_STAGING] == plan.bytes[FSDP_MEM_COMM_STAGING],
+              "%s: device staging %zu bytes, the plan's %zu", config, stats.current[FSDP_MEM_COMM_STAGING],
+              plan.bytes[FSDP_MEM_COMM_STAGING]);
   for (int step = 0; step < 2; step++) {
     TEST_OK(FSDPContextBeginForward(host));
     TEST_OK(FSDPContextBeginForward(dev));

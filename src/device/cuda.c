@@ -255,7 +255,7 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
   if (d->compute) (void)cudaStreamSynchronize(d->compute);
   if (d->pinned) {
     (void)cudaFreeHost(d->pinned);
-    FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
+    FSDPMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
   }
   if (d->blas) (void)cublasDestroy(d->blas);
   if (d->scratch) (void)cudaFree(d->scratch);
@@ -276,7 +276,7 @@ FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
   if (bytes <= d->pinned_bytes) return FSDP_SUCCESS;
   if (d->pinned) {
     CHECK_CUDA(cudaFreeHost(d->pinned), "cudaFreeHost");
-    FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
+    FSDPMemoryCount_Private(FSDP_MEM_COMM_STAGING, d->pinned_bytes, true);
     d->pinned = NULL;
     d->pinned_bytes = 0;
   }
@@ -286,7 +286,8 @@ FSDPErrorCode DeviceReservePinned_Private(Device d, size_t bytes)
               cudaGetErrorString(e));
   }
   d->pinned_bytes = bytes;
-  FSDPDeviceMemoryCount_Private(FSDP_MEM_COMM_STAGING, bytes, false);
+  /* Page-locked host memory: the host's, not the GPU's (whose staging the memory plan's formula counts). */
+  FSDPMemoryCount_Private(FSDP_MEM_COMM_STAGING, bytes, false);
   return FSDP_SUCCESS;
 }
 
