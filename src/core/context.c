@@ -100,6 +100,7 @@ FSDPErrorCode FSDPContextCreate(MPI_Comm comm, FSDPContext *ctx)
   c->predivide = 1;
   c->strategy = FSDP_FULL_SHARD;
   c->device = FSDP_DEVICE_HOST;
+  c->device_local_rank = -1;
   c->grad_sync = c->replicate_grad_sync = true;
   c->stream_shard_comm = c->stream_replicate_comm = c->check_comm = MPI_COMM_NULL;
   c->backward_prefetch = FSDP_BACKWARD_PREFETCH_PRE;
@@ -1074,17 +1075,21 @@ static FSDPErrorCode choose_engine(FSDPContext ctx)
 }
 
 /* The rank's GPU: the ShardGroup's hwloc choice when CUDA sees it, else
-   the node-local rank modulo the GPUs visible. */
+   the node-local rank modulo the GPUs visible.  A context of one rank that
+   stands for a rank of a job (the planner's probe) takes that rank's. */
 static FSDPErrorCode start_device(FSDPContext ctx)
 {
   const char *busid = NULL;
   MPI_Comm node;
   int local_rank;
   if (ctx->device == FSDP_DEVICE_HOST) return FSDP_SUCCESS;
-  FSDPCall(ShardGroupGetDevicePCIBusId(ctx->group, &busid));
-  FSDPCallMPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  FSDPCallMPI(MPI_Comm_rank(node, &local_rank));
-  FSDPCallMPI(MPI_Comm_free(&node));
+  if (ctx->device_local_rank >= 0) local_rank = ctx->device_local_rank;
+  else {
+    FSDPCall(ShardGroupGetDevicePCIBusId(ctx->group, &busid));
+    FSDPCallMPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    FSDPCallMPI(MPI_Comm_rank(node, &local_rank));
+    FSDPCallMPI(MPI_Comm_free(&node));
+  }
   FSDPCall(DeviceCreate_Private(busid, local_rank, ctx->user_stream, &ctx->dev));
   return FSDP_SUCCESS;
 }

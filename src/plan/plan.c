@@ -70,7 +70,8 @@ struct FSDPPlan_s {
      its parameters, opt_seconds. */
   int64_t model_rows[2];
   double model_seconds[2], opt_seconds;
-  bool model_untimed; /* the probe could not time it (too large, or on a GPU) */
+  bool model_untimed; /* the probe could not time it (too large) */
+  bool model_on_gpu;  /* the probe timed it on the ranks' GPUs (-fsdp_device) */
   /* The collectives of each shard group size, timed by FSDPPlanProbe on a
      job of timed_nodes x timed_rpn ranks (ngroups == 0: none timed); they
      stand for the candidates' communication on a job of that shape. */
@@ -240,7 +241,7 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
   FSDPCall(FSDPMalloc(strlen(spec) + 1, FSDP_MEM_OTHER, &plan->spec));
   memcpy(plan->spec, spec, strlen(spec) + 1);
   plan->model_rows[0] = plan->model_rows[1] = 0; /* a timing was of the model before */
-  plan->model_untimed = false;
+  plan->model_untimed = plan->model_on_gpu = false;
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -509,6 +510,7 @@ static FSDPErrorCode time_pass(FSDPModel model, FSDPContext ctx, int64_t n, cons
   FSDPCall(FSDPModelLoss(model, tokens ? FSDP_LOSS_CROSS_ENTROPY : FSDP_LOSS_MSE, target, 1.0, &loss, &dy));
   FSDPCall(FSDPModelBackward(model, dy));
   FSDPCall(FSDPContextFinishBackward(ctx));
+  FSDPCall(FSDPContextSynchronize(ctx)); /* a GPU's kernels, queued */
   *seconds = FSDPTime_Private() - t0;
   return FSDP_SUCCESS;
 }
@@ -539,8 +541,8 @@ static FSDPErrorCode all_ready(MPI_Comm comm, bool sleep, bool ready, bool *go)
    while other ranks were between passes, which a step's ranks never are.
    Nothing is timed (seconds[1] stays 0) when its parameters, gradients and
    optimizer state would pass PROBE_MODEL_BYTES or the budget on any rank. */
-static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, bool sleep, double gemm, int blas_share,
-                                int64_t rows[2], double seconds[2], double *opt_seconds)
+static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, int node_rank, bool sleep, double gemm,
+                                int blas_share, int64_t rows[2], double seconds[2], double *opt_seconds)
 {
   FSDPContext ctx;
   FSDPModel model;
@@ -563,10 +565,10 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
     size_t most = plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES;
     skip = !ierr && (double)numel * (double)(2 + nstates) * sizeof(float) > (double)most;
   }
-  /* On a context of one rank every rank would take the node's first GPU: planning for GPUs is not done. */
-  if (!ierr && !skip) skip = opts->device != FSDP_DEVICE_HOST;
   if (!ierr && !skip) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
   if (!ierr && !skip) ierr = FSDPContextSetDevice(ctx, opts->device);
+  /* On a GPU, the one this rank of the job would take, not its node's first (as a context of one rank would). */
+  if (!ierr && !skip) ctx->device_local_rank = node_rank;
   if (!ierr && !skip) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
   if (!ierr && !skip) ierr = FSDPModelSetFromOptions(model);
   if (!ierr && !skip) ierr = FSDPModelSetActivationCheckpointing(model, false); /* the candidates scale for it */
@@ -581,11 +583,20 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
   if (!ierr && !skip) ierr = FSDPOptimizerSetUp(opt);
   if (!ierr && !skip) ierr = FSDPModelGetTokens(model, &ctxlen, &vocab); /* 0 and 0 unless a GPT */
   if (!ierr && !skip) {
-    /* A rank's rows of one step, and of 8 micro-batches; no more than a pass of PROBE_MODEL_SECONDS. */
+    /* A rank's rows of one step, and of 8 micro-batches; on the host no more than a pass of PROBE_MODEL_SECONDS
+       at the GEMMs' rate, on a GPU (whose rate the host's GEMMs do not tell) no more activations than
+       PROBE_MODEL_BYTES. */
     int64_t w = (int64_t)plan->nodes * plan->ranks_per_node, most = plan->batch >= w ? plan->batch / w : 1;
     double row = FSDPModelForwardFlops_Private(model);
-    if (row > 0 && gemm > 0 && PROBE_MODEL_SECONDS * gemm / (3 * row) < (double)most)
-      most = (int64_t)(PROBE_MODEL_SECONDS * gemm / (3 * row));
+    if (opts->device == FSDP_DEVICE_HOST) {
+      if (row > 0 && gemm > 0 && PROBE_MODEL_SECONDS * gemm / (3 * row) < (double)most)
+        most = (int64_t)(PROBE_MODEL_SECONDS * gemm / (3 * row));
+    } else {
+      size_t act = 0;
+      while (!ierr && most > 1 && !(ierr = FSDPModelGetActivationBytes(model, most, false, &act)) &&
+             act > PROBE_MODEL_BYTES)
+        most /= 2;
+    }
     rows[1] = n = most > 1 ? most : 1;
     rows[0] = n / 8 > 1 ? n / 8 : 1;
   }
@@ -612,6 +623,7 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
     if (!go) goto done;
     t0 = FSDPTime_Private();
     ierr = FSDPOptimizerStep(opt);
+    if (!ierr) ierr = FSDPContextSynchronize(ctx); /* a GPU's kernels, queued */
     if (step > 0) steps[step - 1] = FSDPTime_Private() - t0;
   }
   if ((e = all_ready(comm, sleep, !ierr, &go)) && !ierr) ierr = e;
@@ -959,7 +971,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr && timed) {
     int64_t rows[2];
     double timing[3];
-    ierr = time_model(plan, opts, comm, sleep, gemm, share, rows, timing, &timing[2]);
+    ierr = time_model(plan, opts, comm, node_rank, sleep, gemm, share, rows, timing, &timing[2]);
     int all = timing[1] > 0;
     ierr = FSDPErrorAgree_Private(comm, ierr);
     /* One timing for every rank, or none: ranks that differ would rank the candidates differently. */
@@ -970,7 +982,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
       memcpy(plan->model_rows, rows, sizeof rows);
       memcpy(plan->model_seconds, timing, sizeof plan->model_seconds);
       plan->opt_seconds = timing[2];
-      plan->model_untimed = !all; /* too large to time here, or on a GPU */
+      plan->model_untimed = !all; /* too large to time here */
+      plan->model_on_gpu = opts->device != FSDP_DEVICE_HOST;
       if (plan->model_untimed) plan->model_rows[1] = 0;
     }
   }
@@ -1476,15 +1489,16 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
   if (plan->model_rows[1] > 0)
     FSDPCall(FSDPViewerASCIIPrintf(
         v,
-        "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once): forward and backward %.6g ms for "
-        "%lld row%s, %.6g ms for %lld; the optimizer %.6g ms for all %lld parameters; the compute column scales "
+        "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once%s): forward and backward %.6g ms "
+        "for %lld row%s, %.6g ms for %lld; the optimizer %.6g ms for all %lld parameters; the compute column scales "
         "these\n",
-        plan->model_seconds[0] * 1e3, (long long)plan->model_rows[0], plan->model_rows[0] == 1 ? "" : "s",
-        plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1], plan->opt_seconds * 1e3, (long long)plan->numel));
+        plan->model_on_gpu ? ", each on its GPU" : "", plan->model_seconds[0] * 1e3, (long long)plan->model_rows[0],
+        plan->model_rows[0] == 1 ? "" : "s", plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1],
+        plan->opt_seconds * 1e3, (long long)plan->numel));
   else if (plan->model_untimed)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (on a GPU, or its parameters, gradients and "
-                                      "optimizer state pass 1 GiB or half the budget); the compute column is its "
-                                      "GEMMs at the rate above\n"));
+    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (its parameters, gradients and optimizer "
+                                      "state pass 1 GiB or half the budget); the compute column is its GEMMs at "
+                                      "the rate above\n"));
   if (plan->ngroups > 0) FSDPCall(view_groups(v, plan));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,

@@ -34,6 +34,7 @@ mlp-gpu-vs-host|120|gpu|fsdp-train MLP, AdamW, fp32 without TF32: GPU loss curve
 mixed-precision|120|gpu|fsdp-train MLP, bf16 and fp16 parameters: GPU against the host's
 checkpoint|120|gpu|a checkpoint written from GPU memory at W = 2, resumed on the host at W = 1
 gpt-gpu-vs-host|150|gpu|fsdp-train GPT on the GPU against the host: untied, then -generate; tied at W = 2 with activation checkpointing; bf16 refused
+plan-gpu|150|gpu|fsdp-plan -probe on the GPU, the MLP at W = 1 and 2, the GPT at W = 1: the model timed there; the choice runs, its memory plan the predicted one and each GPU category peaks at it; predicted and measured step
 bench-device|180|gpu|benchmarks/bench-device: the MLP step on the GPU, fp32, TF32, bf16
 log-view|60|gpu|fsdp-train -fsdp_log_view on the GPU: where the step of the vs-pytorch MLP goes
 vs-pytorch|240|gpu|benchmarks/vs-pytorch --device cuda: the MLP against PyTorch on the same GPU: step time, loss curve, memory
@@ -79,6 +80,17 @@ compare() {
           printf "worst relative difference %.3g over %d steps; loss %g -> %g\n", worst, n, first, last
           if (!(last < 0.9 * first)) { print "FAIL: the loss went from " first " to " last; bad = 1 }
           exit bad }' a="$1" b="$2"
+}
+
+# gpu_peaks_at_formula FILE: in fsdp-train's summary, each GPU memory category with a
+# formula peaked at it (the activations and the batch, "other", have none)
+gpu_peaks_at_formula() {
+  awk '/^fsdp-train: peak GPU memory per rank/ { on = 1; next }
+       on && /^  (parameters|gradients|optimizer state|unsharded buffers|communication staging) / {
+         for (i = 1; i <= NF && $i !~ /^[0-9.]+$/; i++) ;
+         n++; if ($i " " $(i + 1) != $(i + 2) " " $(i + 3)) { print "FAIL: GPU peak is not the formula: " $0; bad = 1 } }
+       END { if (n != 5) { print "FAIL: " n " GPU memory rows with a formula, not 5"; bad = 1 }
+             else print "GPU memory: the 5 categories with a formula peak at it"; exit bad }' "$1"
 }
 
 # have FEATURE: the build has it (HDF5, FFTW, CUDA, NCCL: fsdp_config.h)
@@ -145,14 +157,7 @@ run_step() {
     train host 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device host
     train cuda 1 $common_mlp -optimizer adamw -lr 1e-3 -fsdp_device cuda -fsdp_tf32 false -fsdp_view
     compare host cuda 1e-4 || exit 1
-    # GPU memory: each category with a formula peaks at it (the activations and
-    # the batch, "other", have none on the GPU).
-    awk '/^fsdp-train: peak GPU memory per rank/ { on = 1; next }
-         on && /^  (parameters|gradients|optimizer state|unsharded buffers|communication staging) / {
-           for (i = 1; i <= NF && $i !~ /^[0-9.]+$/; i++) ;
-           n++; if ($i " " $(i + 1) != $(i + 2) " " $(i + 3)) { print "FAIL: GPU peak is not the formula: " $0; bad = 1 } }
-         END { if (n != 5) { print "FAIL: " n " GPU memory rows with a formula, not 5"; bad = 1 }
-               else print "GPU memory: the 5 categories with a formula peak at it"; exit bad }' "$w/cuda.out" || exit 1
+    gpu_peaks_at_formula "$w/cuda.out" || exit 1
     ;;
   mixed-precision)
     # The same policy on both backends: the kernels round as the host loops do,
@@ -195,6 +200,43 @@ run_step() {
       cat "$w/bf16.out"; echo "FAIL: the GPT on the GPU with bf16 parameters was not refused"; exit 1
     fi
     grep -q "on the GPU take fp32 parameters, not bf16" "$w/bf16.out" || { cat "$w/bf16.out"; echo "FAIL: no reason given"; exit 1; }
+    ;;
+  plan-gpu)
+    # The planner on the GPU (doc/fsdp-plan.md, "On GPUs"): the probe times the model on each rank's GPU,
+    # the choice runs, and -fsdp_view's memory plan is the predicted one; the step, predicted and measured.
+    mlp=mlp:in=1024,hidden=4096,depth=4,out=64,act=gelu,norm=layernorm
+    for job in "mlp 1 $mlp 1024" "mlp 2 $mlp 1024" "gpt 1 gpt:vocab=256,ctx=64,dim=128,heads=4,layers=4 16"; do
+      set -- $job
+      name=$1$2 np=$2 model=$3 batch=$4 data=
+      [ $1 = gpt ] && data="-data text:$src/README.md"
+      echo "+ mpiexec -n $np fsdp-plan -model $model -batch $batch -memory 16G -probe -fsdp_device cuda -fsdp_tf32 false"
+      timeout -k 10 100 $MPI -n $np "$top_builddir/tools/fsdp-plan" -model $model -batch $batch -memory 16G -probe \
+        -fsdp_device cuda -fsdp_tf32 false -options_out "$w/$name.opts" >"$w/$name.plan" 2>&1
+      rc=$?
+      head -n 20 "$w/$name.plan"
+      [ $rc -eq 0 ] || { echo "FAIL: fsdp-plan ($name) exited with $rc"; exit 1; }
+      grep -q "^  the model's step (measured by FSDPPlanProbe, .*, each on its GPU)" "$w/$name.plan" ||
+        { echo "FAIL: the probe did not time the model on the GPU ($name)"; exit 1; }
+      train $name $np -model $model $data -steps 30 -log_every 10 -optimizer adamw -lr 1e-3 -fsdp_device cuda \
+        -fsdp_tf32 false -options_file "$w/$name.opts" -fsdp_view
+      predicted=$(sed -n 's/^    memory per rank: //p' "$w/$name.plan")
+      for pair in "parameter shards:parameters" "gradient shards:gradients" "unsharded buffers:unsharded buffers" \
+        "communication staging:communication staging"; do
+        view=${pair%%:*} cat=${pair#*:}
+        got=$(sed -n "s/^    $view  *\([0-9.]* [KMGT]*i*B\) .*/\1/p" "$w/$name.out" | head -n 1)
+        case "$predicted" in
+        *"$cat $got,"*) ;;
+        *) echo "FAIL: $name: -fsdp_view's $view is '$got'; fsdp-plan predicted: $predicted"; exit 1 ;;
+        esac
+      done
+      gpu_peaks_at_formula "$w/$name.out" || exit 1
+      step=$(awk '$1 == "0" { print $(NF - 1) }' "$w/$name.plan")
+      ran=$(sed -n 's/^step *30\/30 .* \([0-9.]*\) ms\/step .*/\1/p' "$w/$name.out")
+      awk -v p="$step" -v m="$ran" -v job="$name" 'BEGIN {
+        if (!(p > 0 && m > 0)) { printf "FAIL: %s: no step time (predicted %s, measured %s)\n", job, p, m; exit 1 }
+        printf "%s: the choice'"'"'s step predicted %.3g ms, measured %.3g ms (steps 21 to 30): %.3f\n", job, p, m, p / m }' ||
+        exit 1
+    done
     ;;
   bench-device)
     # The GPU settings only: the host's fp32 step at this size takes seconds on one thread.
