@@ -349,7 +349,8 @@ FSDP_EXTERN FSDPErrorCode FSDPCalloc(size_t count, size_t size, FSDPMemCategory 
 FSDP_EXTERN FSDPErrorCode FSDPFree(void *ptr);
 /** Gets this process's host memory counters: what it holds through libfsdp now and at the peak, per category.
     Counts every FSDPMalloc/FSDPCalloc, the library's and the program's, and (in current and peak, not in nallocs)
-    the node shared-memory buffers a context maps.
+    the node shared-memory buffers a context maps, the pages a checkpoint load stages in, and a GPU context's
+    pinned host staging (FSDP_MEM_COMM_STAGING) for the collectives that go through MPI.
     @collective Not collective: each rank reads its own counters.
     @param[out] stats  the counters
     @retval FSDP_ERR_ARG  stats is NULL
@@ -363,8 +364,8 @@ FSDP_EXTERN FSDPErrorCode FSDPGetMemoryStats(FSDPMemoryStats *stats);
 FSDP_EXTERN FSDPErrorCode FSDPMemoryResetPeak(void);
 /** Gets this process's device memory counters: what the contexts of this process hold on their GPU
     (-fsdp_device cuda), now and at the peak, per category.
-    FSDP_MEM_COMM_STAGING includes the pinned host staging buffers.  All zero in a build without CUDA, or before
-    a context allocates on a GPU.  FSDPMemoryResetPeak does not reset these peaks.
+    The pinned host staging of collectives through MPI is host memory (FSDPGetMemoryStats).  All zero in a build
+    without CUDA, or before a context allocates on a GPU.  FSDPMemoryResetPeak does not reset these peaks.
     @collective Not collective: each rank reads its own counters.
     @param[out] stats  the counters
     @retval FSDP_ERR_ARG  stats is NULL

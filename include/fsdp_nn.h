@@ -635,10 +635,13 @@ FSDP_EXTERN FSDPErrorCode FSDPPlanSetFromOptions(FSDPPlan plan);
     the job cannot measure (one rank per node, one node) stays as it was.  With a model set, every rank also
     times the model itself at once, unsharded on MPI_COMM_SELF with the program's -fsdp_* options: forward,
     loss and backward of a rank's rows of a step and of an eighth of them (a pass estimated at the GEMMs' rate
-    to take 50 ms at most; on a GPU, -fsdp_device cuda, at most 1 GiB of activations, on the GPU the rank would
-    take), and an optimizer step, each the median of 3 that every rank starts together (ranks sharing cores
-    compete as a step's do); the candidates' compute then scales these times instead of counting flops.  A model
-    whose parameters, gradients and optimizer state pass 1 GiB or half the budget on any rank is not timed.
+    to take 50 ms at most), and an optimizer step, each the median of 3 that every rank starts together (ranks
+    sharing cores compete as a step's do); the candidates' compute then scales these times instead of counting
+    flops.  A model whose parameters, gradients and optimizer state pass 1 GiB or half the budget on any rank is
+    not timed.  On a GPU (-fsdp_device cuda) each rank times it on its node-local rank's GPU (modulo those
+    visible) if the state fits in half the budget (1 GiB without one), with no more rows than the activations
+    that fit in what is left; there the GEMM rate is not measured (the host's is not a GPU's), and where a rank
+    sees no GPU the model is not timed.
     Where every node has as many ranks, it last times the
     collectives themselves, every group at once as in a step: for each shard group size F a candidate can take, the
     all-gather and reduce-scatter within groups of F consecutive ranks in node order and the all-reduce across their

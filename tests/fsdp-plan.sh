@@ -165,6 +165,15 @@ awk '/^  the model.s step \(measured/ {
      }
      END { if (!t1 || !rows) { print "FAIL: no timing or no candidates"; bad = 1 }; exit bad }' "$fsdp_tmp/out" ||
   { cat "$fsdp_tmp/out"; exit 1; }
+# A GPU job planned where no GPU is (a login node): the probe measures the links, but neither the model nor
+# a compute rate (the host's GEMMs are not the GPU's), and says why.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  fsdp_run 2 "$plan" -model "$model" -batch 32 -memory 1G -probe -fsdp_device cuda >"$fsdp_tmp/out" 2>&1 ||
+    { cat "$fsdp_tmp/out"; echo "FAIL: fsdp-plan -probe -fsdp_device cuda without a GPU"; exit 1; }
+  expect_grep "^  rates (measured by FSDPPlanProbe): compute unknown per rank, intra-node [0-9.]* [kMG]*B/s" \
+    "$fsdp_tmp/out"
+  expect_grep "^  the model's step: not timed (-fsdp_device is a GPU's, but a rank sees no GPU)" "$fsdp_tmp/out"
+fi
 # A model too large for the budget's half is not timed, and says so.
 fsdp_run 2 "$plan" -model "$model" -batch 32 -memory 64K -probe >"$fsdp_tmp/out" 2>&1
 expect_grep "^  the model's step: not timed (its parameters, gradients and optimizer state pass 1 GiB or half the budget)" \

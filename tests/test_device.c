@@ -194,14 +194,17 @@ static void step_both(FSDPContext host, FSDPContext dev, FlatParam hu[], FlatPar
 static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType pdtype, FSDPReplicateEngine engine)
 {
   FlatParam hu[NUNITS], du[NUNITS];
-  FSDPContext host = make(s, factor, FSDP_DEVICE_HOST, pdtype, engine, hu);
-  FSDPContext dev = make(s, factor, FSDP_DEVICE_CUDA, pdtype, engine, du);
+  FSDPMemoryStats host_before, host_after;
+  FSDPContext host, dev;
   char config[128];
   FSDPMemoryStats stats;
   FSDPMemoryPlan plan;
   cudaStream_t stream = NULL;
   int ordinal = -1;
 
+  TEST_OK(FSDPGetMemoryStats(&host_before));
+  host = make(s, factor, FSDP_DEVICE_HOST, pdtype, engine, hu);
+  dev = make(s, factor, FSDP_DEVICE_CUDA, pdtype, engine, du);
   snprintf(config, sizeof config, "strategy %s, F = %d, %s, replicas on %s", FSDPShardingStrategyName(s), factor,
            FSDPDataTypeName(pdtype), engine == FSDP_REPLICATE_ENGINE_NCCL ? "NCCL" : "MPI");
   /* fsdp_cuda.h: the context's own compute stream exists from SetUp on (the
@@ -269,9 +272,15 @@ static void test_against_host(FSDPShardingStrategy s, int factor, FSDPDataType p
   TEST_OK(FSDPContextDestroy(&dev));
   TEST_OK(FSDPContextDestroy(&host));
   TEST_OK(FSDPGetDeviceMemoryStats(&stats));
-  TEST_ASSERT(stats.current[FSDP_MEM_PARAMS] == 0 && stats.current[FSDP_MEM_UNSHARDED] == 0,
-              "%s: device memory left after destroy: %zu parameter, %zu unsharded bytes", config,
-              stats.current[FSDP_MEM_PARAMS], stats.current[FSDP_MEM_UNSHARDED]);
+  TEST_ASSERT(stats.current[FSDP_MEM_PARAMS] == 0 && stats.current[FSDP_MEM_UNSHARDED] == 0 &&
+                  stats.current[FSDP_MEM_COMM_STAGING] == 0,
+              "%s: device memory left after destroy: %zu parameter, %zu unsharded, %zu staging bytes", config,
+              stats.current[FSDP_MEM_PARAMS], stats.current[FSDP_MEM_UNSHARDED], stats.current[FSDP_MEM_COMM_STAGING]);
+  /* The pinned staging, counted on the host, is freed with its context too. */
+  TEST_OK(FSDPGetMemoryStats(&host_after));
+  TEST_ASSERT(host_after.current[FSDP_MEM_COMM_STAGING] == host_before.current[FSDP_MEM_COMM_STAGING],
+              "%s: host staging %zu bytes after destroy, %zu before the contexts", config,
+              host_after.current[FSDP_MEM_COMM_STAGING], host_before.current[FSDP_MEM_COMM_STAGING]);
 }
 #endif
 

@@ -42,6 +42,7 @@ int DeviceOrdinal_Private(Device dev)
   (void)dev;
   return -1;
 }
+int DeviceCount_Private(void) { return 0; }
 /* Without CUDA no Device exists (DeviceCreate_Private fails), so nothing
    calls these; they are here for the linker. */
 #define UNREACHABLE(name) FSDPCheck(0, MPI_COMM_SELF, FSDP_ERR_INTERNAL, "%s in a libfsdp built without CUDA", name)
@@ -267,6 +268,16 @@ FSDPErrorCode DeviceDestroy_Private(Device *dev)
 
 const char *DeviceDescribe_Private(Device dev) { return dev ? dev->desc : "the host"; }
 int DeviceOrdinal_Private(Device dev) { return dev ? dev->ordinal : -1; }
+
+int DeviceCount_Private(void)
+{
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); /* no driver, or none usable: not an error of anyone's call */
+    n = 0;
+  }
+  return n;
+}
 void *DeviceStream_Private(Device dev) { return dev ? (void *)dev->compute : NULL; }
 const char *DeviceBusId_Private(Device dev) { return dev->busid; }
 void *DeviceCommStream_Private(Device dev) { return (void *)dev->comm; }

@@ -39,6 +39,8 @@ FSDPErrorCode DeviceEnter_Private(Device dev);
 /* "GPU 0 (0000:18:00.0, NVIDIA H200)": what views print. */
 const char *DeviceDescribe_Private(Device dev);
 int DeviceOrdinal_Private(Device dev);
+/* The GPUs this process sees (0 without CUDA, a driver or a usable GPU). */
+int DeviceCount_Private(void);
 /* PCI bus id of the GPU ("0000:18:00.0"), and its communication stream (a
    cudaStream_t), for NCCL (src/comm/nccl.c). */
 const char *DeviceBusId_Private(Device dev);

@@ -72,6 +72,7 @@ struct FSDPPlan_s {
   double model_seconds[2], opt_seconds;
   bool model_untimed; /* the probe could not time it (too large) */
   bool model_on_gpu;  /* the probe timed it on the ranks' GPUs (-fsdp_device) */
+  bool model_no_gpu;  /* -fsdp_device is a GPU's, but some rank saw none: not timed */
   /* The collectives of each shard group size, timed by FSDPPlanProbe on a
      job of timed_nodes x timed_rpn ranks (ngroups == 0: none timed); they
      stand for the candidates' communication on a job of that shape. */
@@ -241,7 +242,7 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
   FSDPCall(FSDPMalloc(strlen(spec) + 1, FSDP_MEM_OTHER, &plan->spec));
   memcpy(plan->spec, spec, strlen(spec) + 1);
   plan->model_rows[0] = plan->model_rows[1] = 0; /* a timing was of the model before */
-  plan->model_untimed = plan->model_on_gpu = false;
+  plan->model_untimed = plan->model_on_gpu = plan->model_no_gpu = false;
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -497,7 +498,7 @@ static FSDPErrorCode ping_pong(MPI_Comm comm, int peer, char *buf, int bytes, in
   return FSDP_SUCCESS;
 }
 
-#define PROBE_MODEL_BYTES ((size_t)1 << 30) /* the most the model's timing may hold per rank */
+#define PROBE_MODEL_BYTES ((size_t)1 << 30) /* state, and activations, a timing may hold (budget/2 on GPUs) */
 #define PROBE_MODEL_SECONDS 0.05            /* a pass's estimated time at the GEMM rate, at most */
 
 /* One forward, loss and backward of n rows, in seconds. */
@@ -551,7 +552,8 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
   int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
   float *x = NULL, *target = NULL;
   int64_t *labels = NULL;
-  double times[2][PROBE_MODEL_REPS], steps[PROBE_MODEL_REPS];
+  double times[2][PROBE_MODEL_REPS], steps[PROBE_MODEL_REPS], state = 0;
+  size_t room;
   bool skip = false, go;
   FSDPErrorCode ierr, e;
 
@@ -561,13 +563,17 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
   if (ierr) (void)all_ready(comm, sleep, false, &go); /* the others wait for it at the first pass's agreement */
   FSDPCall(ierr);
   ierr = FSDPModelGetSizes(model, &in, &out, &numel);
-  {
-    size_t most = plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES;
-    skip = !ierr && (double)numel * (double)(2 + nstates) * sizeof(float) > (double)most;
-  }
+  /* Parameters, gradients and optimizer state within room; on a GPU, whose memory is the budget there, half
+     the budget (a large model is what the job runs there), and the activations within what is left. */
+  if (opts->device == FSDP_DEVICE_HOST)
+    room = plan->budget && plan->budget / 2 < PROBE_MODEL_BYTES ? plan->budget / 2 : PROBE_MODEL_BYTES;
+  else room = plan->budget ? plan->budget / 2 : PROBE_MODEL_BYTES;
+  state = (double)numel * (double)(2 + nstates) * sizeof(float);
+  skip = !ierr && state > (double)room;
   if (!ierr && !skip) ierr = FSDPContextSetMixedPrecision(ctx, opts->param_dtype, opts->reduce_dtype);
   if (!ierr && !skip) ierr = FSDPContextSetDevice(ctx, opts->device);
-  /* On a GPU, the one this rank of the job would take, not its node's first (as a context of one rank would). */
+  /* On a GPU, the node-local rank's modulo the GPUs visible (a context of one rank would take its node's first):
+     the job's where hwloc does not place its ranks by affinity. */
   if (!ierr && !skip) ctx->device_local_rank = node_rank;
   if (!ierr && !skip) ierr = FSDPContextSetShardingStrategy(ctx, FSDP_NO_SHARD);
   if (!ierr && !skip) ierr = FSDPModelSetFromOptions(model);
@@ -584,8 +590,8 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
   if (!ierr && !skip) ierr = FSDPModelGetTokens(model, &ctxlen, &vocab); /* 0 and 0 unless a GPT */
   if (!ierr && !skip) {
     /* A rank's rows of one step, and of 8 micro-batches; on the host no more than a pass of PROBE_MODEL_SECONDS
-       at the GEMMs' rate, on a GPU (whose rate the host's GEMMs do not tell) no more activations than
-       PROBE_MODEL_BYTES. */
+       at the GEMMs' rate, on a GPU (whose rate the host's GEMMs do not tell) no more activations than the room
+       the state leaves. */
     int64_t w = (int64_t)plan->nodes * plan->ranks_per_node, most = plan->batch >= w ? plan->batch / w : 1;
     double row = FSDPModelForwardFlops_Private(model);
     if (opts->device == FSDP_DEVICE_HOST) {
@@ -593,8 +599,8 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
         most = (int64_t)(PROBE_MODEL_SECONDS * gemm / (3 * row));
     } else {
       size_t act = 0;
-      while (!ierr && most > 1 && !(ierr = FSDPModelGetActivationBytes(model, most, false, &act)) &&
-             act > PROBE_MODEL_BYTES)
+      while (most > 1 && !(ierr = FSDPModelGetActivationBytes(model, most, false, &act)) &&
+             (double)act > (double)room - state)
         most /= 2;
     }
     rows[1] = n = most > 1 ? most : 1;
@@ -965,7 +971,17 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
   if (!ierr) ierr = MPI_Barrier(comm) == MPI_SUCCESS ? probe_gemm(&gemm) : FSDP_ERR_MPI;
   ierr = FSDPErrorAgree_Private(comm, ierr);
   if (!ierr) ierr = MPI_Allreduce(MPI_IN_PLACE, &gemm, 1, MPI_DOUBLE, MPI_MIN, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
-  if (!ierr) rates[0] = gemm;
+  if (!ierr && host) rates[0] = gemm; /* on a GPU the host's GEMMs are not the job's: the model's timing is */
+  /* A GPU job planned where no GPU is (a login node): the model is not timed. */
+  if (!ierr && timed && !host) {
+    int missing = DeviceCount_Private() == 0;
+    ierr = MPI_Allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm) ? FSDP_ERR_MPI : FSDP_SUCCESS;
+    if (!ierr && missing) {
+      timed = 0;
+      plan->model_rows[1] = 0;
+      plan->model_untimed = plan->model_no_gpu = true;
+    }
+  }
   /* The model itself, every rank at once: what the GEMMs' rate leaves out (small products, the
      element-wise layers, attention, the optimizer). */
   if (!ierr && timed) {
@@ -983,7 +999,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
       memcpy(plan->model_seconds, timing, sizeof plan->model_seconds);
       plan->opt_seconds = timing[2];
       plan->model_untimed = !all; /* too large to time here */
-      plan->model_on_gpu = opts->device != FSDP_DEVICE_HOST;
+      plan->model_on_gpu = !host;
+      plan->model_no_gpu = false;
       if (plan->model_untimed) plan->model_rows[1] = 0;
     }
   }
@@ -1130,7 +1147,8 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, const 
 static void predict_time(const FSDPPlan plan, FSDPPlanCandidate *c, double collectives, const double t[2], double timed)
 {
   double rows = (double)c->batch / (double)(c->factor * c->replicas) * c->grad_accum;
-  bool known = plan->flops > 0 && (timed >= 0 || ((t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0)));
+  bool compute = plan->model_rows[1] > 0 || plan->flops > 0; /* the model timed, or a GEMM rate */
+  bool known = compute && (timed >= 0 || ((t[0] <= 0 || plan->intra > 0) && (t[1] <= 0 || plan->inter > 0)));
   c->compute_seconds = c->comm_seconds = c->seconds = -1;
   if (!known) return;
   if (plan->model_rows[1] > 0) {
@@ -1496,9 +1514,15 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
         plan->model_rows[0] == 1 ? "" : "s", plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1],
         plan->opt_seconds * 1e3, (long long)plan->numel));
   else if (plan->model_untimed)
-    FSDPCall(FSDPViewerASCIIPrintf(v, "the model's step: not timed (its parameters, gradients and optimizer "
-                                      "state pass 1 GiB or half the budget); the compute column is its GEMMs at "
-                                      "the rate above\n"));
+    FSDPCall(FSDPViewerASCIIPrintf(v,
+                                   "the model's step: not timed (%s); the compute column is its GEMMs at the rate "
+                                   "above%s\n",
+                                   plan->model_no_gpu ? "-fsdp_device is a GPU's, but a rank sees no GPU"
+                                   : plan->on_gpu     ? "its parameters, gradients and optimizer state pass half the "
+                                                        "budget, or 1 GiB without one"
+                                                      : "its parameters, gradients and optimizer state pass 1 GiB or "
+                                                        "half the budget",
+                                   plan->on_gpu ? " (a GPU's, given with -flops: the probe measures none)" : ""));
   if (plan->ngroups > 0) FSDPCall(view_groups(v, plan));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
   FSDPCall(FSDPViewerASCIIPrintf(v,

@@ -213,7 +213,7 @@ run_step() {
       timeout -k 10 100 $MPI -n $np "$top_builddir/tools/fsdp-plan" -model $model -batch $batch -memory 16G -probe \
         -fsdp_device cuda -fsdp_tf32 false -options_out "$w/$name.opts" >"$w/$name.plan" 2>&1
       rc=$?
-      head -n 20 "$w/$name.plan"
+      sed -n '1,12p;/^  choice:/,$p' "$w/$name.plan"
       [ $rc -eq 0 ] || { echo "FAIL: fsdp-plan ($name) exited with $rc"; exit 1; }
       grep -q "^  the model's step (measured by FSDPPlanProbe, .*, each on its GPU)" "$w/$name.plan" ||
         { echo "FAIL: the probe did not time the model on the GPU ($name)"; exit 1; }
