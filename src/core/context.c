@@ -1076,7 +1076,8 @@ static FSDPErrorCode choose_engine(FSDPContext ctx)
 
 /* The rank's GPU: the ShardGroup's hwloc choice when CUDA sees it, else
    the node-local rank modulo the GPUs visible.  A context of one rank that
-   stands for a rank of a job (the planner's probe) takes that rank's. */
+   stands for a rank of a job (the planner's probe) uses that rank's
+   node-local rank. */
 static FSDPErrorCode start_device(FSDPContext ctx)
 {
   const char *busid = NULL;

@@ -80,7 +80,7 @@ struct FSDPContext_s {
   Device dev;
   CommNCCL nccl; /* the GPU's NCCL communicators (src/comm/nccl.c), or NULL */
   void *user_stream;
-  int device_local_rank; /* >= 0: take the node's GPU this rank would (fsdp-plan's probe on MPI_COMM_SELF) */
+  int device_local_rank; /* >= 0: the node-local rank whose GPU to take (fsdp-plan's probe on MPI_COMM_SELF) */
   FSDPReplicateEngine replicate_engine;
   bool cuda_aware, cuda_aware_set;
   char fallback[512]; /* why a group's collectives use MPI on a GPU, or "" */

@@ -548,7 +548,7 @@ static FSDPErrorCode time_model(FSDPPlan plan, FSDPContext opts, MPI_Comm comm, 
   FSDPContext ctx;
   FSDPModel model;
   FSDPOptimizer opt = NULL;
-  int64_t in, out, numel, ctxlen = 0, vocab = 0, n = 0;
+  int64_t in, out, numel = 0, ctxlen = 0, vocab = 0, n = 0;
   int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
   float *x = NULL, *target = NULL;
   int64_t *labels = NULL;
