@@ -70,9 +70,13 @@ struct FSDPPlan_s {
      its parameters, opt_seconds. */
   int64_t model_rows[2];
   double model_seconds[2], opt_seconds;
-  bool model_untimed; /* the probe could not time it (too large) */
-  bool model_on_gpu;  /* the probe timed it on the ranks' GPUs (-fsdp_device) */
-  bool model_no_gpu;  /* -fsdp_device is a GPU's, but some rank saw none: not timed */
+  enum {
+    MODEL_NOT_PROBED, /* no probe of this model yet */
+    MODEL_TIMED,      /* on the host */
+    MODEL_TIMED_GPU,  /* on the ranks' GPUs (-fsdp_device) */
+    MODEL_TOO_LARGE,  /* not timed: its state passes the probe's room */
+    MODEL_NO_GPU      /* not timed: -fsdp_device is a GPU's, but some rank saw none */
+  } model_timing;
   /* The collectives of each shard group size, timed by FSDPPlanProbe on a
      job of timed_nodes x timed_rpn ranks (ngroups == 0: none timed); they
      stand for the candidates' communication on a job of that shape. */
@@ -242,7 +246,7 @@ FSDPErrorCode FSDPPlanSetModel(FSDPPlan plan, const char *spec)
   FSDPCall(FSDPMalloc(strlen(spec) + 1, FSDP_MEM_OTHER, &plan->spec));
   memcpy(plan->spec, spec, strlen(spec) + 1);
   plan->model_rows[0] = plan->model_rows[1] = 0; /* a timing was of the model before */
-  plan->model_untimed = plan->model_on_gpu = plan->model_no_gpu = false;
+  plan->model_timing = MODEL_NOT_PROBED;
   plan->setup = false;
   return FSDP_SUCCESS;
 }
@@ -979,7 +983,7 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
     if (!ierr && missing) {
       timed = 0;
       plan->model_rows[1] = 0;
-      plan->model_untimed = plan->model_no_gpu = true;
+      plan->model_timing = MODEL_NO_GPU;
     }
   }
   /* The model itself, every rank at once: what the GEMMs' rate leaves out (small products, the
@@ -998,10 +1002,8 @@ FSDPErrorCode FSDPPlanProbe(FSDPPlan plan)
       memcpy(plan->model_rows, rows, sizeof rows);
       memcpy(plan->model_seconds, timing, sizeof plan->model_seconds);
       plan->opt_seconds = timing[2];
-      plan->model_untimed = !all; /* too large to time here */
-      plan->model_on_gpu = !host;
-      plan->model_no_gpu = false;
-      if (plan->model_untimed) plan->model_rows[1] = 0;
+      plan->model_timing = !all ? MODEL_TOO_LARGE : host ? MODEL_TIMED : MODEL_TIMED_GPU;
+      if (!all) plan->model_rows[1] = 0;
     }
   }
   if (!ierr) ierr = ping_pong(comm, intra_peer > 0 ? intra_peer : inter_peer, buf, 8, 50, &rates[3]);
@@ -1510,18 +1512,19 @@ static FSDPErrorCode plan_view(FSDPViewer v, void *arg)
         "the model's step (measured by FSDPPlanProbe, unsharded, every rank at once%s): forward and backward %.6g ms "
         "for %lld row%s, %.6g ms for %lld; the optimizer %.6g ms for all %lld parameters; the compute column scales "
         "these\n",
-        plan->model_on_gpu ? ", each on its GPU" : "", plan->model_seconds[0] * 1e3, (long long)plan->model_rows[0],
-        plan->model_rows[0] == 1 ? "" : "s", plan->model_seconds[1] * 1e3, (long long)plan->model_rows[1],
-        plan->opt_seconds * 1e3, (long long)plan->numel));
-  else if (plan->model_untimed)
+        plan->model_timing == MODEL_TIMED_GPU ? ", each on its GPU" : "", plan->model_seconds[0] * 1e3,
+        (long long)plan->model_rows[0], plan->model_rows[0] == 1 ? "" : "s", plan->model_seconds[1] * 1e3,
+        (long long)plan->model_rows[1], plan->opt_seconds * 1e3, (long long)plan->numel));
+  else if (plan->model_timing == MODEL_TOO_LARGE || plan->model_timing == MODEL_NO_GPU)
     FSDPCall(FSDPViewerASCIIPrintf(v,
                                    "the model's step: not timed (%s); the compute column is its GEMMs at the rate "
                                    "above%s\n",
-                                   plan->model_no_gpu ? "-fsdp_device is a GPU's, but a rank sees no GPU"
-                                   : plan->on_gpu     ? "its parameters, gradients and optimizer state pass half the "
-                                                        "budget, or 1 GiB without one"
-                                                      : "its parameters, gradients and optimizer state pass 1 GiB or "
-                                                        "half the budget",
+                                   plan->model_timing == MODEL_NO_GPU
+                                       ? "-fsdp_device is a GPU's, but a rank sees no GPU"
+                                   : plan->on_gpu ? "its parameters, gradients and optimizer state pass half the "
+                                                    "budget, or 1 GiB without one"
+                                                  : "its parameters, gradients and optimizer state pass 1 GiB or "
+                                                    "half the budget",
                                    plan->on_gpu ? " (a GPU's, given with -flops: the probe measures none)" : ""));
   if (plan->ngroups > 0) FSDPCall(view_groups(v, plan));
   FSDPCall(FSDPViewerASCIIPrintf(v, "candidates, per rank (MiB; times in ms; '-': not predicted without rates):\n"));
