@@ -42,16 +42,7 @@ expect_grep '^  rates (given): compute 1.5 TFLOP/s per rank, intra-node 1 kB/s, 
 # The choice runs, and the job's memory plan is the predicted one.
 fsdp_run 2 "$train" -model "$model" -steps 2 -log_every 0 -options_file "$fsdp_tmp/plan.opts" -fsdp_view \
   >"$fsdp_tmp/train" 2>&1 || { cat "$fsdp_tmp/train"; echo "FAIL: fsdp-train with the chosen options"; exit 1; }
-predicted=$(sed -n 's/^    memory per rank: //p' "$fsdp_tmp/out")
-for pair in "parameter shards:parameters" "gradient shards:gradients" "unsharded buffers:unsharded buffers" \
-  "communication staging:communication staging"; do
-  view=${pair%%:*} name=${pair#*:}
-  got=$(sed -n "s/^    $view  *\([0-9.]* [KMGT]*i*B\) .*/\1/p" "$fsdp_tmp/train" | head -n 1)
-  case "$predicted" in
-  *"$name $got,"*) ;;
-  *) echo "FAIL: -fsdp_view's $view is '$got'; fsdp-plan predicted: $predicted"; exit 1 ;;
-  esac
-done
+sh "${srcdir:-.}/tests/plan-matches-view.sh" "$fsdp_tmp/out" "$fsdp_tmp/train" || exit 1
 
 # Nothing fits: exit 1, the least memory, its layout and its largest part, on stderr.
 if "$plan" -model "$model" -nodes 2 -ranks_per_node 2 -batch 32 -memory 10K >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then

@@ -219,16 +219,7 @@ run_step() {
         { echo "FAIL: the probe did not time the model on the GPU ($name)"; exit 1; }
       train $name $np -model $model $data -steps 30 -log_every 10 -optimizer adamw -lr 1e-3 -fsdp_device cuda \
         -fsdp_tf32 false -options_file "$w/$name.opts" -fsdp_view
-      predicted=$(sed -n 's/^    memory per rank: //p' "$w/$name.plan")
-      for pair in "parameter shards:parameters" "gradient shards:gradients" "unsharded buffers:unsharded buffers" \
-        "communication staging:communication staging"; do
-        view=${pair%%:*} cat=${pair#*:}
-        got=$(sed -n "s/^    $view  *\([0-9.]* [KMGT]*i*B\) .*/\1/p" "$w/$name.out" | head -n 1)
-        case "$predicted" in
-        *"$cat $got,"*) ;;
-        *) echo "FAIL: $name: -fsdp_view's $view is '$got'; fsdp-plan predicted: $predicted"; exit 1 ;;
-        esac
-      done
+      sh "$src/tests/plan-matches-view.sh" "$w/$name.plan" "$w/$name.out" || { echo "($name)"; exit 1; }
       gpu_peaks_at_formula "$w/$name.out" || exit 1
       step=$(awk '$1 == "0" { print $(NF - 1) }' "$w/$name.plan")
       ran=$(sed -n 's/^step *30\/30 .* \([0-9.]*\) ms\/step .*/\1/p' "$w/$name.out")
