@@ -97,6 +97,15 @@ FSDPErrorCode DeviceGemm_Private(Device dev, FSDPDataType ab, bool tf32, bool ta
   (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
   UNREACHABLE(__func__);
 }
+FSDPErrorCode DeviceGemmBatched_Private(Device dev, bool tf32, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                        float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                                        int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                                        int64_t batch)
+{
+  (void)dev, (void)tf32, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)sa;
+  (void)b, (void)ldb, (void)sb, (void)beta, (void)c, (void)ldc, (void)sc, (void)batch;
+  UNREACHABLE(__func__);
+}
 FSDPErrorCode DeviceAddBias_Private(Device dev, int64_t n, int64_t out, const float *bias, float *y)
 {
   (void)dev, (void)n, (void)out, (void)bias, (void)y;
@@ -148,9 +157,10 @@ FSDPErrorCode DeviceCausalSoftmax_Private(Device dev, int64_t rows, int64_t t, f
   (void)dev, (void)rows, (void)t, (void)s;
   UNREACHABLE(__func__);
 }
-FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, float *dp)
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, int64_t p_stride,
+                                                  float *dp, int64_t dp_stride)
 {
-  (void)dev, (void)rows, (void)t, (void)p, (void)dp;
+  (void)dev, (void)rows, (void)t, (void)p, (void)p_stride, (void)dp, (void)dp_stride;
   UNREACHABLE(__func__);
 }
 
@@ -382,20 +392,27 @@ bool DeviceHolds_Private(Device d, const void *p)
   return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
 }
 
+/* cuBLAS's handle, made at the first product: its memory only for contexts that multiply. */
+static FSDPErrorCode start_blas(Device d)
+{
+  cublasStatus_t st;
+  if (d->blas) return FSDP_SUCCESS;
+  st = cublasCreate(&d->blas);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(d->blas, d->compute);
+  FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA, "cublasCreate on %s: %s", d->desc,
+            cublasGetStatusString(st));
+  return FSDP_SUCCESS;
+}
+
 FSDPErrorCode DeviceGemm_Private(Device d, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
                                  int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                                  float beta, float *c, int64_t ldc)
 {
   cudaDataType_t t = ab == FSDP_BFLOAT16 ? CUDA_R_16BF : ab == FSDP_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
   cublasComputeType_t compute = ab == FSDP_FLOAT32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  cublasStatus_t st;
   if (m == 0 || n == 0) return FSDP_SUCCESS;
-  if (!d->blas) { /* cuBLAS's memory only for contexts that multiply */
-    st = cublasCreate(&d->blas);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(d->blas, d->compute);
-    FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA, "cublasCreate on %s: %s", d->desc,
-              cublasGetStatusString(st));
-  }
+  FSDPCall(start_blas(d));
   FSDPCheck(k > 0 && m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, MPI_COMM_SELF, FSDP_ERR_INTERNAL,
             "DeviceGemm: m %lld, n %lld, k %lld", (long long)m, (long long)n, (long long)k);
   /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
@@ -405,6 +422,28 @@ FSDPErrorCode DeviceGemm_Private(Device d, FSDPDataType ab, bool tf32, bool ta, 
   FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA,
             "cublasGemmEx (%s inputs, m %lld, n %lld, k %lld) on %s: %s", FSDPDataTypeName(ab), (long long)m,
             (long long)n, (long long)k, d->desc, cublasGetStatusString(st));
+  return FSDP_SUCCESS;
+}
+
+FSDPErrorCode DeviceGemmBatched_Private(Device d, bool tf32, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                        float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                                        int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                                        int64_t batch)
+{
+  cublasStatus_t st;
+  if (m == 0 || n == 0 || batch == 0) return FSDP_SUCCESS;
+  FSDPCall(start_blas(d));
+  FSDPCheck(k > 0 && m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batch <= INT32_MAX, MPI_COMM_SELF,
+            FSDP_ERR_INTERNAL, "DeviceGemmBatched: m %lld, n %lld, k %lld, batch %lld", (long long)m, (long long)n,
+            (long long)k, (long long)batch);
+  /* Row-major, as DeviceGemm_Private: the operands swap. */
+  st = cublasGemmStridedBatchedEx(d->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
+                                  (int)m, (int)k, &alpha, b, CUDA_R_32F, (int)ldb, sb, a, CUDA_R_32F, (int)lda, sa,
+                                  &beta, c, CUDA_R_32F, (int)ldc, sc, (int)batch,
+                                  tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  FSDPCheck(st == CUBLAS_STATUS_SUCCESS, MPI_COMM_SELF, FSDP_ERR_CUDA,
+            "cublasGemmStridedBatchedEx (m %lld, n %lld, k %lld, %lld products) on %s: %s", (long long)m, (long long)n,
+            (long long)k, (long long)batch, d->desc, cublasGetStatusString(st));
   return FSDP_SUCCESS;
 }
 
@@ -463,9 +502,10 @@ FSDPErrorCode DeviceCausalSoftmax_Private(Device d, int64_t rows, int64_t t, flo
   return FSDP_SUCCESS;
 }
 
-FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device d, int64_t rows, int64_t t, const float *p, float *dp)
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device d, int64_t rows, int64_t t, const float *p, int64_t p_stride,
+                                                  float *dp, int64_t dp_stride)
 {
-  CHECK_CUDA((cudaError_t)FSDPKernelCausalSoftmaxBackward(rows, t, p, dp, d->compute),
+  CHECK_CUDA((cudaError_t)FSDPKernelCausalSoftmaxBackward(rows, t, p, p_stride, dp, dp_stride, d->compute),
              "the attention softmax backward kernel");
   return FSDP_SUCCESS;
 }

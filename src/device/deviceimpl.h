@@ -105,6 +105,12 @@ bool DeviceHolds_Private(Device dev, const void *p);
 FSDPErrorCode DeviceGemm_Private(Device dev, FSDPDataType ab, bool tf32, bool ta, bool tb, int64_t m, int64_t n,
                                  int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                                  float beta, float *c, int64_t ldc);
+/* `batch` fp32 GEMMs as DeviceGemm_Private's, the i-th on a + i sa, b + i sb
+   and c + i sc (strides in floats): one launch for many small products. */
+FSDPErrorCode DeviceGemmBatched_Private(Device dev, bool tf32, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                        float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                                        int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                                        int64_t batch);
 FSDPErrorCode DeviceAddBias_Private(Device dev, int64_t n, int64_t out, const float *bias, float *y);
 FSDPErrorCode DeviceBiasGrad_Private(Device dev, int64_t n, int64_t out, const float *dy, float *dbias);
 /* act is an FSDPActivation: out = act(x), or (backward) out = dy act'(x). */
@@ -123,9 +129,10 @@ FSDPErrorCode DeviceEmbedding_Private(Device dev, bool backward, int64_t rows, i
                                       const float *dy, float *dwte, float *dwpe);
 /* Causal attention's softmax in place of s [rows, t] (row i of each t x t
    matrix over columns 0..i), and its backward in place of dp from the
-   probabilities p. */
+   probabilities p, over rows / t matrices p_stride and dp_stride floats apart. */
 FSDPErrorCode DeviceCausalSoftmax_Private(Device dev, int64_t rows, int64_t t, float *s);
-FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, float *dp);
+FSDPErrorCode DeviceCausalSoftmaxBackward_Private(Device dev, int64_t rows, int64_t t, const float *p, int64_t p_stride,
+                                                  float *dp, int64_t dp_stride);
 /* MSE over y, target [n, m] (floats), or cross-entropy over logits y [n, m]
    and int64 labels `target` [n]: *sum is the sum of the terms (read back),
    dy (may be NULL) the mean's gradient times scale.  *bad_row is -1, or a

@@ -54,9 +54,11 @@ int FSDPKernelEmbeddingBackward(int64_t rows, int64_t seq, int64_t c, int64_t vo
                                 const float *dy, float *dwte, float *dwpe, void *stream);
 /* Causal attention's softmax over rows of t scores (row i of each t x t
    matrix keeps columns 0..i) in place of s, and its backward in place of dp
-   from the probabilities p (transformer.c). */
+   from the probabilities p, their t x t matrices p_stride and dp_stride
+   floats apart (transformer.c). */
 int FSDPKernelCausalSoftmax(int64_t rows, int64_t t, float *s, void *stream);
-int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, float *dp, void *stream);
+int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, int64_t p_stride, float *dp,
+                                    int64_t dp_stride, void *stream);
 /* *sum (device memory) += the loss terms; dy = the mean loss's gradient times scale. */
 int FSDPKernelMSELoss(int64_t count, const float *y, const float *target, double scale, double *sum, float *dy,
                       void *stream);

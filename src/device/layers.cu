@@ -263,14 +263,16 @@ __global__ void causal_softmax_k(int64_t rows, int64_t t, float *s)
   }
 }
 
-/* dS = P (dP - sum_j P dP) in place of dP, row by row as causal_softmax_k. */
-__global__ void causal_softmax_backward_k(int64_t rows, int64_t t, const float *p, float *dp)
+/* dS = P (dP - sum_j P dP) in place of dP, row by row as causal_softmax_k;
+   consecutive t x t matrices lie p_stride and dp_stride floats apart. */
+__global__ void causal_softmax_backward_k(int64_t rows, int64_t t, const float *p, int64_t p_stride, float *dp,
+                                          int64_t dp_stride)
 {
   __shared__ double part[THREADS];
   ROW_STRIDE(r, rows)
   {
-    const float *pi = p + r * t;
-    float *di = dp + r * t;
+    const float *pi = p + (r / t) * p_stride + (r % t) * t;
+    float *di = dp + (r / t) * dp_stride + (r % t) * t;
     int64_t i = r % t;
     double dot = 0;
     for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) dot += (double)pi[j] * di[j];
@@ -306,10 +308,12 @@ extern "C" int FSDPKernelCausalSoftmax(int64_t rows, int64_t t, float *s, void *
   return cudaGetLastError();
 }
 
-extern "C" int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, float *dp, void *stream)
+extern "C" int FSDPKernelCausalSoftmaxBackward(int64_t rows, int64_t t, const float *p, int64_t p_stride, float *dp,
+                                               int64_t dp_stride, void *stream)
 {
   if (rows <= 0) return cudaSuccess;
-  causal_softmax_backward_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, t, p, dp);
+  causal_softmax_backward_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, t, p, p_stride, dp,
+                                                                                    dp_stride);
   return cudaGetLastError();
 }
 

@@ -5,7 +5,9 @@
    query's own (a numerically stable softmax: the row's maximum first), times
    v.  A row of x and y is a sequence [seq, dim]; the projections run as
    GEMMs over all n * seq positions at once, the attention as GEMMs per
-   sequence and head.  On the host or the model's GPU (cuBLAS, and the
+   sequence and head (on a GPU, batched GEMMs over all the sequences: 2
+   launches per head and one softmax forward, 5 per head backward, where
+   per sequence and head they were 3 and 5 launches).  On the host or the model's GPU (cuBLAS, and the
    softmax's kernels in layers.cu); on the host 16-bit parameters are
    widened to fp32, and the GPU takes fp32 parameters only (model.c).
 
@@ -90,7 +92,7 @@ static Saved saved_arrays(const Layer *l, int64_t n)
 
 /* Backward's scratch per sequence: the MLP's hidden gradient, three of the
    residual stream's width, the QKV gradient, and (full attention) room for
-   one attention matrix. */
+   an attention matrix (the host uses one, a GPU one per sequence). */
 static int64_t transformer_work(const Layer *l)
 {
   int64_t t = l->seq, c = l->dim;
@@ -199,7 +201,7 @@ FSDP_SIMD_KERNEL(exp_row, (int64_t n, int64_t last, float top, float *restrict r
 static FSDPErrorCode softmax(FSDPModel m, int64_t t, float *att, const float *p, float *dp)
 {
   if (m->dev)
-    return dp ? DeviceCausalSoftmaxBackward_Private(m->dev, t, t, p, dp)
+    return dp ? DeviceCausalSoftmaxBackward_Private(m->dev, t, t, p, t * t, dp, t * t)
               : DeviceCausalSoftmax_Private(m->dev, t, t, att);
   if (dp) causal_softmax_backward(t, p, dp);
   else causal_softmax(t, att);
@@ -270,7 +272,18 @@ static FSDPErrorCode forward_saved(FSDPModel m, const Layer *l, int64_t n, const
       FSDPCall(
           blocked_attention(m, l, q, q + c, q + 2 * c, s.ao + b * t * c + k * hd, s.att + (b * h + k) * t, m->work));
     }
-  for (int64_t b = 0; b < n && !l->attn_block; b++)
+  if (m->dev && !l->attn_block) { /* a head's products over all sequences at once, one softmax for all */
+    for (int64_t k = 0; k < h; k++) {
+      const float *q = s.qkv + k * hd;
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, false, true, t, t, hd, scale, q, 3 * c, t * 3 * c, q + c,
+                                         3 * c, t * 3 * c, 0.0f, s.att + k * t * t, t, h * t * t, n));
+    }
+    FSDPCall(DeviceCausalSoftmax_Private(m->dev, n * h * t, t, s.att));
+    for (int64_t k = 0; k < h; k++)
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, false, false, t, hd, t, 1.0f, s.att + k * t * t, t, h * t * t,
+                                         s.qkv + k * hd + 2 * c, 3 * c, t * 3 * c, 0.0f, s.ao + k * hd, c, t * c, n));
+  }
+  for (int64_t b = 0; b < n && !l->attn_block && !m->dev; b++)
     for (int64_t k = 0; k < h; k++) {
       const float *q = s.qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       float *att = s.att + (b * h + k) * t * t;
@@ -365,6 +378,24 @@ static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, 
                                             s->att + (b * h + k) * t, dao + b * t * c + k * hd, dq, dq + c, dq + 2 * c,
                                             dp));
       }
+    return FSDP_SUCCESS;
+  }
+  if (m->dev) { /* a head over all sequences at once; dp holds n matrices (transformer_work) */
+    for (int64_t k = 0; k < h; k++) {
+      const float *q = s->qkv + k * hd, *key = q + c, *v = q + 2 * c, *att = s->att + k * t * t;
+      const float *dout = dao + k * hd;
+      float *dq = dqkv + k * hd, *dk = dq + c, *dv = dq + 2 * c;
+      const int64_t ps = h * t * t, qs = t * 3 * c, os = t * c, ds = t * t;
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, true, false, t, hd, t, 1.0f, att, t, ps, dout, c, os, 0.0f,
+                                         dv, 3 * c, qs, n)); /* P^T dO */
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, false, true, t, t, hd, 1.0f, dout, c, os, v, 3 * c, qs, 0.0f,
+                                         dp, t, ds, n));                                /* dO v^T */
+      FSDPCall(DeviceCausalSoftmaxBackward_Private(m->dev, n * t, t, att, ps, dp, ds)); /* dS */
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, false, false, t, hd, t, scale, dp, t, ds, key, 3 * c, qs,
+                                         0.0f, dq, 3 * c, qs, n)); /* dS k */
+      FSDPCall(DeviceGemmBatched_Private(m->dev, m->tf32, true, false, t, hd, t, scale, dp, t, ds, q, 3 * c, qs, 0.0f,
+                                         dk, 3 * c, qs, n)); /* dS^T q */
+    }
     return FSDP_SUCCESS;
   }
   for (int64_t b = 0; b < n; b++)
