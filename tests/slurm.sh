@@ -124,8 +124,10 @@ else
 fi
 
 # ---- pre-emption: SIGUSR1 from scancel, a save, a requeue, a resume
-steps=100
-common="STEPS=$steps CHECKPOINT_EVERY=1000 MODEL=$model BATCH=16 FSDP_TRAIN=$train"
+# The job must still train when the signal comes: 100 steps of about 1.5 ms
+# were over before scancel's signal reached them (CI, once).
+steps=4000
+common="STEPS=$steps CHECKPOINT_EVERY=1000000 MODEL=$model BATCH=16 FSDP_TRAIN=$train"
 fsdp_run 4 "$train" -model "$model" -data synthetic -steps $steps -batch 16 -fsdp_sharding_strategy hybrid \
   -fsdp_ranks_per_node 2 -loss_log "$fsdp_tmp/reference.csv" >"$fsdp_tmp/reference.out" 2>&1 || exit 1
 run="$fsdp_tmp/preempt"
