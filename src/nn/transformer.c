@@ -196,18 +196,6 @@ FSDP_INLINE void exp_row_body(int64_t n, int64_t last, float top, float *restric
 FSDP_SIMD_KERNEL(exp_row, (int64_t n, int64_t last, float top, float *restrict row, double *restrict sum),
                  (n, last, top, row, sum))
 
-/* One sequence's and head's attention probabilities: the causal softmax of
-   the scores att[t, t] in place, or (dp) its backward in place of dp. */
-static FSDPErrorCode softmax(FSDPModel m, int64_t t, float *att, const float *p, float *dp)
-{
-  if (m->dev)
-    return dp ? DeviceCausalSoftmaxBackward_Private(m->dev, t, t, p, t * t, dp, t * t)
-              : DeviceCausalSoftmax_Private(m->dev, t, t, att);
-  if (dp) causal_softmax_backward(t, p, dp);
-  else causal_softmax(t, att);
-  return FSDP_SUCCESS;
-}
-
 /* The memory-light attention of one sequence and head: o[t, hd] (row
    stride c) from q, k, v [t, hd] (row stride 3c), taking the keys bk at a
    time.  Each query keeps its scores' running maximum mx and the sum of
@@ -288,7 +276,7 @@ static FSDPErrorCode forward_saved(FSDPModel m, const Layer *l, int64_t n, const
       const float *q = s.qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       float *att = s.att + (b * h + k) * t * t;
       FSDPCall(FSDPModelGemm_Private(m, false, true, t, t, hd, scale, q, 3 * c, key, 3 * c, 0.0f, att, t));
-      FSDPCall(softmax(m, t, att, NULL, NULL));
+      causal_softmax(t, att);
       FSDPCall(
           FSDPModelGemm_Private(m, false, false, t, hd, t, 1.0f, att, t, v, 3 * c, 0.0f, s.ao + b * t * c + k * hd, c));
     }
@@ -362,7 +350,7 @@ static FSDPErrorCode blocked_attention_backward(FSDPModel m, const Layer *l, con
 }
 
 /* dqkv from dao through each sequence's and head's attention (dp: one t x t
-   scratch, or the memory-light attention's). */
+   scratch on the host, n of them on a GPU, or the memory-light attention's). */
 static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, const Saved *s, const float *dao,
                                         float *dqkv, float *dp)
 {
@@ -405,7 +393,7 @@ static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, 
       float *dq = dqkv + b * t * 3 * c + k * hd, *dk = dq + c, *dv = dq + 2 * c;
       FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, 1.0f, att, t, dout, c, 0.0f, dv, 3 * c)); /* P^T dO */
       FSDPCall(FSDPModelGemm_Private(m, false, true, t, t, hd, 1.0f, dout, c, v, 3 * c, 0.0f, dp, t));   /* dO v^T */
-      FSDPCall(softmax(m, t, NULL, att, dp));                                                            /* dS */
+      causal_softmax_backward(t, att, dp);                                                               /* dS */
       FSDPCall(FSDPModelGemm_Private(m, false, false, t, hd, t, scale, dp, t, key, 3 * c, 0.0f, dq, 3 * c)); /* dS k */
       FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, scale, dp, t, q, 3 * c, 0.0f, dk, 3 * c)); /* dS^T q */
     }
