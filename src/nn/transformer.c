@@ -5,10 +5,10 @@
    query's own (a numerically stable softmax: the row's maximum first), times
    v.  A row of x and y is a sequence [seq, dim]; the projections run as
    GEMMs over all n * seq positions at once, the attention as GEMMs per
-   sequence and head (on a GPU, batched GEMMs over all the sequences: 2
-   launches per head and one softmax forward, 5 per head backward, where
-   per sequence and head they were 3 and 5 launches).  On the host or the model's GPU (cuBLAS, and the
-   softmax's kernels in layers.cu); on the host 16-bit parameters are
+   sequence and head (on a GPU, per head, one batched GEMM over all the
+   sequences for each product: a launch per small product was most of the
+   step there).  On the host or the model's GPU (cuBLAS, and the softmax's
+   kernels in layers.cu); on the host 16-bit parameters are
    widened to fp32, and the GPU takes fp32 parameters only (model.c).
 
    On the host the attention is memory-light by default (l->attn_block
