@@ -44,6 +44,24 @@ fsdp_run 2 "$train" -model "$model" -steps 2 -log_every 0 -options_file "$fsdp_t
   >"$fsdp_tmp/train" 2>&1 || { cat "$fsdp_tmp/train"; echo "FAIL: fsdp-train with the chosen options"; exit 1; }
 sh "${srcdir:-.}/tests/plan-matches-view.sh" "$fsdp_tmp/out" "$fsdp_tmp/train" || exit 1
 
+# The bytes a rank sends in its shard group per step (the table's shard MB)
+# are what fsdp-train's all-gathers and reduce-scatters move (-fsdp_log_view:
+# the unsharded bytes, of which a rank sends (F-1)/F), with block wrapping
+# and no views: backward gathers again all but the last two units forward
+# ran, which the context's two parameter buffers still hold.
+big=mlp:in=64,hidden=512,depth=4,out=8
+"$plan" -model "$big" -nodes 1 -ranks_per_node 4 -batch 32 -memory none -flops 1e10 -intra_bw 1e9 -latency 1e-5 \
+  -fsdp_shm_views false >"$fsdp_tmp/bytes.plan" 2>&1 || { cat "$fsdp_tmp/bytes.plan"; echo "FAIL: fsdp-plan, 4 ranks"; exit 1; }
+fsdp_run 4 "$train" -model "$big" -steps 3 -batch 32 -log_every 0 -fsdp_sharding_strategy full -fsdp_wrap block \
+  -fsdp_shm_views false -fsdp_log_view >"$fsdp_tmp/bytes.train" 2>&1 ||
+  { cat "$fsdp_tmp/bytes.train"; echo "FAIL: fsdp-train, full sharding over 4 ranks"; exit 1; }
+predicted=$(awk '$2 == "full" && $3 == 4 && $5 == "block" && $6 == 1 && $8 == "off" {print $16; exit}' "$fsdp_tmp/bytes.plan")
+moved=$(awk '$1 == "AllGather" || $1 == "ReduceScatter" {b += $7} END {printf "%.3f", b / 3 * 3 / 4 / 1e6}' \
+  "$fsdp_tmp/bytes.train")
+[ -n "$predicted" ] && awk -v p="$predicted" -v m="$moved" 'BEGIN {exit !(p > 0 && (p - m) ^ 2 < (1e-3 * p) ^ 2)}' ||
+  { grep -E '^(AllGather|ReduceScatter) ' "$fsdp_tmp/bytes.train"
+    echo "FAIL: fsdp-plan predicted a rank sends $predicted MB a step in its shard group; fsdp-train's collectives moved $moved MB"; exit 1; }
+
 # Nothing fits: exit 1, the least memory, its layout and its largest part, on stderr.
 if "$plan" -model "$model" -nodes 2 -ranks_per_node 2 -batch 32 -memory 10K >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then
   echo "FAIL: fsdp-plan chose a layout within 10 KiB"; exit 1

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -37,6 +38,14 @@ static const FSDPShardingStrategy test_strategies[] = {FSDP_FULL_SHARD, FSDP_SHA
 static inline bool test_is_hybrid(FSDPShardingStrategy s)
 {
   return s == FSDP_HYBRID_SHARD || s == FSDP_HYBRID_SHARD_ZERO2;
+}
+
+/* Whether the MPI is MPICH, whose default collective algorithms the planner models. */
+static inline bool test_mpi_is_mpich(void)
+{
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  return !MPI_Get_library_version(lib, &len) && !strncmp(lib, "MPICH", 5);
 }
 
 /* A context on comm with `strategy`; hybrid ones get F = factor. */

@@ -55,6 +55,7 @@ struct FSDPPlan_s {
   int topology_cores, topology_gpus; /* of the last topology set; 0: none */
   size_t gpu_memory;                 /* bytes of its smallest GPU; 0: unknown */
   bool on_gpu;                       /* -fsdp_device is a GPU's, as of the last SetUp */
+  bool mpich;                        /* the MPI is MPICH: its default algorithms place the bytes (count_bytes) */
   const char *node_from;             /* "this node's" or "the topology's" */
   char budget_from[160];
   FSDPOptimizerType opt_type;
@@ -204,6 +205,11 @@ FSDPErrorCode FSDPPlanCreate(MPI_Comm comm, FSDPPlan *plan)
   p->comm = comm;
   p->opt_type = FSDP_OPTIMIZER_ADAMW;
   p->rates_from = "none";
+  {
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    p->mpich = !MPI_Get_library_version(lib, &len) && !strncmp(lib, "MPICH", 5);
+  }
   if ((ierr = find_shape(p))) {
     (void)FSDPFree(&p);
     return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
@@ -1088,26 +1094,50 @@ static const GroupTiming *find_group(const FSDPPlan plan, int factor)
   return NULL;
 }
 
+/* Bytes that a node's link carries each way for one all-gather or
+   reduce-scatter of a unit of `unit` bytes over a shard group of f ranks,
+   g on each node (f > g, ranks in node order).  Every algorithm has each
+   rank send (f-1)/f of the unit; where to depends on the algorithm.  A
+   ring crosses between nodes at one hop per node: (f-1)/f of the unit.
+   MPICH's defaults (4.x, measured on the namespace cluster,
+   doc/fsdp-plan.md) reduce-scatter by recursive halving below 512 KiB and
+   pairwise above, and all-gather by recursive doubling below 512 KiB (f a
+   power of two): then each of a node's g ranks sends its data for the
+   f - g ranks elsewhere across, g (f-g)/f of the unit, 4/3 of the ring's
+   at f = 4, g = 2.  NCCL (on GPUs) and other MPIs: the ring. */
+static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int64_t g, double unit)
+{
+  const double long_message = 524288; /* MPIR_CVAR_ALLGATHER_LONG_MSG_SIZE, ..._REDSCAT_COMMUTATIVE_LONG_MSG_SIZE */
+  bool pof2 = (f & (f - 1)) == 0;
+  if (!plan->mpich || plan->on_gpu || (kind == COMM_ALLGATHER && !(pof2 && unit < long_message)))
+    return (double)(f - 1) / (double)f * unit;
+  return (double)g * (double)(f - g) / (double)f * unit;
+}
+
 /* What the collectives of one step send, on each rank (the paper's volumes),
    and where.  Ranks are placed in node order, as ShardGroup places them.
    - A shard group wider than a node runs its all-gathers and
-     reduce-scatters as rings: one rank per node sends across, (F-1)/F of
-     the unit, and the crossing hop paces the ring.
+     reduce-scatters between nodes as crossing_bytes says.
+   - Backward gathers a unit again unless the unit kept its parameters from
+     forward (SHARD_GRAD_OP, views of the shards) or is one of the last
+     `cached` units forward ran: the context's parameter buffers (the
+     memory plan's count) keep them until another unit needs one
+     (release_params, evict_cached in core/flatparam.c).
    - Replicas all-reduce by recursive halving and doubling (MPICH's
      Rabenseifner), first between the replicas of a node: of the 2 (R-1)/R
      of the shard each rank sends, 2 (1/r - 1/R) cross nodes, with r the
      replicas of a node (hierarchy's least; measured, doc/fsdp-plan.md).
    t[0]: the bytes a rank sends within its node; t[1]: those its node's link
    carries each way; they pace the step at the intra- and inter-node rates. */
-static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, const GroupTiming *g, FSDPPlanCandidate *c,
-                        double *collectives, double t[2], double *timed)
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, int cached, const GroupTiming *g,
+                        FSDPPlanCandidate *c, double *collectives, double t[2], double *timed)
 {
   int64_t f = c->factor, r = c->replicas, rpn = plan->ranks_per_node;
   int64_t local = f <= rpn && rpn % f == 0 ? rpn / f : 1; /* replicas of a rank on its node */
   bool keeps = c->strategy == FSDP_SHARD_GRAD_OP || c->strategy == FSDP_HYBRID_SHARD_ZERO2;
   bool wide = f > rpn, apart = plan->nodes > 1 && local < r;
   size_t rs = FSDPDataTypeSize(ctx->reduce_dtype);
-  double k = c->grad_accum, shard = 0, replicate = 0, across = 0, n = 0;
+  double k = c->grad_accum, shard = 0, replicate = 0, across = 0, n = 0, link = 0;
   *timed = g ? 0 : -1;
   for (int i = 0; i < ctx->nunits; i++) {
     FlatParam u = ctx->units[i];
@@ -1115,12 +1145,12 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, const 
     size_t ps = ctx->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(ctx->param_dtype);
     double padded = (double)((u->numel + f - 1) / f * f), ag = 1;
     if (f > 1) {
-      /* Forward gathers every unit; backward again, unless the unit was kept
-         from forward (SHARD_GRAD_OP, or a view of the shards, which stays
-         until the step ends) or is the last forward ran (still there). */
-      if (!keeps && !views && i + 1 < ctx->nunits) ag = 2;
+      if (!keeps && !views && i + cached < ctx->nunits) ag = 2;
       shard += k * (ag * (double)(f - 1) / (double)f * padded * (double)ps +
                     (double)(f - 1) / (double)f * padded * (double)rs);
+      if (wide)
+        link += k * (ag * crossing_bytes(plan, COMM_ALLGATHER, f, rpn, padded * (double)ps) +
+                     crossing_bytes(plan, COMM_REDUCE_SCATTER, f, rpn, padded * (double)rs));
       n += k * (ag + 1);
       if (g)
         *timed += k * (ag * timed_cost(g, COMM_ALLGATHER, padded / (double)f * (double)ps) +
@@ -1137,8 +1167,8 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, const 
   }
   c->shard_bytes = shard;
   c->replicate_bytes = replicate;
-  /* On average over a node's ranks: one in rpn sends a wide ring's bytes across. */
-  c->inter_node_bytes = (wide ? shard / (double)rpn : 0) + across;
+  /* On average over a node's ranks: they share the wide group's crossings. */
+  c->inter_node_bytes = link / (double)rpn + across;
   t[0] = (wide ? 0 : shard) + replicate - across;
   /* A node's ranks share its link: it carries all their bytes across, one way and the other. */
   t[1] = (double)rpn * c->inter_node_bytes;
@@ -1240,7 +1270,8 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->bytes[FSDP_MEM_OTHER] = act + scratch;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
-          count_bytes(ctx, plan, lay.views, find_group(plan, factor), c, &collectives, t, &timed);
+          count_bytes(ctx, plan, lay.views, ms.nparams > 0 ? ms.nparams : 1, find_group(plan, factor), c, &collectives,
+                      t, &timed);
           predict_time(plan, c, collectives, t, timed);
         }
       }
