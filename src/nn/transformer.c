@@ -386,16 +386,19 @@ static FSDPErrorCode attention_backward(FSDPModel m, const Layer *l, int64_t n, 
     }
     return FSDP_SUCCESS;
   }
+  /* dqkv zeroed in one pass, the products added into it: with beta = 0
+     OpenBLAS zeroes each head's strided t x hd block first, a row at a time. */
+  memset(dqkv, 0, (size_t)(n * t * 3 * c) * sizeof *dqkv);
   for (int64_t b = 0; b < n; b++)
     for (int64_t k = 0; k < h; k++) {
       const float *q = s->qkv + b * t * 3 * c + k * hd, *key = q + c, *v = q + 2 * c;
       const float *att = s->att + (b * h + k) * t * t, *dout = dao + b * t * c + k * hd;
       float *dq = dqkv + b * t * 3 * c + k * hd, *dk = dq + c, *dv = dq + 2 * c;
-      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, 1.0f, att, t, dout, c, 0.0f, dv, 3 * c)); /* P^T dO */
+      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, 1.0f, att, t, dout, c, 1.0f, dv, 3 * c)); /* P^T dO */
       FSDPCall(FSDPModelGemm_Private(m, false, true, t, t, hd, 1.0f, dout, c, v, 3 * c, 0.0f, dp, t));   /* dO v^T */
       causal_softmax_backward(t, att, dp);                                                               /* dS */
-      FSDPCall(FSDPModelGemm_Private(m, false, false, t, hd, t, scale, dp, t, key, 3 * c, 0.0f, dq, 3 * c)); /* dS k */
-      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, scale, dp, t, q, 3 * c, 0.0f, dk, 3 * c)); /* dS^T q */
+      FSDPCall(FSDPModelGemm_Private(m, false, false, t, hd, t, scale, dp, t, key, 3 * c, 1.0f, dq, 3 * c)); /* dS k */
+      FSDPCall(FSDPModelGemm_Private(m, true, false, t, hd, t, scale, dp, t, q, 3 * c, 1.0f, dk, 3 * c)); /* dS^T q */
     }
   return FSDP_SUCCESS;
 }
