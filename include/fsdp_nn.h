@@ -504,7 +504,8 @@ typedef struct {
                                                reduce-scatters) */
   double replicate_bytes;                /**< bytes a rank sends per step to its replicas (all-reduce) */
   double inter_node_bytes;               /**< of those, the bytes that cross between nodes, on average over a
-                                              node's ranks (a wide ring sends across from one rank per node) */
+                                              node's ranks, as the collectives' algorithms send them (MPICH's
+                                              defaults under MPICH on the host, else rings; doc/fsdp-plan.md) */
   double compute_seconds;                /**< predicted compute of a step; < 0 when no rates are known */
   double comm_seconds;                   /**< predicted communication of a step; < 0 when no rates are known */
   double seconds;                        /**< predicted step time: their sum; < 0 when no rates are known */

@@ -290,9 +290,9 @@ static void check_ranking(void)
     if (c.strategy == FSDP_FULL_SHARD && c.wrap == FSDP_WRAP_MODEL && c.grad_accum == 1) {
       /* The paper's volumes, each rank's sends: one unit is gathered for forward and still there for backward.
          Between nodes, each link each way: the gather (3.4 MB, past MPICH's 512 KiB too) as a ring, crossing
-         once per node, 15/16 of the unit; the reduce-scatter as a ring, or MPICH's pairwise exchange, where each
-         of a node's 4 ranks sends the 12 shards of the other nodes' ranks across, 4 x 12/16 of the unit.  A
-         node's 4 ranks share its link. */
+         once per node, 15/16 of the unit; the reduce-scatter as a ring, or by MPICH's recursive halving, where
+         each of a node's 4 ranks sends the 12 shards of the other nodes' ranks across, 4 x 12/16 of the unit.
+         A node's 4 ranks share its link. */
       int64_t numel = (64 * 512 + 512) + 3 * (512 * 512 + 512) + (512 * 8 + 8), padded = (numel + 15) / 16 * 16;
       double unit = (double)padded * 4, want = 2.0 * 15.0 / 16.0 * unit; /* the gather and the reduce-scatter */
       double link = 15.0 / 16.0 * unit + (test_mpi_is_mpich() ? 4.0 * 12.0 / 16.0 : 15.0 / 16.0) * unit;
@@ -307,6 +307,30 @@ static void check_ranking(void)
                   "none: %g bytes across nodes", c.inter_node_bytes);
     }
     prev = c;
+  }
+  TEST_OK(FSDPPlanDestroy(&plan));
+
+  /* 3 nodes of 2, full sharding over F = 6 (not a power of two), one unit of 39 KB: MPICH all-gathers it by
+     Bruck's algorithm (below 80 KiB), whose steps send 1, 2 and 2 shards to the ranks 1, 2 and 4 before: 9 of a
+     node's shards leave it; it reduce-scatters as a ring, 5.  Other MPIs: rings, 5 and 5. */
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetJob(plan, 3, 2));
+  TEST_OK(FSDPPlanSetBatch(plan, 12));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=16,hidden=64,depth=3,out=4"));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  for (int i = 0, seen = 0; i < n || !seen; i++) {
+    double unit, link;
+    TEST_ASSERT(i < n, "no full-sharding candidate with model wrapping at W = 6");
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    if (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1) continue;
+    seen = 1;
+    unit = c.shard_bytes / (2 * 5.0 / 6.0); /* one gather (still there for backward), one reduce-scatter */
+    link = ((test_mpi_is_mpich() ? 9.0 : 5.0) + 5.0) / 6.0 * unit;
+    TEST_ASSERT(unit < 80 * 1024 && fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
+                "full sharding over 3 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
+                c.inter_node_bytes, link / 2, unit);
   }
   TEST_OK(FSDPPlanDestroy(&plan));
 }

@@ -1094,24 +1094,38 @@ static const GroupTiming *find_group(const FSDPPlan plan, int factor)
   return NULL;
 }
 
+/* Bruck's all-gather over f ranks, g on each node in node order: at step
+   k = 1, 2, 4, ... < f each rank sends min(k, f-k) shards to rank - k.  The
+   shards that leave a node (as many as enter it; every node alike). */
+static double bruck_shards(int64_t f, int64_t g)
+{
+  double shards = 0;
+  for (int64_t k = 1; k < f; k *= 2)
+    for (int64_t r = 0; r < g; r++) /* node 0's ranks */
+      if ((r - k + f) % f >= g) shards += (double)(k < f - k ? k : f - k);
+  return shards;
+}
+
 /* Bytes that a node's link carries each way for one all-gather or
    reduce-scatter of a unit of `unit` bytes over a shard group of f ranks,
    g on each node (f > g, ranks in node order).  Every algorithm has each
    rank send (f-1)/f of the unit; where to depends on the algorithm.  A
    ring crosses between nodes at one hop per node: (f-1)/f of the unit.
-   MPICH's defaults (4.x, measured on the namespace cluster,
-   doc/fsdp-plan.md) reduce-scatter by recursive halving below 512 KiB and
-   pairwise above, and all-gather by recursive doubling below 512 KiB (f a
-   power of two): then each of a node's g ranks sends its data for the
-   f - g ranks elsewhere across, g (f-g)/f of the unit, 4/3 of the ring's
-   at f = 4, g = 2.  NCCL (on GPUs) and other MPIs: the ring. */
+   MPICH's defaults (4.x; measured on the namespace cluster at f = 4, 6
+   and 8 with g = 2, doc/fsdp-plan.md): with f a power of two, recursive
+   halving for reduce-scatters at every size and recursive doubling for
+   all-gathers below 512 KiB, where each of a node's g ranks sends its data
+   for the f - g ranks elsewhere across, g (f-g)/f of the unit (4/3 of the
+   ring's at f = 4, g = 2); else rings, but Bruck's all-gather below 80 KiB
+   (bruck_shards).  NCCL (on GPUs) and other MPIs: the ring. */
 static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int64_t g, double unit)
 {
-  const double long_message = 524288; /* MPIR_CVAR_ALLGATHER_LONG_MSG_SIZE, ..._REDSCAT_COMMUTATIVE_LONG_MSG_SIZE */
-  bool pof2 = (f & (f - 1)) == 0;
-  if (!plan->mpich || plan->on_gpu || (kind == COMM_ALLGATHER && !(pof2 && unit < long_message)))
-    return (double)(f - 1) / (double)f * unit;
-  return (double)g * (double)(f - g) / (double)f * unit;
+  const double long_message = 524288, short_message = 81920; /* MPIR_CVAR_ALLGATHER_{LONG,SHORT}_MSG_SIZE */
+  bool pof2 = (f & (f - 1)) == 0, mpich = plan->mpich && !plan->on_gpu;
+  if (mpich && pof2 && (kind == COMM_REDUCE_SCATTER || unit < long_message))
+    return (double)g * (double)(f - g) / (double)f * unit;
+  if (mpich && !pof2 && kind == COMM_ALLGATHER && unit < short_message) return bruck_shards(f, g) / (double)f * unit;
+  return (double)(f - 1) / (double)f * unit;
 }
 
 /* What the collectives of one step send, on each rank (the paper's volumes),
