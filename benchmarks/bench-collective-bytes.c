@@ -18,7 +18,7 @@ int main(int argc, char **argv)
 {
   static const char *const kinds[3] = {"allgather", "reduce_scatter", "allreduce"};
   int size, rank, iters, kind;
-  bool blocking = argc == 5 && !strcmp(argv[4], "blocking");
+  bool blocking;
   long long bytes, count;
   float *send, *recv;
   MPI_Comm comm;
@@ -26,6 +26,7 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  blocking = argc == 5 && !strcmp(argv[4], "blocking");
   if (blocking) argc--;
   kind = -1;
   for (int k = 0; k < 3 && argc == 4; k++)
@@ -36,7 +37,7 @@ int main(int argc, char **argv)
   if (kind < 0 || count < 1 || count > 1 << 30 || iters < 0) {
     if (rank == 0)
       fprintf(stderr, "usage: bench-collective-bytes allgather|reduce_scatter|allreduce BYTES ITERS [blocking] "
-                      "(BYTES at least 4 x ranks, ITERS at least 0)\n");
+                      "(BYTES at least 4 x ranks, 4 for allreduce; ITERS at least 0)\n");
     MPI_Finalize();
     return 2;
   }

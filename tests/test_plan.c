@@ -310,9 +310,35 @@ static void check_ranking(void)
   }
   TEST_OK(FSDPPlanDestroy(&plan));
 
-  /* 3 nodes of 2, full sharding over F = 6 (not a power of two), one unit of 39 KB: MPICH all-gathers it by
-     Bruck's algorithm (below 80 KiB), whose steps send 1, 2 and 2 shards to the ranks 1, 2 and 4 before: 9 of a
-     node's shards leave it; it reduce-scatters as a ring, 5.  Other MPIs: rings, 5 and 5. */
+  /* 2 nodes of 2, full sharding over F = 4, the same unit, below 512 KiB: MPICH gathers by recursive doubling
+     and reduces by recursive halving, each of a node's 2 ranks sending the other node's 2 shards across: a
+     whole unit leaves a node for each.  Rings: 3/4 of it. */
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetJob(plan, 2, 2));
+  TEST_OK(FSDPPlanSetBatch(plan, 8));
+  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=16,hidden=64,depth=3,out=4"));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  for (int i = 0, seen = 0; i < n || !seen; i++) {
+    double unit, link;
+    TEST_ASSERT(i < n, "no full-sharding candidate with model wrapping at W = 4");
+    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
+    if (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1) continue;
+    seen = 1;
+    unit = c.shard_bytes / (2 * 3.0 / 4.0);
+    link = (test_mpi_is_mpich() ? 2.0 : 2 * 3.0 / 4.0) * unit;
+    TEST_ASSERT(fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
+                "full sharding over 2 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
+                c.inter_node_bytes, link / 2, unit);
+  }
+  TEST_OK(FSDPPlanDestroy(&plan));
+
+  /* 3 nodes of 2, full sharding over F = 6 (not a power of two), one unit of 39 KB.  MPICH all-gathers it by
+     Bruck's algorithm (below 80 KiB): its steps send 1, 2 and 2 shards to the ranks 1, 2 and 4 before, 9 of a
+     node's shards leave it.  It reduce-scatters by recursive halving: ranks 0 and 2 hand theirs to 1 and 3
+     within their nodes; then 1 and 4 exchange 2 and 4 shards, as do 3 and 5, and 1 and 3 2 each: 16 shards
+     cross, 16/3 leave a node on average.  Other MPIs: rings, 5 and 5. */
   TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
   TEST_OK(FSDPPlanSetJob(plan, 3, 2));
   TEST_OK(FSDPPlanSetBatch(plan, 12));
@@ -327,7 +353,7 @@ static void check_ranking(void)
     if (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1) continue;
     seen = 1;
     unit = c.shard_bytes / (2 * 5.0 / 6.0); /* one gather (still there for backward), one reduce-scatter */
-    link = ((test_mpi_is_mpich() ? 9.0 : 5.0) + 5.0) / 6.0 * unit;
+    link = (test_mpi_is_mpich() ? 9.0 + 16.0 / 3.0 : 5.0 + 5.0) / 6.0 * unit;
     TEST_ASSERT(unit < 80 * 1024 && fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
                 "full sharding over 3 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
                 c.inter_node_bytes, link / 2, unit);

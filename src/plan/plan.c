@@ -1106,26 +1106,55 @@ static double bruck_shards(int64_t f, int64_t g)
   return shards;
 }
 
+/* MPICH's recursive-halving reduce-scatter over f ranks, g on each node in
+   node order: the shards that cross between nodes, each message counted
+   once.  With p the largest power of two up to f and rem = f - p, the even
+   ranks below 2 rem first send everything (f shards) to the next rank and
+   drop out; the p left (new rank i: rank 2i+1 below rem, else i + rem;
+   holding 2 blocks' shards below rem, else 1) halve their window at each
+   step, sending the partner's half; then the odd ranks below 2 rem send
+   their neighbours' shard back.  With f a power of two each of a node's g
+   ranks sends f - g shards across. */
+static double halving_shards(int64_t f, int64_t g)
+{
+  int64_t p = 1, rem;
+  double shards = 0;
+  while (p * 2 <= f) p *= 2;
+  rem = f - p;
+#define REAL(i) ((i) < rem ? 2 * (i) + 1 : (i) + rem)
+  for (int64_t r = 0; r + 1 < 2 * rem; r += 2)
+    if (r / g != (r + 1) / g) shards += (double)f + 1.0; /* all of it out, its result back */
+  for (int64_t mask = p / 2; mask > 0; mask /= 2)
+    for (int64_t i = 0; i < p; i++) {
+      int64_t d = i ^ mask, lo = d & ~(mask - 1), n = 0;
+      for (int64_t b = lo; b < lo + mask; b++) n += b < rem ? 2 : 1;
+      if (REAL(i) / g != REAL(d) / g) shards += (double)n;
+    }
+#undef REAL
+  return shards;
+}
+
 /* Bytes that a node's link carries each way for one all-gather or
    reduce-scatter of a unit of `unit` bytes over a shard group of f ranks,
-   g on each node (f > g, ranks in node order).  Every algorithm has each
-   rank send (f-1)/f of the unit; where to depends on the algorithm.  A
-   ring crosses between nodes at one hop per node: (f-1)/f of the unit.
-   MPICH's defaults (4.x; measured on the namespace cluster at f = 4, 6
-   and 8 with g = 2, doc/fsdp-plan.md): with f a power of two, recursive
-   halving for reduce-scatters at every size and recursive doubling for
-   all-gathers below 512 KiB, where each of a node's g ranks sends its data
-   for the f - g ranks elsewhere across, g (f-g)/f of the unit (4/3 of the
-   ring's at f = 4, g = 2); else rings, but Bruck's all-gather below 80 KiB
-   (bruck_shards).  NCCL (on GPUs) and other MPIs: the ring. */
+   g on each node (f > g, ranks in node order), on average over the nodes.
+   Every rank sends (f-1)/f of the unit in a ring, which crosses between
+   nodes at one hop per node: (f-1)/f of the unit.  MPICH's defaults (4.x;
+   measured on the namespace cluster at f = 4, 6 and 8 with g = 2,
+   doc/fsdp-plan.md) reduce-scatter by recursive halving (pairwise exchanges
+   from 512 KiB cross alike where f is a power of two), all-gather by
+   recursive doubling below 512 KiB with f a power of two, which crosses as
+   the halving does, g (f-g)/f of the unit (4/3 of the ring's at f = 4,
+   g = 2), and with f not a power of two by Bruck's algorithm below 80 KiB;
+   else rings.  NCCL (on GPUs) and other MPIs: the ring. */
 static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int64_t g, double unit)
 {
   const double long_message = 524288, short_message = 81920; /* MPIR_CVAR_ALLGATHER_{LONG,SHORT}_MSG_SIZE */
+  double shard = unit / (double)f, nodes = (double)(f / g);
   bool pof2 = (f & (f - 1)) == 0, mpich = plan->mpich && !plan->on_gpu;
-  if (mpich && pof2 && (kind == COMM_REDUCE_SCATTER || unit < long_message))
-    return (double)g * (double)(f - g) / (double)f * unit;
-  if (mpich && !pof2 && kind == COMM_ALLGATHER && unit < short_message) return bruck_shards(f, g) / (double)f * unit;
-  return (double)(f - 1) / (double)f * unit;
+  if (mpich && (kind == COMM_REDUCE_SCATTER || (pof2 && unit < long_message)))
+    return halving_shards(f, g) / nodes * shard;
+  if (mpich && !pof2 && kind == COMM_ALLGATHER && unit < short_message) return bruck_shards(f, g) * shard;
+  return (double)(f - 1) * shard;
 }
 
 /* What the collectives of one step send, on each rank (the paper's volumes),
