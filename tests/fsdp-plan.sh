@@ -46,21 +46,34 @@ sh "${srcdir:-.}/tests/plan-matches-view.sh" "$fsdp_tmp/out" "$fsdp_tmp/train" |
 
 # The bytes a rank sends in its shard group per step (the table's shard MB)
 # are what fsdp-train's all-gathers and reduce-scatters move (-fsdp_log_view:
-# the unsharded bytes, of which a rank sends (F-1)/F), with block wrapping
-# and no views: backward gathers again all but the last two units forward
-# ran, which the context's two parameter buffers still hold.
-big=mlp:in=64,hidden=512,depth=4,out=8
-"$plan" -model "$big" -nodes 1 -ranks_per_node 4 -batch 32 -memory none -flops 1e10 -intra_bw 1e9 -latency 1e-5 \
-  -fsdp_shm_views false >"$fsdp_tmp/bytes.plan" 2>&1 || { cat "$fsdp_tmp/bytes.plan"; echo "FAIL: fsdp-plan, 4 ranks"; exit 1; }
-fsdp_run 4 "$train" -model "$big" -steps 3 -batch 32 -log_every 0 -fsdp_sharding_strategy full -fsdp_wrap block \
-  -fsdp_shm_views false -fsdp_log_view >"$fsdp_tmp/bytes.train" 2>&1 ||
-  { cat "$fsdp_tmp/bytes.train"; echo "FAIL: fsdp-train, full sharding over 4 ranks"; exit 1; }
-predicted=$(awk '$2 == "full" && $3 == 4 && $5 == "block" && $6 == 1 && $8 == "off" {print $16; exit}' "$fsdp_tmp/bytes.plan")
-moved=$(awk '$1 == "AllGather" || $1 == "ReduceScatter" {b += $7} END {printf "%.3f", b / 3 * 3 / 4 / 1e6}' \
-  "$fsdp_tmp/bytes.train")
-[ -n "$predicted" ] && awk -v p="$predicted" -v m="$moved" 'BEGIN {exit !(p > 0 && (p - m) ^ 2 < (1e-3 * p) ^ 2)}' ||
-  { grep -E '^(AllGather|ReduceScatter) ' "$fsdp_tmp/bytes.train"
-    echo "FAIL: fsdp-plan predicted a rank sends $predicted MB a step in its shard group; fsdp-train's collectives moved $moved MB"; exit 1; }
+# the unsharded bytes, of which a rank sends (F-1)/F), without views: with
+# block wrapping backward gathers again all but the last units forward ran,
+# which the context's parameter buffers (2, or -fsdp_limit_all_gathers)
+# still hold; a tied GPT gathers its embedding's unit again for the head;
+# micro-batches gather each, and reduce once a step.
+# check_bytes MODEL K CKPT LIMIT [fsdp-train options...]
+check_bytes() {
+  m=$1 k=$2 ckpt=$3 limit=$4
+  shift 4
+  "$plan" -model "$m" -nodes 1 -ranks_per_node 4 -batch 32 -memory none -flops 1e10 -intra_bw 1e9 -latency 1e-5 \
+    -fsdp_shm_views false -fsdp_limit_all_gathers "$limit" >"$fsdp_tmp/bytes.plan" 2>&1 ||
+    { cat "$fsdp_tmp/bytes.plan"; echo "FAIL: fsdp-plan, 4 ranks, $m"; exit 1; }
+  fsdp_run 4 "$train" -model "$m" "$@" -steps 3 -batch $((32 / k)) -grad_accum "$k" -log_every 0 \
+    -fsdp_sharding_strategy full -fsdp_wrap block -fsdp_activation_checkpointing $([ "$ckpt" = on ] && echo true || echo false) \
+    -fsdp_shm_views false -fsdp_limit_all_gathers "$limit" -fsdp_log_view >"$fsdp_tmp/bytes.train" 2>&1 ||
+    { cat "$fsdp_tmp/bytes.train"; echo "FAIL: fsdp-train, full sharding over 4 ranks, $m"; exit 1; }
+  predicted=$(awk -v k="$k" -v c="$ckpt" '$2 == "full" && $3 == 4 && $5 == "block" && $6 == k && $8 == c {print $16; exit}' \
+    "$fsdp_tmp/bytes.plan")
+  moved=$(awk '$1 == "AllGather" || $1 == "ReduceScatter" {b += $7} END {printf "%.3f", b / 3 * 3 / 4 / 1e6}' \
+    "$fsdp_tmp/bytes.train")
+  [ -n "$predicted" ] && awk -v p="$predicted" -v m="$moved" 'BEGIN {exit !(p > 0 && (p - m) ^ 2 < (1e-3 * p) ^ 2)}' ||
+    { grep -E '^(AllGather|ReduceScatter) ' "$fsdp_tmp/bytes.train"
+      echo "FAIL: $m, K = $k, checkpointing $ckpt, limit $limit: fsdp-plan predicted a rank sends $predicted MB a step in its shard group; fsdp-train's collectives moved $moved MB"; exit 1; }
+}
+for i in 1 2 3 4 5 6 7 8; do cat "${srcdir:-.}/README.md"; done >"$fsdp_tmp/text.txt"
+check_bytes mlp:in=64,hidden=512,depth=4,out=8 1 off 0
+check_bytes mlp:in=64,hidden=512,depth=4,out=8 2 on 1
+check_bytes gpt:vocab=256,ctx=16,dim=32,heads=2,layers=2,tied=1 1 off 0 -data "text:$fsdp_tmp/text.txt"
 
 # Nothing fits: exit 1, the least memory, its layout and its largest part, on stderr.
 if "$plan" -model "$model" -nodes 2 -ranks_per_node 2 -batch 32 -memory 10K >"$fsdp_tmp/out" 2>"$fsdp_tmp/err"; then

@@ -1157,27 +1157,66 @@ static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int6
   return (double)(f - 1) * shard;
 }
 
+/* How many times a micro-batch all-gathers each unit of the model's context
+   (by its index) where units keep nothing from forward for backward, as
+   core/flatparam.c runs them with `cached` parameter buffers.  Forward
+   unshards the units in the order its layers use them (a unit used again
+   later, as a tied head uses its embedding's, again); a unit it leaves
+   stays cached in its buffer until a unit that needs a buffer evicts it,
+   the lowest-numbered first but not the one just left (the next unit's
+   prefetch starts while that one runs: evict_cached, take_params).
+   Backward takes the units in the reverse order and releases each as it
+   leaves it.  work: room for the context's units and the model's layers. */
+static void simulate_gathers(const FSDPModel model, int cached, int *gathers, int *work)
+{
+  int nunits = model->ctx->nunits, *held = work, *seq = work + nunits, n = 0, in_use = 0;
+  for (int i = 0; i < nunits; i++) gathers[i] = held[i] = 0;
+  for (int i = 0; i < model->nlayers; i++) {
+    int u = model->layers[i].unit >= 0 ? model->units[model->layers[i].unit]->index : -1;
+    if (u >= 0 && (n == 0 || seq[n - 1] != u)) seq[n++] = u;
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n; k++) {
+      int u = seq[pass ? n - 1 - k : k], prev = k ? seq[pass ? n - k : k - 1] : -1;
+      if (pass && prev >= 0 && held[prev]) { /* backward released the unit it left */
+        held[prev] = 0;
+        in_use--;
+      }
+      if (held[u]) continue;
+      gathers[u]++;
+      if (in_use >= cached) {
+        int victim = -1;
+        for (int v = 0; v < nunits && victim < 0; v++)
+          if (held[v] && v != u && v != prev) victim = v;
+        if (victim < 0) victim = prev;
+        if (victim >= 0) {
+          held[victim] = 0;
+          in_use--;
+        }
+      }
+      held[u] = 1;
+      in_use++;
+    }
+}
+
 /* What the collectives of one step send, on each rank (the paper's volumes),
    and where.  Ranks are placed in node order, as ShardGroup places them.
    - A shard group wider than a node runs its all-gathers and
      reduce-scatters between nodes as crossing_bytes says.
-   - Backward gathers a unit again unless the unit kept its parameters from
-     forward (SHARD_GRAD_OP, views of the shards) or is one of the last
-     `cached` units forward ran: the context's parameter buffers (the
-     memory plan's count) keep them until another unit needs one
-     (release_params, evict_cached in core/flatparam.c).
+   - gathers[i]: how many times a micro-batch all-gathers unit i; once,
+     where units keep their parameters from forward for backward
+     (SHARD_GRAD_OP, views of the shards), else simulate_gathers'.
    - Replicas all-reduce by recursive halving and doubling (MPICH's
      Rabenseifner), first between the replicas of a node: of the 2 (R-1)/R
      of the shard each rank sends, 2 (1/r - 1/R) cross nodes, with r the
      replicas of a node (hierarchy's least; measured, doc/fsdp-plan.md).
    t[0]: the bytes a rank sends within its node; t[1]: those its node's link
    carries each way; they pace the step at the intra- and inter-node rates. */
-static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, int cached, const GroupTiming *g,
+static void count_bytes(FSDPContext ctx, const FSDPPlan plan, const int *gathers, const GroupTiming *g,
                         FSDPPlanCandidate *c, double *collectives, double t[2], double *timed)
 {
   int64_t f = c->factor, r = c->replicas, rpn = plan->ranks_per_node;
   int64_t local = f <= rpn && rpn % f == 0 ? rpn / f : 1; /* replicas of a rank on its node */
-  bool keeps = c->strategy == FSDP_SHARD_GRAD_OP || c->strategy == FSDP_HYBRID_SHARD_ZERO2;
   bool wide = f > rpn, apart = plan->nodes > 1 && local < r;
   size_t rs = FSDPDataTypeSize(ctx->reduce_dtype);
   double k = c->grad_accum, shard = 0, replicate = 0, across = 0, n = 0, link = 0;
@@ -1186,18 +1225,19 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, bool views, int ca
     FlatParam u = ctx->units[i];
     size_t es = FSDPDataTypeSize(u->dtype);
     size_t ps = ctx->param_dtype == FSDP_FLOAT32 ? es : FSDPDataTypeSize(ctx->param_dtype);
-    double padded = (double)((u->numel + f - 1) / f * f), ag = 1;
+    double padded = (double)((u->numel + f - 1) / f * f), ag = gathers[i];
     if (f > 1) {
-      if (!keeps && !views && i + cached < ctx->nunits) ag = 2;
-      shard += k * (ag * (double)(f - 1) / (double)f * padded * (double)ps +
-                    (double)(f - 1) / (double)f * padded * (double)rs);
+      /* Gathers for each micro-batch; one reduce-scatter a step: the micro-batches before the last keep their
+         unsharded sums (fsdp-train's no_sync, FSDPContextSetGradSync). */
+      shard += k * ag * (double)(f - 1) / (double)f * padded * (double)ps +
+               (double)(f - 1) / (double)f * padded * (double)rs;
       if (wide)
-        link += k * (ag * crossing_bytes(plan, COMM_ALLGATHER, f, rpn, padded * (double)ps) +
-                     crossing_bytes(plan, COMM_REDUCE_SCATTER, f, rpn, padded * (double)rs));
-      n += k * (ag + 1);
+        link += k * ag * crossing_bytes(plan, COMM_ALLGATHER, f, rpn, padded * (double)ps) +
+                crossing_bytes(plan, COMM_REDUCE_SCATTER, f, rpn, padded * (double)rs);
+      n += k * ag + 1;
       if (g)
-        *timed += k * (ag * timed_cost(g, COMM_ALLGATHER, padded / (double)f * (double)ps) +
-                       timed_cost(g, COMM_REDUCE_SCATTER, padded / (double)f * (double)rs));
+        *timed += k * ag * timed_cost(g, COMM_ALLGATHER, padded / (double)f * (double)ps) +
+                  timed_cost(g, COMM_REDUCE_SCATTER, padded / (double)f * (double)rs);
     }
     /* Across replicas once per step: the micro-batches before the last keep their sums (fsdp-train's no_sync). */
     if (r > 1) {
@@ -1260,7 +1300,7 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
   FSDPModel model = NULL;
   FSDPErrorCode ierr;
   int w = plan->nodes * plan->ranks_per_node;
-  int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum);
+  int nstates = FSDPOptimizerStateCount_Private(plan->opt_type, plan->momentum), *gathers = NULL;
   size_t scratch = 0;
 
   FSDPCall(open_model(plan->spec, &ctx, &model));
@@ -1271,6 +1311,9 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
   if (!ierr) ierr = FSDPModelGetSizes(model, NULL, NULL, &plan->numel);
   if (!ierr) plan->row_flops = FSDPModelForwardFlops_Private(model);
   if (!ierr) scratch = FSDPModelScratchBytes_Private(model, ctx->device != FSDP_DEVICE_HOST, ctx->param_dtype);
+  /* gathers[i] per unit, then simulate_gathers' room */
+  if (!ierr)
+    ierr = FSDPMalloc((size_t)(2 * ctx->nunits + model->nlayers + 1) * sizeof *gathers, FSDP_MEM_OTHER, &gathers);
   for (int s = 0; !ierr && s <= FSDP_HYBRID_SHARD_ZERO2; s++) {
     bool hybrid = s == FSDP_HYBRID_SHARD || s == FSDP_HYBRID_SHARD_ZERO2;
     for (int f = hybrid ? 2 : 1; !ierr && f <= (hybrid ? plan->ranks_per_node : 1); f++) {
@@ -1284,6 +1327,9 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
       lay.views = FSDPMemoryViewsWanted_Private(ctx, ctx->device, factor, ctx->param_dtype) &&
                   plan->ranks_per_node % factor == 0;
       FSDPMemorySizes_Private(ctx, &lay, &ms);
+      if (lay.views || s == FSDP_SHARD_GRAD_OP || s == FSDP_HYBRID_SHARD_ZERO2) /* kept from forward */
+        for (int i = 0; i < ctx->nunits; i++) gathers[i] = 1;
+      else simulate_gathers(model, ms.nparams > 0 ? ms.nparams : 1, gathers, gathers + ctx->nunits);
       /* Rank 0's optimizer state: every trainable element of its shards (its shards hold no padding). */
       for (int i = 0; i < ctx->nunits; i++) {
         FlatParam u = ctx->units[i];
@@ -1313,16 +1359,15 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
           c->bytes[FSDP_MEM_OTHER] = act + scratch;
           for (int m = 0; m < FSDP_MEM_NUM_CATEGORIES; m++) c->total += c->bytes[m];
           c->fits = !plan->budget || c->total <= plan->budget;
-          count_bytes(ctx, plan, lay.views, ms.nparams > 0 ? ms.nparams : 1, find_group(plan, factor), c, &collectives,
-                      t, &timed);
+          count_bytes(ctx, plan, gathers, find_group(plan, factor), c, &collectives, t, &timed);
           predict_time(plan, c, collectives, t, timed);
         }
       }
     }
   }
   {
-    FSDPErrorCode e = close_model(&ctx, &model);
-    if (!ierr) ierr = e;
+    FSDPErrorCode e = FSDPFree(&gathers), e2 = close_model(&ctx, &model);
+    if (!ierr) ierr = e ? e : e2;
   }
   if (ierr) return FSDPErrorTraceback(__LINE__, __func__, __FILE__, ierr);
   return FSDP_SUCCESS;
