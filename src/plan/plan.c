@@ -1135,25 +1135,36 @@ static double halving_shards(int64_t f, int64_t g)
 }
 
 /* Bytes that a node's link carries each way for one all-gather or
-   reduce-scatter of a unit of `unit` bytes over a shard group of f ranks,
-   g on each node (f > g, ranks in node order), on average over the nodes.
-   Every rank sends (f-1)/f of the unit in a ring, which crosses between
-   nodes at one hop per node: (f-1)/f of the unit.  MPICH's defaults (4.x;
-   measured on the namespace cluster at f = 4, 6 and 8 with g = 2,
-   doc/fsdp-plan.md) reduce-scatter by recursive halving (pairwise exchanges
-   from 512 KiB cross alike where f is a power of two), all-gather by
-   recursive doubling below 512 KiB with f a power of two, which crosses as
-   the halving does, g (f-g)/f of the unit (4/3 of the ring's at f = 4,
-   g = 2), and with f not a power of two by Bruck's algorithm below 80 KiB;
-   else rings.  NCCL (on GPUs) and other MPIs: the ring. */
-static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int64_t g, double unit)
+   reduce-scatter of a unit of `unit` bytes (elements of `size` bytes) over
+   a shard group of f ranks, g on each node (f > g, ranks in node order), on
+   average over the nodes.  A ring crosses between nodes at one hop per
+   node: (f-1)/f of the unit.  MPICH's defaults (4.0; measured on the
+   namespace cluster at f = 4, 6 and 8 with g = 2, doc/fsdp-plan.md):
+   - reduce-scatter by recursive halving (halving_shards), from 512 KiB by
+     a pairwise exchange, where each of a node's g ranks sends the f - g
+     shards of the other nodes' ranks across, g (f-g)/f of the unit, as the
+     halving does with f a power of two.  The nonblocking call
+     (MPI_Ireduce_scatter_block: the nonblocking engine's) compares
+     elements with 512 Ki, not bytes; the blocking one (the thread and sync
+     engines') bytes.  An engine left to the context counts as the thread,
+     the default where nodes have 2 CPUs a rank.
+   - all-gather, with f a power of two, by recursive doubling below 512 KiB,
+     which crosses as the halving does, g (f-g)/f; otherwise by Bruck's
+     algorithm below 80 KiB (bruck_shards); else a ring.
+   NCCL (on GPUs) and other MPIs: the ring. */
+static double crossing_bytes(const FSDPPlan plan, FSDPContext ctx, CommKind kind, int64_t f, int64_t g, double unit,
+                             size_t size)
 {
   const double long_message = 524288, short_message = 81920; /* MPIR_CVAR_ALLGATHER_{LONG,SHORT}_MSG_SIZE */
   double shard = unit / (double)f, nodes = (double)(f / g);
   bool pof2 = (f & (f - 1)) == 0, mpich = plan->mpich && !plan->on_gpu;
-  if (mpich && (kind == COMM_REDUCE_SCATTER || (pof2 && unit < long_message)))
-    return halving_shards(f, g) / nodes * shard;
-  if (mpich && !pof2 && kind == COMM_ALLGATHER && unit < short_message) return bruck_shards(f, g) * shard;
+  bool nonblocking = ctx->engine_set && ctx->engine == FSDP_COMM_ENGINE_NONBLOCKING;
+  if (mpich && kind == COMM_REDUCE_SCATTER)
+    return (unit / (nonblocking ? (double)size : 1) < long_message ? halving_shards(f, g) / nodes
+                                                                   : (double)g * (double)(f - g)) *
+           shard;
+  if (mpich && pof2 && unit < long_message) return (double)g * (double)(f - g) * shard;
+  if (mpich && !pof2 && unit < short_message) return bruck_shards(f, g) * shard;
   return (double)(f - 1) * shard;
 }
 
@@ -1163,11 +1174,12 @@ static double crossing_bytes(const FSDPPlan plan, CommKind kind, int64_t f, int6
    unshards the units in the order its layers use them (a unit used again
    later, as a tied head uses its embedding's, again); a unit it leaves
    stays cached in its buffer until a unit that needs a buffer evicts it,
-   the lowest-numbered first but not the one just left (the next unit's
-   prefetch starts while that one runs: evict_cached, take_params).
+   the lowest-numbered first (evict_cached, take_params), but not the one
+   just left where forward prefetches (-fsdp_forward_prefetch: the next
+   unit's gather starts while that one runs).
    Backward takes the units in the reverse order and releases each as it
    leaves it.  work: room for the context's units and the model's layers. */
-static void simulate_gathers(const FSDPModel model, int cached, int *gathers, int *work)
+static void simulate_gathers(const FSDPModel model, int cached, bool prefetch, int *gathers, int *work)
 {
   int nunits = model->ctx->nunits, *held = work, *seq = work + nunits, n = 0, in_use = 0;
   for (int i = 0; i < nunits; i++) gathers[i] = held[i] = 0;
@@ -1187,7 +1199,7 @@ static void simulate_gathers(const FSDPModel model, int cached, int *gathers, in
       if (in_use >= cached) {
         int victim = -1;
         for (int v = 0; v < nunits && victim < 0; v++)
-          if (held[v] && v != u && v != prev) victim = v;
+          if (held[v] && v != u && (v != prev || !prefetch)) victim = v;
         if (victim < 0) victim = prev;
         if (victim >= 0) {
           held[victim] = 0;
@@ -1232,8 +1244,8 @@ static void count_bytes(FSDPContext ctx, const FSDPPlan plan, const int *gathers
       shard += k * ag * (double)(f - 1) / (double)f * padded * (double)ps +
                (double)(f - 1) / (double)f * padded * (double)rs;
       if (wide)
-        link += k * ag * crossing_bytes(plan, COMM_ALLGATHER, f, rpn, padded * (double)ps) +
-                crossing_bytes(plan, COMM_REDUCE_SCATTER, f, rpn, padded * (double)rs);
+        link += k * ag * crossing_bytes(plan, ctx, COMM_ALLGATHER, f, rpn, padded * (double)ps, ps) +
+                crossing_bytes(plan, ctx, COMM_REDUCE_SCATTER, f, rpn, padded * (double)rs, rs);
       n += k * ag + 1;
       if (g)
         *timed += k * ag * timed_cost(g, COMM_ALLGATHER, padded / (double)f * (double)ps) +
@@ -1329,7 +1341,8 @@ static FSDPErrorCode add_wrapping(FSDPPlan plan, FSDPWrapPolicy wrap, int *capac
       FSDPMemorySizes_Private(ctx, &lay, &ms);
       if (lay.views || s == FSDP_SHARD_GRAD_OP || s == FSDP_HYBRID_SHARD_ZERO2) /* kept from forward */
         for (int i = 0; i < ctx->nunits; i++) gathers[i] = 1;
-      else simulate_gathers(model, ms.nparams > 0 ? ms.nparams : 1, gathers, gathers + ctx->nunits);
+      else
+        simulate_gathers(model, ms.nparams > 0 ? ms.nparams : 1, ctx->forward_prefetch, gathers, gathers + ctx->nunits);
       /* Rank 0's optimizer state: every trainable element of its shards (its shards hold no padding). */
       for (int i = 0; i < ctx->nunits; i++) {
         FlatParam u = ctx->units[i];
