@@ -250,6 +250,27 @@ static size_t least_total(FSDPPlan plan, FSDPShardingStrategy s, int factor)
    replica fits in: the choice shards within the node and replicates across
    (nothing but an all-reduce of shards crosses the link), not over all 16
    ranks; the rows are in predicted order; the options line says so. */
+/* The full-sharding, model-wrapped, one-micro-batch candidate of a plan for nodes x rpn ranks, no budget. */
+static FSDPPlanCandidate full_model_wrapped(int nodes, int rpn, int64_t batch, const char *spec)
+{
+  FSDPPlan plan;
+  FSDPPlanCandidate c;
+  int n, i = 0;
+  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
+  TEST_OK(FSDPPlanSetJob(plan, nodes, rpn));
+  TEST_OK(FSDPPlanSetBatch(plan, batch));
+  TEST_OK(FSDPPlanSetModel(plan, spec));
+  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
+  TEST_OK(FSDPPlanSetUp(plan));
+  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
+  do {
+    TEST_ASSERT(i < n, "no full-sharding candidate with model wrapping for %s at %d x %d", spec, nodes, rpn);
+    TEST_OK(FSDPPlanGetCandidate(plan, i++, &c));
+  } while (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1);
+  TEST_OK(FSDPPlanDestroy(&plan));
+  return c;
+}
+
 static void check_ranking(void)
 {
   FSDPPlan plan;
@@ -313,26 +334,13 @@ static void check_ranking(void)
   /* 2 nodes of 2, full sharding over F = 4, the same unit, below 512 KiB: MPICH gathers by recursive doubling
      and reduces by recursive halving, each of a node's 2 ranks sending the other node's 2 shards across: a
      whole unit leaves a node for each.  Rings: 3/4 of it. */
-  TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
-  TEST_OK(FSDPPlanSetJob(plan, 2, 2));
-  TEST_OK(FSDPPlanSetBatch(plan, 8));
-  TEST_OK(FSDPPlanSetModel(plan, "mlp:in=16,hidden=64,depth=3,out=4"));
-  TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
-  TEST_OK(FSDPPlanSetUp(plan));
-  TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
-  for (int i = 0, seen = 0; i < n || !seen; i++) {
-    double unit, link;
-    TEST_ASSERT(i < n, "no full-sharding candidate with model wrapping at W = 4");
-    TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
-    if (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1) continue;
-    seen = 1;
-    unit = c.shard_bytes / (2 * 3.0 / 4.0);
-    link = (test_mpi_is_mpich() ? 2.0 : 2 * 3.0 / 4.0) * unit;
+  c = full_model_wrapped(2, 2, 8, "mlp:in=16,hidden=64,depth=3,out=4");
+  {
+    double unit = c.shard_bytes / (2 * 3.0 / 4.0), link = (test_mpi_is_mpich() ? 2.0 : 2 * 3.0 / 4.0) * unit;
     TEST_ASSERT(fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
                 "full sharding over 2 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
                 c.inter_node_bytes, link / 2, unit);
   }
-  TEST_OK(FSDPPlanDestroy(&plan));
 
   /* 3 nodes of 2, full sharding over F = 6 (not a power of two), one unit.  Of 39 KB: MPICH all-gathers it by
      Bruck's algorithm (below 80 KiB), whose steps send 1, 2 and 2 shards to the ranks 1, 2 and 4 before: 9 of a
@@ -342,26 +350,13 @@ static void check_ranking(void)
      pairwise exchange (from 512 KiB, blocking as the default thread engine calls it), each of a node's 2
      ranks sending 4 shards to the other nodes, 8.  Other MPIs: rings, 5 and 5. */
   for (int big = 0; big < 2; big++) {
-    TEST_OK(FSDPPlanCreate(MPI_COMM_WORLD, &plan));
-    TEST_OK(FSDPPlanSetJob(plan, 3, 2));
-    TEST_OK(FSDPPlanSetBatch(plan, 12));
-    TEST_OK(FSDPPlanSetModel(plan, big ? "mlp:in=64,hidden=512,depth=4,out=8" : "mlp:in=16,hidden=64,depth=3,out=4"));
-    TEST_OK(FSDPPlanSetMemoryBudget(plan, 0));
-    TEST_OK(FSDPPlanSetUp(plan));
-    TEST_OK(FSDPPlanGetNumCandidates(plan, &n));
-    for (int i = 0, seen = 0; i < n || !seen; i++) {
-      double unit, link, mpich = big ? 5.0 + 8.0 : 9.0 + 16.0 / 3.0;
-      TEST_ASSERT(i < n, "no full-sharding candidate with model wrapping at W = 6");
-      TEST_OK(FSDPPlanGetCandidate(plan, i, &c));
-      if (c.strategy != FSDP_FULL_SHARD || c.wrap != FSDP_WRAP_MODEL || c.grad_accum != 1) continue;
-      seen = 1;
-      unit = c.shard_bytes / (2 * 5.0 / 6.0); /* one gather (still there for backward), one reduce-scatter */
-      link = (test_mpi_is_mpich() ? mpich : 5.0 + 5.0) / 6.0 * unit;
-      TEST_ASSERT((big ? unit > 512 * 1024 : unit < 80 * 1024) && fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
-                  "full sharding over 3 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
-                  c.inter_node_bytes, link / 2, unit);
-    }
-    TEST_OK(FSDPPlanDestroy(&plan));
+    double unit, link, mpich = big ? 5.0 + 8.0 : 9.0 + 16.0 / 3.0;
+    c = full_model_wrapped(3, 2, 12, big ? "mlp:in=64,hidden=512,depth=4,out=8" : "mlp:in=16,hidden=64,depth=3,out=4");
+    unit = c.shard_bytes / (2 * 5.0 / 6.0); /* one gather (still there for backward), one reduce-scatter */
+    link = (test_mpi_is_mpich() ? mpich : 5.0 + 5.0) / 6.0 * unit;
+    TEST_ASSERT((big ? unit > 512 * 1024 : unit < 80 * 1024) && fabs(c.inter_node_bytes - link / 2) < 1e-9 * link,
+                "full sharding over 3 nodes of 2: %g bytes across nodes a rank, not %g (a unit of %g bytes)",
+                c.inter_node_bytes, link / 2, unit);
   }
 }
 
